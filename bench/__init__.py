@@ -1,0 +1,1 @@
+"""Benchmarks of hsearch: relevance on real evaluation sets (``python -m bench.relevance``)."""

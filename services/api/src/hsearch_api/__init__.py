@@ -1,0 +1,1 @@
+"""hsearch HTTP API (FastAPI)."""

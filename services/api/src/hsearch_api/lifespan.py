@@ -1,0 +1,43 @@
+"""Start-up and shut-down: the typed state every request reads."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TypedDict
+
+from fastapi import FastAPI
+
+from hsearch.config import Settings
+from hsearch.db.migrate import upgrade_database
+from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
+from hsearch.runtime import Resources, build_resources
+from hsearch.search.service import SearchService
+
+
+class State(TypedDict):
+    resources: Resources
+    search: SearchService
+    queue: JobQueue
+
+
+def make_lifespan(settings: Settings, *, migrate: bool = True):  # type: ignore[no-untyped-def]  # FastAPI's lifespan type is a private alias
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[State]:
+        if migrate:
+            upgrade_database(settings.database_url)
+        resources = build_resources(settings)
+        search = SearchService(
+            embedder=resources.embedder,
+            store=resources.store,
+            session_factory=resources.sessions,
+            settings=settings.search,
+        )
+        queue = CeleryJobQueue(create_celery(settings.broker_url, name="hsearch-api"))
+        try:
+            yield {"resources": resources, "search": search, "queue": queue}
+        finally:
+            await resources.store.aclose()
+            resources.close()
+
+    return lifespan

@@ -1,0 +1,1 @@
+"""HTTP routers: parse, call one service function, map the result."""

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from fastapi import APIRouter
+
+from hsearch.search.models import SearchQuery, SearchResult
+from hsearch_api.deps import SearchServiceDep, TenantDep
+from hsearch_api.schemas.search import (
+    ExplanationRead,
+    HitRead,
+    LegRead,
+    SearchRequest,
+    SearchResponse,
+)
+
+router = APIRouter(prefix="/v1", tags=["search"])
+
+
+@router.post("/search")
+async def search(
+    body: SearchRequest, tenant: TenantDep, service: SearchServiceDep
+) -> SearchResponse:
+    """Hybrid search: dense and sparse legs in parallel, fused (weighted RRF by default)."""
+    result = await service.search(
+        SearchQuery(
+            tenant_id=tenant,
+            query=body.query,
+            top_k=body.top_k,
+            offset=body.offset,
+            mode=body.mode,
+            fusion=body.fusion,
+            rrf_k=body.rrf_k,
+            weights=body.weights,
+            filter=body.filter,
+            candidates=body.candidates,
+            leg_timeout_s=body.leg_timeout_ms / 1000 if body.leg_timeout_ms else None,
+            min_score=body.min_score,
+            group_by_document=body.group_by_document,
+        )
+    )
+    return search_response(result)
+
+
+def search_response(result: SearchResult) -> SearchResponse:
+    return SearchResponse(
+        query=result.query,
+        mode=result.mode,
+        method=result.method,
+        offset=result.offset,
+        top_k=result.top_k,
+        total_candidates=result.total_candidates,
+        degraded=[leg.value for leg in result.degraded],
+        legs=[
+            LegRead(
+                leg=r.leg.value,
+                status=r.status,
+                took_ms=r.took_ms,
+                candidates=r.candidates,
+                error=r.error,
+            )
+            for r in result.legs
+        ],
+        took_ms=result.took_ms,
+        hits=[
+            HitRead(
+                chunk_id=h.chunk_id,
+                document_id=h.document_id,
+                external_id=h.external_id,
+                title=h.title,
+                text=h.text,
+                snippet=h.snippet,
+                score=h.score,
+                matching_chunks=h.matching_chunks,
+                source=h.source,
+                lang=h.lang,
+                tags=list(h.tags),
+                metadata=h.metadata,
+                explanation=ExplanationRead(**asdict(h.explanation)),
+            )
+            for h in result.hits
+        ],
+    )

@@ -1,0 +1,1 @@
+"""Request and response bodies (``XCreate`` / ``XRead`` / ``XList``)."""

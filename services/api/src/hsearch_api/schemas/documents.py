@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hsearch.db.models import JobStatus
+from hsearch.vectorstore.schema import TITLE_MAX_LENGTH
+
+Tag = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class DocumentCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    external_id: str = Field(
+        min_length=1, max_length=512, description="Your id; unique per tenant."
+    )
+    title: str = Field(default="", max_length=TITLE_MAX_LENGTH)
+    text: str = Field(min_length=1, max_length=1_000_000)
+    source: str = Field(default="", max_length=512)
+    lang: str = Field(default="", max_length=16)
+    tags: list[Tag] = Field(default_factory=list, max_length=64)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class DocumentBatchCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    documents: list[DocumentCreate] = Field(min_length=1, max_length=5000)
+
+
+class ItemErrorRead(BaseModel):
+    ordinal: int
+    external_id: str
+    error: str
+
+
+class JobRead(BaseModel):
+    id: uuid.UUID
+    status: JobStatus
+    total: int
+    indexed: int
+    skipped: int
+    failed: int
+    processed: int
+    error: str | None
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    errors: list[ItemErrorRead]
+
+
+class JobAccepted(BaseModel):
+    job_id: uuid.UUID
+    status: JobStatus
+    total: int
+    status_url: str

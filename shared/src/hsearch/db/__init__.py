@@ -1,0 +1,1 @@
+"""Metadata database: SQLAlchemy 2 models, engine/session factories, repositories."""

@@ -1,0 +1,45 @@
+"""Engine and session factories. The boundary (request dependency, task wrapper)
+owns the transaction: it commits or rolls back; services only ``flush()``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout so the
+    API and worker processes can share the embedded file."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, echo=echo, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_engine(url, echo=echo, pool_size=pool_size, pool_pre_ping=True)
+
+
+def create_session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A session whose work is committed on success and rolled back on error."""
+    with factory() as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

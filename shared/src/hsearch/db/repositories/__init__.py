@@ -1,0 +1,1 @@
+"""Repositories: the only place SQL is written. They ``flush()``, never commit."""

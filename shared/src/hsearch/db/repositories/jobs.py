@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hsearch.db.models import IngestionJob, JobItem, JobItemStatus
+
+
+class JobRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, job: IngestionJob) -> None:
+        self._session.add(job)
+        self._session.flush()
+
+    def get(self, job_id: uuid.UUID, *, tenant_id: str | None = None) -> IngestionJob | None:
+        stmt = select(IngestionJob).where(IngestionJob.id == job_id)
+        if tenant_id is not None:
+            stmt = stmt.where(IngestionJob.tenant_id == tenant_id)
+        return self._session.scalar(stmt)
+
+    def lock(self, job_id: uuid.UUID) -> IngestionJob | None:
+        """The job row, locked for this transaction (no-op lock on SQLite)."""
+        return self._session.scalar(
+            select(IngestionJob).where(IngestionJob.id == job_id).with_for_update()
+        )
+
+    def pending_item_ids(self, job_id: uuid.UUID) -> list[int]:
+        return list(
+            self._session.scalars(
+                select(JobItem.id)
+                .where(JobItem.job_id == job_id, JobItem.status == JobItemStatus.PENDING)
+                .order_by(JobItem.ordinal)
+            )
+        )
+
+    def items(self, item_ids: Sequence[int]) -> list[JobItem]:
+        return list(
+            self._session.scalars(
+                select(JobItem).where(JobItem.id.in_(item_ids)).order_by(JobItem.ordinal)
+            )
+        )
+
+    def failed_items(self, job_id: uuid.UUID, *, limit: int = 100) -> list[JobItem]:
+        return list(
+            self._session.scalars(
+                select(JobItem)
+                .where(JobItem.job_id == job_id, JobItem.status == JobItemStatus.FAILED)
+                .order_by(JobItem.ordinal)
+                .limit(limit)
+            )
+        )

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from hsearch.db.models import LexicalCorpusStats, LexicalTermStats
+
+
+class LexicalStatsRepository:
+    """Per-tenant BM25 statistics: chunk count, total length, term document frequency."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def corpus(self, tenant_id: str) -> tuple[int, int]:
+        """``(chunk_count, total_length)`` of the tenant's indexed chunks."""
+        row = self._session.get(LexicalCorpusStats, tenant_id)
+        return (row.chunk_count, row.total_length) if row else (0, 0)
+
+    def document_frequencies(self, tenant_id: str, term_ids: Iterable[int]) -> dict[int, int]:
+        ids = sorted(set(term_ids))
+        if not ids:
+            return {}
+        rows = self._session.execute(
+            select(LexicalTermStats.term_id, LexicalTermStats.df).where(
+                LexicalTermStats.tenant_id == tenant_id,
+                LexicalTermStats.term_id.in_(ids),
+                LexicalTermStats.df > 0,
+            )
+        )
+        return {int(t): int(df) for t, df in rows}
+
+    def apply_delta(
+        self,
+        tenant_id: str,
+        *,
+        chunks: int,
+        length: int,
+        term_deltas: Mapping[int, int],
+    ) -> None:
+        """Add (or with negative numbers, remove) a document's contribution."""
+        dialect = self._session.get_bind().dialect.name
+        insert = pg_insert if dialect == "postgresql" else sqlite_insert
+
+        corpus = insert(LexicalCorpusStats).values(
+            tenant_id=tenant_id, encoder="", chunk_count=chunks, total_length=length
+        )
+        self._session.execute(
+            corpus.on_conflict_do_update(
+                index_elements=[LexicalCorpusStats.tenant_id],
+                set_={
+                    "chunk_count": LexicalCorpusStats.chunk_count + corpus.excluded.chunk_count,
+                    "total_length": LexicalCorpusStats.total_length + corpus.excluded.total_length,
+                },
+            )
+        )
+        # Sorted, chunked upserts: a stable lock order avoids deadlocks between workers.
+        deltas = [
+            {"tenant_id": tenant_id, "term_id": t, "df": d}
+            for t, d in sorted(term_deltas.items())
+            if d
+        ]
+        for start in range(0, len(deltas), 1000):
+            stmt = insert(LexicalTermStats).values(deltas[start : start + 1000])
+            self._session.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=[LexicalTermStats.tenant_id, LexicalTermStats.term_id],
+                    set_={"df": LexicalTermStats.df + stmt.excluded.df},
+                )
+            )
+        if any(d < 0 for d in term_deltas.values()):
+            self._session.execute(
+                delete(LexicalTermStats).where(
+                    LexicalTermStats.tenant_id == tenant_id, LexicalTermStats.df <= 0
+                )
+            )
+        self._session.flush()

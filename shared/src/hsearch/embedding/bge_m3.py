@@ -1,0 +1,208 @@
+"""BGE-M3 adapter: dense and learned sparse vectors from one forward pass.
+
+The only module that touches FlagEmbedding. It imports it inside
+:class:`BgeM3Embedder` so that importing this module (for :func:`is_bge_m3_dir`, which
+the factory calls to choose an encoder) stays cheap; the untyped library stops here and
+callers get :class:`Embedding` values only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
+from hsearch.errors import EncoderError
+
+__all__ = ["BgeM3Embedder", "is_bge_m3_dir", "missing_bge_m3_files"]
+
+# Weight files FlagEmbedding (through transformers) can load, in its order of preference.
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# The tokenizer: a fast tokenizer file or the original SentencePiece model.
+_TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model")
+# FlagEmbedding falls back to *randomly initialised* heads, silently, unless both head
+# files exist; colbert_linear.pt is thus required although colbert vectors are not used.
+_REQUIRED_FILES = ("config.json", "tokenizer_config.json", "sparse_linear.pt", "colbert_linear.pt")
+
+# Files at most this large are hashed whole; larger ones (the weights) by size plus
+# three sampled windows, so the fingerprint costs milliseconds on a 2 GB checkpoint yet
+# still changes with a fine-tune (which keeps the size but changes every tensor).
+_HASH_WHOLE_LIMIT = 32 * 2**20
+_HASH_WINDOW = 2**20
+
+
+def missing_bge_m3_files(path: Path) -> list[str]:
+    """Which files a BGE-M3 checkpoint needs are absent from ``path`` (empty: complete).
+
+    Alternatives are listed as ``a|b`` (either will do).
+    """
+    if not path.is_dir():
+        return [f"{path} (not a directory)"]
+    missing = [name for name in _REQUIRED_FILES if not (path / name).is_file()]
+    for alternatives in (_WEIGHT_FILES, _TOKENIZER_FILES):
+        if not any((path / name).is_file() for name in alternatives):
+            missing.append("|".join(alternatives))
+    return missing
+
+
+def is_bge_m3_dir(path: Path) -> bool:
+    """Whether ``path`` holds a complete BGE-M3 checkpoint (see :func:`missing_bge_m3_files`)."""
+    return not missing_bge_m3_files(path)
+
+
+def _file_digest(path: Path) -> bytes:
+    size = path.stat().st_size
+    digest = hashlib.sha256(f"{path.name}\0{size}\0".encode())
+    with path.open("rb") as handle:
+        if size <= _HASH_WHOLE_LIMIT:
+            digest.update(handle.read())
+        else:
+            for offset in (0, (size - _HASH_WINDOW) // 2, size - _HASH_WINDOW):
+                handle.seek(offset)
+                digest.update(handle.read(_HASH_WINDOW))
+    return digest.digest()
+
+
+def _checkpoint_version(path: Path) -> str:
+    """A stable fingerprint of the files this adapter loads (not of their location)."""
+    weights = next(path / name for name in _WEIGHT_FILES if (path / name).is_file())
+    tokenizer = [path / name for name in (*_TOKENIZER_FILES, "special_tokens_map.json")]
+    files = (
+        path / "config.json",
+        path / "tokenizer_config.json",
+        *(f for f in tokenizer if f.is_file()),
+        path / "sparse_linear.pt",
+        weights,
+    )
+    return hashlib.sha256(b"".join(_file_digest(f) for f in files)).hexdigest()[:16]
+
+
+def _hidden_size(path: Path) -> int:
+    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    size = config.get("hidden_size") if isinstance(config, dict) else None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        msg = f"{path / 'config.json'} has no valid hidden_size (got {size!r})"
+        raise EncoderError(msg)
+    return size
+
+
+class BgeM3Embedder:
+    """BAAI/bge-m3 from a local directory: dense (CLS, L2-normalised) + learned lexical weights.
+
+    The model is loaded when the embedder is built, not on first use: a broken or
+    incomplete checkpoint then fails at start-up (API lifespan, worker process init)
+    rather than on the first request, and that request does not pay seconds of loading.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        device: str = "cpu",
+        batch_size: int = 16,
+        max_length: int = 512,
+    ) -> None:
+        if batch_size < 1:
+            msg = f"batch_size must be >= 1, got {batch_size}"
+            raise ValueError(msg)
+        if max_length < 2:
+            msg = f"max_length must be >= 2, got {max_length}"
+            raise ValueError(msg)
+        # Checked before FlagEmbedding sees the path: given a path that does not exist it
+        # would try to download a model of that name from the Hugging Face Hub.
+        missing = missing_bge_m3_files(path)
+        if missing:
+            msg = f"{path} is not a complete BGE-M3 checkpoint; missing: {', '.join(missing)}"
+            raise EncoderError(msg)
+        self._batch_size = batch_size
+        self._max_length = max_length
+        # FlagEmbedding mutates the model on every encode call (.float(), .to(), .eval());
+        # callers on several threads (a thread-pool web server) take turns.
+        self._lock = threading.Lock()
+        try:
+            self._info = EncoderInfo(
+                name="bge-m3",
+                dimension=_hidden_size(path),
+                version=_checkpoint_version(path),
+                sparse_kind=SparseKind.LEARNED,
+            )
+            from FlagEmbedding import BGEM3FlagModel  # noqa: PLC0415  (heavy: torch, transformers)
+
+            self._model: Any = BGEM3FlagModel(
+                str(path.resolve()),
+                normalize_embeddings=True,
+                use_fp16=device != "cpu",  # fp16 kernels are slow or missing on CPU
+                devices=device,
+                batch_size=batch_size,
+                passage_max_length=max_length,
+                query_max_length=max_length,
+            )
+        except EncoderError:
+            raise
+        except Exception as exc:
+            msg = f"cannot load BGE-M3 from {path}: {type(exc).__name__}: {exc}"
+            raise EncoderError(msg) from exc
+
+    @property
+    def info(self) -> EncoderInfo:
+        return self._info
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        """Encode passages in batches of ``batch_size``; one embedding per text, in order."""
+        embeddings: list[Embedding] = []
+        for start in range(0, len(texts), self._batch_size):
+            embeddings.extend(self._encode(list(texts[start : start + self._batch_size])))
+        return embeddings
+
+    def embed_query(self, text: str) -> Embedding:
+        """Encode one query (BGE-M3 needs no query instruction)."""
+        return self._encode([text])[0]
+
+    def _encode(self, batch: list[str]) -> list[Embedding]:
+        try:
+            with self._lock:
+                # FlagEmbedding draws tqdm bars unless the input is shorter than the batch
+                # size, and has no switch for them: one call per batch, with a batch size
+                # one above its length, keeps them off without changing the batching.
+                output = self._model.encode(
+                    batch,
+                    batch_size=len(batch) + 1,
+                    max_length=self._max_length,
+                    return_dense=True,
+                    return_sparse=True,
+                    return_colbert_vecs=False,
+                )
+            dense = [self._dense(row) for row in output["dense_vecs"]]
+            sparse = [_sparse(weights) for weights in output["lexical_weights"]]
+        except EncoderError:
+            raise
+        except Exception as exc:
+            msg = f"BGE-M3 encoding failed: {type(exc).__name__}: {exc}"
+            raise EncoderError(msg) from exc
+        if len(dense) != len(batch) or len(sparse) != len(batch):
+            msg = f"BGE-M3 returned {len(dense)}/{len(sparse)} vectors for {len(batch)} texts"
+            raise EncoderError(msg)
+        return [Embedding(dense=d, sparse=s) for d, s in zip(dense, sparse, strict=True)]
+
+    def _dense(self, row: Any) -> tuple[float, ...]:
+        values = [float(v) for v in row]
+        if len(values) != self._info.dimension:
+            msg = f"BGE-M3 returned a {len(values)}-d vector, expected {self._info.dimension}"
+            raise EncoderError(msg)
+        # Normalised by the model already; again here because the store's inner product
+        # is only a cosine if it is, and fp16 rounding drifts.
+        norm = math.sqrt(math.fsum(v * v for v in values))
+        if not (math.isfinite(norm) and norm > 0.0):
+            msg = f"BGE-M3 returned a dense vector of norm {norm}"
+            raise EncoderError(msg)
+        return tuple(v / norm for v in values)
+
+
+def _sparse(weights: Any) -> SparseVector:
+    """``{"token id": weight}`` (numpy floats) → our sparse vector with int indices."""
+    return SparseVector.from_mapping({int(token): float(w) for token, w in weights.items()})

@@ -1,0 +1,133 @@
+"""Builds the configured encoder.
+
+Importing this module is cheap: the encoder modules import torch, sentence-transformers
+and FlagEmbedding only when an encoder is built, so those load only in processes that
+encode (a unit test keeps it that way).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from hsearch.config import EncoderKind, EncoderSettings
+from hsearch.embedding.bge_m3 import BgeM3Embedder, missing_bge_m3_files
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.offline import OfflineEmbedder
+from hsearch.embedding.protocol import Embedder
+from hsearch.errors import ConfigurationError
+
+__all__ = ["create_embedder", "describe_encoder_choice"]
+
+logger = logging.getLogger(__name__)
+
+_BGE_M3_PATH_SETTING = "HSEARCH_ENCODER__BGE_M3_PATH"
+_OFFLINE_PATH_SETTING = "HSEARCH_ENCODER__OFFLINE_MODEL_PATH"
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    kind: EncoderKind  # never AUTO
+    reason: str
+    bge_m3_path: Path | None = None  # set when kind is BGE_M3
+    bge_m3_missing: tuple[str, ...] = ()  # AUTO fell back although a BGE-M3 path is set
+
+
+def _choose(settings: EncoderSettings) -> _Choice:
+    kind = settings.kind
+    path = settings.bge_m3_path
+    if kind is not EncoderKind.AUTO:
+        if kind is EncoderKind.BGE_M3:
+            if path is None:
+                msg = f"encoder kind is bge-m3 but {_BGE_M3_PATH_SETTING} is not set"
+                raise ConfigurationError(msg)
+            missing = missing_bge_m3_files(path)
+            if missing:
+                msg = (
+                    f"encoder kind is bge-m3 but {_BGE_M3_PATH_SETTING}={path} is not a "
+                    f"complete BGE-M3 checkpoint; missing: {', '.join(missing)}"
+                )
+                raise ConfigurationError(msg)
+            return _Choice(kind, "configured", bge_m3_path=path)
+        if kind is EncoderKind.OFFLINE:
+            _check_offline_path(settings)
+        return _Choice(kind, "configured")
+    if path is None:
+        _check_offline_path(settings)
+        return _Choice(EncoderKind.OFFLINE, f"auto: {_BGE_M3_PATH_SETTING} not set")
+    missing = missing_bge_m3_files(path)
+    if missing:
+        _check_offline_path(settings)
+        reason = f"auto: {path} is not a complete BGE-M3 checkpoint (missing {', '.join(missing)})"
+        return _Choice(EncoderKind.OFFLINE, reason, bge_m3_missing=tuple(missing))
+    return _Choice(EncoderKind.BGE_M3, f"auto: checkpoint found at {path}", bge_m3_path=path)
+
+
+def _check_offline_path(settings: EncoderSettings) -> None:
+    path = settings.offline_model_path
+    if path is not None and not (path / "modules.json").is_file():
+        msg = (
+            f"{_OFFLINE_PATH_SETTING}={path} is not a sentence-transformers model directory "
+            "(no modules.json); unset it to use the bundled all-MiniLM-L6-v2"
+        )
+        raise ConfigurationError(msg)
+
+
+def describe_encoder_choice(settings: EncoderSettings) -> str:
+    """Which encoder :func:`create_embedder` would build, and why, without loading it.
+
+    For start-up banners: ``"bge-m3 (auto: checkpoint found at /models/bge-m3)"``.
+
+    Raises:
+        ConfigurationError: As :func:`create_embedder` would.
+    """
+    choice = _choose(settings)
+    return f"{choice.kind.value} ({choice.reason})"
+
+
+def create_embedder(settings: EncoderSettings) -> Embedder:
+    """The encoder ``settings.kind`` asks for, loaded and ready.
+
+    ``auto`` picks BGE-M3 when ``bge_m3_path`` holds a complete checkpoint, else the
+    offline encoder; the choice and its reason are logged as ``encoder.selected``.
+
+    Raises:
+        ConfigurationError: ``bge-m3`` was asked for explicitly and
+            ``HSEARCH_ENCODER__BGE_M3_PATH`` is unset or not a complete checkpoint; or the
+            offline encoder is chosen and ``HSEARCH_ENCODER__OFFLINE_MODEL_PATH`` is set
+            to something that is not a sentence-transformers directory.
+        EncoderError: The chosen model failed to load.
+    """
+    choice = _choose(settings)
+    if choice.bge_m3_missing:
+        # Set but unusable is likely a mistake (a half-finished download): say so loudly.
+        logger.warning(
+            "encoder.bge_m3_incomplete path=%s missing=%s",
+            settings.bge_m3_path,
+            ",".join(choice.bge_m3_missing),
+        )
+    embedder: Embedder
+    if choice.bge_m3_path is not None:
+        embedder = BgeM3Embedder(
+            choice.bge_m3_path,
+            device=settings.device,
+            batch_size=settings.batch_size,
+            max_length=settings.max_length,
+        )
+    elif choice.kind is EncoderKind.FAKE:
+        embedder = FakeEmbedder()
+    else:
+        embedder = OfflineEmbedder(
+            settings.offline_model_path, device=settings.device, batch_size=settings.batch_size
+        )
+    info = embedder.info
+    logger.info(
+        "encoder.selected name=%s dimension=%d version=%s sparse=%s reason=%r",
+        info.name,
+        info.dimension,
+        info.version,
+        info.sparse_kind.value,
+        choice.reason,
+    )
+    return embedder

@@ -1,0 +1,94 @@
+"""A deterministic encoder with no model, for unit tests and the in-memory store.
+
+Dense: each lexical term owns a pseudo-random vector derived from its hash; a text's
+vector is the normalised sum of its terms' vectors (with repetition). Texts sharing words
+are therefore similar, unrelated texts nearly orthogonal, and nothing is downloaded or
+loaded. Sparse: the lexical analyzer's term counts, exactly like the offline encoder, so
+the BM25 path of the pipeline is exercised too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+from hsearch.embedding.lexical import ANALYZER_VERSION, analyze, term_id
+from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
+
+__all__ = ["FakeEmbedder"]
+
+_VERSION = f"fake1.{ANALYZER_VERSION}"
+
+# The vector of a text with no terms (empty, punctuation only): any fixed unit vector
+# keeps the Embedding contract (L2-normalised) and makes all such texts identical.
+_NO_TERMS = "\x00no-terms"
+
+_MAX_DIMENSION = 32768  # Milvus' limit for float vectors
+
+
+@lru_cache(maxsize=65536)
+def _term_vector(term: str, dimension: int) -> tuple[float, ...]:
+    """``dimension`` values uniform in [-1, 1), from BLAKE2b in counter mode."""
+    values: list[float] = []
+    block = 0
+    while len(values) < dimension:
+        digest = hashlib.blake2b(
+            term.encode("utf-8"),
+            digest_size=64,
+            person=b"hsearch.fake",
+            salt=block.to_bytes(16, "big"),
+        ).digest()
+        values.extend(
+            int.from_bytes(digest[i : i + 2], "big") / 32768.0 - 1.0 for i in range(0, 64, 2)
+        )
+        block += 1
+    return tuple(values[:dimension])
+
+
+class FakeEmbedder:
+    """Hashing encoder: deterministic, instant, lexically meaningful."""
+
+    def __init__(self, dimension: int = 32) -> None:
+        if isinstance(dimension, bool) or not 2 <= dimension <= _MAX_DIMENSION:
+            msg = f"dimension must be within [2, {_MAX_DIMENSION}], got {dimension!r}"
+            raise ValueError(msg)
+        self._info = EncoderInfo(
+            name="fake",
+            dimension=dimension,
+            version=_VERSION,
+            sparse_kind=SparseKind.TERM_FREQUENCY,
+        )
+
+    @property
+    def info(self) -> EncoderInfo:
+        return self._info
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        """Encode passages; the sparse counts sum to each passage's length in terms."""
+        return [self._embed(text) for text in texts]
+
+    def embed_query(self, text: str) -> Embedding:
+        """Encode one query (same analysis as documents)."""
+        return self._embed(text)
+
+    def _embed(self, text: str) -> Embedding:
+        terms = analyze(text)
+        counts = Counter(term_id(term) for term in terms)
+        sparse = SparseVector.from_mapping({i: float(n) for i, n in counts.items()})
+        return Embedding(dense=self._dense(terms), sparse=sparse)
+
+    def _dense(self, terms: list[str]) -> tuple[float, ...]:
+        dimension = self._info.dimension
+        total = [0.0] * dimension
+        for term in terms:
+            for i, value in enumerate(_term_vector(term, dimension)):
+                total[i] += value
+        norm = math.sqrt(sum(v * v for v in total))
+        if norm == 0.0:
+            # No terms; or (astronomically unlikely) vectors that cancel exactly.
+            total = list(_term_vector(_NO_TERMS, dimension))
+            norm = math.sqrt(sum(v * v for v in total))
+        return tuple(v / norm for v in total)

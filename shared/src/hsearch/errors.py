@@ -1,0 +1,88 @@
+"""The one error hierarchy of hsearch.
+
+Every error the domain raises on purpose derives from :class:`HsearchError` and
+carries the HTTP status the API answers with and a stable machine-readable
+``code``. The API renders all of them as ``{"error": code, "detail": message}``.
+
+    HsearchError                      500 internal_error
+    ├── InvalidRequestError           422 invalid_request
+    │   ├── InvalidFilterError        422 invalid_filter
+    │   └── InvalidFusionError        422 invalid_fusion
+    ├── NotFoundError                 404 not_found
+    │   └── JobNotFoundError          404 job_not_found
+    ├── ConfigurationError            500 configuration_error
+    │   └── EncoderMismatchError      409 encoder_mismatch
+    ├── EncoderError                  500 encoder_error
+    └── BackendError                  503 backend_unavailable   (transient: retried by workers)
+        ├── VectorStoreError          503 vector_store_unavailable
+        └── SearchUnavailableError    503 search_unavailable    (every search leg failed)
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class HsearchError(Exception):
+    """Root of every error hsearch raises deliberately."""
+
+    status_code: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequestError(HsearchError):
+    """The caller sent something we cannot act on; the message names the field."""
+
+    status_code = 422
+    code = "invalid_request"
+
+
+class InvalidFilterError(InvalidRequestError):
+    code = "invalid_filter"
+
+
+class InvalidFusionError(InvalidRequestError):
+    code = "invalid_fusion"
+
+
+class NotFoundError(HsearchError):
+    status_code = 404
+    code = "not_found"
+
+
+class JobNotFoundError(NotFoundError):
+    code = "job_not_found"
+
+
+class ConfigurationError(HsearchError):
+    code = "configuration_error"
+
+
+class EncoderMismatchError(ConfigurationError):
+    """The collection was built with another encoder than the one configured."""
+
+    status_code = 409
+    code = "encoder_mismatch"
+
+
+class EncoderError(HsearchError):
+    code = "encoder_error"
+
+
+class BackendError(HsearchError):
+    """A backing service (Milvus, database, broker) failed or timed out: transient."""
+
+    status_code = 503
+    code = "backend_unavailable"
+
+
+class VectorStoreError(BackendError):
+    code = "vector_store_unavailable"
+
+
+class SearchUnavailableError(BackendError):
+    code = "search_unavailable"

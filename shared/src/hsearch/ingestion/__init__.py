@@ -1,0 +1,1 @@
+"""Ingest path: chunking, deterministic ids, the indexing pipeline and the job service."""

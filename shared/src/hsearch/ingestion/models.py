@@ -1,0 +1,49 @@
+"""Domain inputs and outputs of the ingest path."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from hsearch.db.models import JobStatus
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentInput:
+    external_id: str
+    text: str
+    title: str = ""
+    source: str = ""
+    lang: str = ""
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemError:
+    ordinal: int
+    external_id: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    id: uuid.UUID
+    tenant_id: str
+    status: JobStatus
+    total: int
+    indexed: int
+    skipped: int
+    failed: int
+    error: str | None
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    errors: tuple[ItemError, ...] = ()
+
+    @property
+    def processed(self) -> int:
+        return self.indexed + self.skipped + self.failed

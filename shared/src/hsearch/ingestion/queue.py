@@ -1,0 +1,55 @@
+"""Sending ingest work to the workers. The API sends tasks by name, so it never
+imports worker code; workers register the same names (``hsearch_ingest.tasks``)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Protocol
+
+from celery import Celery
+
+from hsearch.errors import BackendError
+
+INGEST_QUEUE = "ingest"
+INGEST_JOB_TASK = "ingest.job"
+
+
+class JobQueue(Protocol):
+    def enqueue_job(self, job_id: uuid.UUID) -> None: ...
+
+
+def create_celery(broker_url: str, *, name: str = "hsearch") -> Celery:
+    """The Celery app both edges share: late acks, prefetch 1, no result backend
+    (job state lives in the metadata database)."""
+    app = Celery(name, broker=broker_url)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_default_queue=INGEST_QUEUE,
+        task_serializer="json",
+        accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": 3600},
+        worker_hijack_root_logger=False,
+        enable_utc=True,
+    )
+    return app
+
+
+class CeleryJobQueue:
+    def __init__(self, app: Celery) -> None:
+        self._app = app
+
+    def enqueue_job(self, job_id: uuid.UUID) -> None:
+        try:
+            self._app.send_task(
+                INGEST_JOB_TASK,
+                kwargs={"job_id": str(job_id)},
+                queue=INGEST_QUEUE,
+                retry=True,
+                retry_policy={"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5},
+            )
+        except Exception as exc:  # kombu raises many unrelated types for a dead broker
+            raise BackendError(f"could not enqueue ingest job {job_id}: {exc}") from exc

@@ -1,0 +1,1 @@
+"""Query path: fusion, filters, facets, highlighting and the search service."""

@@ -1,0 +1,95 @@
+"""Domain types of the query path (the API maps its schemas onto these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class SearchMode(StrEnum):
+    HYBRID = "hybrid"
+    SEMANTIC = "semantic"  # dense leg only
+    KEYWORD = "keyword"  # sparse leg only
+
+
+class Leg(StrEnum):
+    DENSE = "dense"
+    SPARSE = "sparse"
+
+
+MODE_LEGS: dict[SearchMode, tuple[Leg, ...]] = {
+    SearchMode.HYBRID: (Leg.DENSE, Leg.SPARSE),
+    SearchMode.SEMANTIC: (Leg.DENSE,),
+    SearchMode.KEYWORD: (Leg.SPARSE,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    tenant_id: str
+    query: str
+    top_k: int = 10
+    offset: int = 0
+    mode: SearchMode = SearchMode.HYBRID
+    fusion: str | None = None  # FusionMethod value; None = the configured default
+    rrf_k: int | None = None
+    weights: dict[str, float] | None = None
+    filter: object | None = None
+    candidates: int | None = None
+    leg_timeout_s: float | None = None
+    min_score: float | None = None
+    group_by_document: bool = False
+    facets: tuple[Any, ...] = ()
+    highlight: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    method: str
+    fused_score: float
+    dense_rank: int | None
+    sparse_rank: int | None
+    dense_score: float | None
+    sparse_score: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    chunk_id: str
+    document_id: str
+    external_id: str
+    title: str
+    text: str
+    score: float
+    explanation: Explanation
+    snippet: str | None = None
+    matching_chunks: int = 1
+    source: str = ""
+    lang: str = ""
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LegReport:
+    leg: Leg
+    status: str  # ok | timeout | error | skipped
+    took_ms: float
+    candidates: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    query: str
+    mode: SearchMode
+    method: str
+    hits: tuple[SearchHit, ...]
+    total_candidates: int
+    offset: int
+    top_k: int
+    degraded: tuple[Leg, ...]
+    legs: tuple[LegReport, ...]
+    took_ms: float
+    facets: tuple[Any, ...] = ()

@@ -1,0 +1,290 @@
+"""``hsearch run``: the whole local stack in the foreground.
+
+Starts a Milvus Lite gRPC server (unless ``HSEARCH_MILVUS__URI`` points at a server),
+applies migrations, starts Celery worker process(es) and the API (uvicorn), waits
+until the API is ready, ingests the bundled sample corpus on first start and prints a
+search to paste. SIGINT/SIGTERM stop every child; children also die with this process
+(``PR_SET_PDEATHSIG``), so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+
+from hsearch.config import Settings
+from hsearch.db.engine import create_db_engine, create_session_factory
+from hsearch.db.migrate import upgrade_database
+from hsearch.db.repositories.documents import DocumentRepository
+from hsearch.embedding.factory import describe_encoder_choice
+from hsearch.errors import ConfigurationError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Child:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path | None) -> None:
+        self.name = name
+        out: Any = open(log, "ab") if log else None  # noqa: SIM115 - lives as long as the child
+        self.proc = subprocess.Popen(  # noqa: S603 - argv is built here, not from user input
+            argv,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if not self.alive():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _wait_until(check: Callable[[], bool], *, timeout: float, what: str, child: Child) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if not child.alive():
+            msg = f"{what}: process exited with code {child.proc.returncode}"
+            raise ConfigurationError(msg)
+        time.sleep(0.2)
+    msg = f"{what}: not ready after {timeout:.0f}s"
+    raise ConfigurationError(msg)
+
+
+def sample_documents() -> list[dict[str, Any]]:
+    path = files("hsearch") / "samples" / "corpus.jsonl"
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def say(message: str, *, err: bool = False) -> None:
+    """Operator-facing output of ``hsearch run`` (its logs go to files)."""
+    print(f"[hsearch] {message}", file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 1) -> int:
+    """Run until SIGINT/SIGTERM or until a child dies; returns the exit code."""
+    data = settings.data_dir.resolve()
+    (data / "logs").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["HSEARCH_DATA_DIR"] = str(data)
+    children: list[Child] = []
+
+    def _stop(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        env["HSEARCH_MILVUS__URI"] = _milvus(settings, env, data, children)
+        _prepare(settings)
+        children.extend(
+            Child(
+                f"worker-{i}",
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "hsearch_ingest.celery_app:app",
+                    "worker",
+                    "-Q",
+                    "ingest",
+                    "--concurrency",
+                    "1",
+                    "--prefetch-multiplier",
+                    "1",
+                    "--loglevel",
+                    settings.log_level,
+                    "-n",
+                    f"worker{i}@%h",
+                ],
+                env,
+                data / "logs" / f"worker-{i}.log",
+            )
+            for i in range(workers)
+        )
+        api_url = _api(settings, env, children)
+        if ingest_sample and _tenant_is_empty(settings):
+            _ingest_sample(api_url)
+        _print_banner(api_url, data / "logs")
+        while True:
+            for child in children:
+                if not child.alive():
+                    say(
+                        f"{child.name} exited with code {child.proc.returncode}; stopping", err=True
+                    )
+                    return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        return 0
+    except ConfigurationError as exc:
+        say(exc.message, err=True)
+        return 2
+    finally:
+        say("stopping...", err=True)
+        for child in reversed(children):  # API first, Milvus last
+            child.stop()
+
+
+def _milvus(settings: Settings, env: dict[str, str], data: Path, children: list[Child]) -> str:
+    """The Milvus URI the children use; starts a Milvus Lite server unless one is set."""
+    uri = settings.milvus.uri
+    if uri:
+        if not uri.startswith(("http://", "https://", "tcp://")):
+            msg = (
+                "HSEARCH_MILVUS__URI is a local file; the stack runs several processes, "
+                "which need a Milvus server (leave it unset to start Milvus Lite)"
+            )
+            raise ConfigurationError(msg)
+        return uri
+    host, port = settings.milvus.lite_host, settings.milvus.lite_port
+    if _port_open(host, port):
+        msg = f"port {host}:{port} is taken; stop what runs there or set HSEARCH_MILVUS__LITE_PORT"
+        raise ConfigurationError(msg)
+    milvus = Child(
+        "milvus",
+        [
+            sys.executable,
+            "-m",
+            "milvus_lite",
+            "server",
+            "--data-dir",
+            str(data / "milvus"),
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ],
+        env,
+        data / "logs" / "milvus.log",
+    )
+    children.append(milvus)
+    _wait_until(lambda: _port_open(host, port), timeout=60, what="Milvus Lite", child=milvus)
+    uri = f"http://{host}:{port}"
+    say(f"Milvus Lite server on {uri} (data in {data / 'milvus'})")
+    return uri
+
+
+def _prepare(settings: Settings) -> None:
+    upgrade_database(settings.database_url)
+    say(f"metadata database migrated ({_redact(settings.database_url)})")
+    say(f"encoder: {describe_encoder_choice(settings.encoder)}")
+    say(f"broker: {_redact(settings.broker_url)}")
+
+
+def _api(settings: Settings, env: dict[str, str], children: list[Child]) -> str:
+    api_url = f"http://{settings.api.host}:{settings.api.port}"
+    api = Child(
+        "api",
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "hsearch_api.main:create_app",
+            "--factory",
+            "--host",
+            settings.api.host,
+            "--port",
+            str(settings.api.port),
+        ],
+        env,
+        None,
+    )
+    children.append(api)
+
+    def _ready() -> bool:
+        try:
+            return httpx.get(f"{api_url}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    _wait_until(_ready, timeout=300, what="API", child=api)
+    return api_url
+
+
+def _tenant_is_empty(settings: Settings) -> bool:
+    engine = create_db_engine(settings.database_url)
+    try:
+        with create_session_factory(engine)() as session:
+            return DocumentRepository(session).count(settings.api.default_tenant) == 0
+    finally:
+        engine.dispose()
+
+
+def _ingest_sample(api_url: str) -> None:
+    docs = sample_documents()
+    resp = httpx.post(f"{api_url}/v1/documents", json={"documents": docs}, timeout=30)
+    resp.raise_for_status()
+    job_url = api_url + resp.json()["status_url"]
+    say(f"ingesting {len(docs)} sample documents ({job_url})")
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        job = httpx.get(job_url, timeout=10).json()
+        if job["status"] in ("succeeded", "partial", "failed"):
+            say(
+                f"sample ingest {job['status']}: {job['indexed']} indexed, "
+                f"{job['skipped']} skipped, {job['failed']} failed"
+            )
+            return
+        time.sleep(0.5)
+    say("sample ingest still running; check the job URL", err=True)
+
+
+def _print_banner(api_url: str, logs: Path) -> None:
+    body = json.dumps(
+        {"query": "How does hybrid search combine dense and sparse retrieval?", "top_k": 3}
+    )
+    body_ja = json.dumps({"query": "日本の首都はどこですか", "top_k": 3}, ensure_ascii=False)
+    say(
+        f"""ready.
+  API docs:  {api_url}/docs
+  Search:    curl -s -X POST {api_url}/v1/search -H 'content-type: application/json' -d '{body}'
+  Japanese:  curl -s -X POST {api_url}/v1/search -H 'content-type: application/json' -d '{body_ja}'
+  Logs:      {logs}
+  Ctrl-C stops everything.
+"""
+    )
+
+
+def _redact(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url

@@ -1,0 +1,1 @@
+"""Chunk storage and the two search legs: Milvus (real) and in-memory (fake)."""

@@ -1,0 +1,356 @@
+"""Milvus adapter: the only module that imports pymilvus.
+
+One collection holds each chunk's dense and sparse vectors; the tenant id is the
+partition key. The encoder a collection was built with is stored in its properties
+and checked on every open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import grpc
+from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
+
+from hsearch.embedding.protocol import EncoderInfo, SparseVector
+from hsearch.errors import EncoderMismatchError, VectorStoreError
+from hsearch.search.filters import compile_filter, quote_string
+from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
+from hsearch.vectorstore.schema import (
+    DENSE_FIELD,
+    METADATA_FIELD,
+    OUTPUT_FIELDS,
+    PRIMARY_FIELD,
+    SPARSE_FIELD,
+    TENANT_FIELD,
+    TEXT_FIELD,
+    TEXT_MAX_LENGTH,
+    TITLE_MAX_LENGTH,
+    USER_FIELDS,
+    FieldType,
+)
+
+logger = logging.getLogger(__name__)
+
+ENCODER_PROPERTY = "hsearch.encoder"
+SCHEMA_VERSION_PROPERTY = "hsearch.schema_version"
+SCHEMA_VERSION = "1"
+
+_SCALAR_TYPES: Mapping[FieldType, DataType] = {
+    FieldType.STRING: DataType.VARCHAR,
+    FieldType.INT: DataType.INT64,
+    FieldType.FLOAT: DataType.DOUBLE,
+    FieldType.BOOL: DataType.BOOL,
+    FieldType.JSON: DataType.JSON,
+}
+
+
+class MilvusVectorStore:
+    """A :class:`~hsearch.vectorstore.protocol.VectorStore` on Milvus (Lite, standalone
+    or cluster: only the URI differs)."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        collection: str,
+        token: str | None = None,
+        hnsw_m: int = 16,
+        hnsw_ef_construction: int = 256,
+        hnsw_ef: int = 128,
+        write_timeout: float = 30.0,
+        leg_uris: Mapping[str, str] | None = None,
+    ) -> None:
+        self._uri = uri
+        self._token = token or ""
+        self._collection = collection
+        self._hnsw_m = hnsw_m
+        self._hnsw_ef_construction = hnsw_ef_construction
+        self._hnsw_ef = hnsw_ef
+        self._write_timeout = write_timeout
+        try:
+            self._client = MilvusClient(uri=uri, token=self._token)
+        except MilvusException as exc:
+            raise VectorStoreError(f"cannot connect to Milvus at {uri}: {exc}") from exc
+        # Each search leg gets its own dedicated connection (optionally its own
+        # endpoint), so a stuck leg cannot hold up the other on a shared channel.
+        self._leg_uris = dict(leg_uris or {})
+        self._async_clients: dict[str, AsyncMilvusClient] = {}
+        self._async_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    # -- collection lifecycle -------------------------------------------------
+
+    def ensure_collection(self, encoder: EncoderInfo) -> None:
+        try:
+            if self._client.has_collection(self._collection):
+                self._verify_encoder(encoder)
+                state = self._client.get_load_state(self._collection)
+                if "Loaded" not in str(state.get("state")):
+                    # A collection reopened from disk starts released.
+                    self._client.load_collection(self._collection)
+                return
+            self._create(encoder)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus collection set-up failed: {exc}") from exc
+
+    def collection_encoder(self) -> str | None:
+        """The encoder fingerprint recorded on the collection, if it exists."""
+        if not self._client.has_collection(self._collection):
+            return None
+        props = self._client.describe_collection(self._collection).get("properties", {})
+        value = props.get(ENCODER_PROPERTY)
+        return str(value) if value is not None else None
+
+    def _verify_encoder(self, encoder: EncoderInfo) -> None:
+        recorded = self.collection_encoder()
+        if recorded != encoder.fingerprint:
+            msg = (
+                f"collection {self._collection!r} was built with encoder {recorded!r}, "
+                f"but the configured encoder is {encoder.fingerprint!r}; use the same "
+                "encoder or a new collection (HSEARCH_MILVUS__COLLECTION)"
+            )
+            raise EncoderMismatchError(msg)
+
+    def _create(self, encoder: EncoderInfo) -> None:
+        schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field(PRIMARY_FIELD, DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field(TENANT_FIELD, DataType.VARCHAR, max_length=64, is_partition_key=True)
+        schema.add_field("title", DataType.VARCHAR, max_length=TITLE_MAX_LENGTH * 4)
+        schema.add_field(TEXT_FIELD, DataType.VARCHAR, max_length=TEXT_MAX_LENGTH)
+        for spec in USER_FIELDS:
+            if spec.type is FieldType.STRING_ARRAY:
+                schema.add_field(
+                    spec.name,
+                    DataType.ARRAY,
+                    element_type=DataType.VARCHAR,
+                    max_capacity=spec.max_capacity,
+                    max_length=spec.max_length,
+                )
+            elif spec.type is FieldType.STRING:
+                schema.add_field(spec.name, DataType.VARCHAR, max_length=spec.max_length)
+            else:
+                schema.add_field(spec.name, _SCALAR_TYPES[spec.type])
+        schema.add_field(DENSE_FIELD, DataType.FLOAT_VECTOR, dim=encoder.dimension)
+        schema.add_field(SPARSE_FIELD, DataType.SPARSE_FLOAT_VECTOR)
+
+        index_params = self._client.prepare_index_params()
+        index_params.add_index(
+            DENSE_FIELD,
+            index_type="HNSW",
+            metric_type="IP",
+            params={"M": self._hnsw_m, "efConstruction": self._hnsw_ef_construction},
+        )
+        index_params.add_index(SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+        self._client.create_collection(
+            self._collection,
+            schema=schema,
+            index_params=index_params,
+            properties={
+                ENCODER_PROPERTY: encoder.fingerprint,
+                SCHEMA_VERSION_PROPERTY: SCHEMA_VERSION,
+            },
+        )
+        logger.info(
+            "vectorstore.collection.created collection=%s encoder=%s",
+            self._collection,
+            encoder.fingerprint,
+        )
+
+    def drop_collection(self) -> None:
+        if self._client.has_collection(self._collection):
+            self._client.drop_collection(self._collection)
+
+    # -- writes ----------------------------------------------------------------
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        if not records:
+            return
+        rows = [_to_row(r) for r in records]
+        try:
+            self._client.upsert(self._collection, rows, timeout=self._write_timeout)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
+
+    def delete_document_chunks(
+        self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
+    ) -> None:
+        expr = (
+            f"{TENANT_FIELD} == {quote_string(tenant_id)} "
+            f"and document_id == {quote_string(document_id)}"
+        )
+        if keep:
+            expr += f" and {PRIMARY_FIELD} not in [{', '.join(quote_string(k) for k in keep)}]"
+        try:
+            self._client.delete(self._collection, filter=expr, timeout=self._write_timeout)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus delete failed: {exc}") from exc
+
+    # -- reads -----------------------------------------------------------------
+
+    def count(self, *, tenant_id: str) -> int:
+        try:
+            res = self._client.query(
+                self._collection,
+                filter=f"{TENANT_FIELD} == {quote_string(tenant_id)}",
+                output_fields=["count(*)"],
+            )
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus count failed: {exc}") from exc
+        return int(res[0]["count(*)"]) if res else 0
+
+    def chunk_ids(self, *, tenant_id: str, document_id: str) -> set[str]:
+        expr = (
+            f"{TENANT_FIELD} == {quote_string(tenant_id)} "
+            f"and document_id == {quote_string(document_id)}"
+        )
+        try:
+            rows = self._client.query(self._collection, filter=expr, output_fields=[PRIMARY_FIELD])
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus query failed: {exc}") from exc
+        return {str(r[PRIMARY_FIELD]) for r in rows}
+
+    def ping(self) -> None:
+        try:
+            self._client.list_collections(timeout=2.0)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus is not reachable: {exc}") from exc
+
+    async def search_dense(
+        self,
+        vector: Sequence[float],
+        *,
+        tenant_id: str,
+        filter: object | None,
+        limit: int,
+        timeout: float,
+    ) -> list[StoredHit]:
+        return await self._search(
+            [list(vector)],
+            anns_field=DENSE_FIELD,
+            params={"metric_type": "IP", "params": {"ef": max(self._hnsw_ef, limit)}},
+            tenant_id=tenant_id,
+            filter=filter,
+            limit=limit,
+            timeout=timeout,
+        )
+
+    async def search_sparse(
+        self,
+        vector: SparseVector,
+        *,
+        tenant_id: str,
+        filter: object | None,
+        limit: int,
+        timeout: float,
+    ) -> list[StoredHit]:
+        if len(vector) == 0:
+            return []  # no known term: an empty leg, not an error
+        return await self._search(
+            [vector.to_dict()],
+            anns_field=SPARSE_FIELD,
+            # Milvus Lite rejects a non-zero drop ratio on search.
+            params={"metric_type": "IP", "params": {"drop_ratio_search": 0.0}},
+            tenant_id=tenant_id,
+            filter=filter,
+            limit=limit,
+            timeout=timeout,
+        )
+
+    async def _search(
+        self,
+        data: list[Any],
+        *,
+        anns_field: str,
+        params: dict[str, Any],
+        tenant_id: str,
+        filter: object | None,
+        limit: int,
+        timeout: float,
+    ) -> list[StoredHit]:
+        expr = compile_filter(filter, tenant_id=tenant_id)
+        client = self._get_async_client(anns_field)
+        try:
+            result = await client.search(
+                self._collection,
+                data=data,
+                anns_field=anns_field,
+                filter=expr,
+                limit=limit,
+                output_fields=list(OUTPUT_FIELDS),
+                search_params=params,
+                timeout=timeout,
+            )
+        except (MilvusException, grpc.RpcError, OSError) as exc:
+            # Transport failures surface as several types; callers see one.
+            raise VectorStoreError(f"Milvus search on {anns_field} failed: {exc}") from exc
+        hits = result[0] if result else []
+        out: list[StoredHit] = []
+        for h in hits:
+            fields = _from_entity(h.get("entity", {}))
+            out.append(
+                StoredHit(
+                    chunk_id=str(fields[PRIMARY_FIELD]),
+                    score=float(h["distance"]),
+                    fields=fields,
+                )
+            )
+        return out
+
+    def _get_async_client(self, leg: str) -> AsyncMilvusClient:
+        # An AsyncMilvusClient is bound to the event loop it was created on.
+        loop = asyncio.get_running_loop()
+        if self._async_loop is not loop:
+            self._async_clients = {}
+            self._async_loop = loop
+        client = self._async_clients.get(leg)
+        if client is None:
+            client = AsyncMilvusClient(
+                uri=self._leg_uris.get(leg, self._uri), token=self._token, dedicated=True
+            )
+            self._async_clients[leg] = client
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._async_clients = self._async_clients, {}
+        for client in clients.values():
+            await client.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _to_row(r: ChunkRecord) -> dict[str, Any]:
+    return {
+        PRIMARY_FIELD: r.chunk_id,
+        TENANT_FIELD: r.tenant_id,
+        "document_id": r.document_id,
+        "external_id": r.external_id,
+        "title": r.title,
+        TEXT_FIELD: r.text,
+        "source": r.source,
+        "lang": r.lang,
+        "tags": list(r.tags),
+        "created_at": r.created_at,
+        "ordinal": r.ordinal,
+        METADATA_FIELD: dict(r.metadata),
+        DENSE_FIELD: list(r.dense),
+        SPARSE_FIELD: r.sparse.to_dict(),
+    }
+
+
+def _from_entity(entity: Mapping[str, Any]) -> dict[str, Any]:
+    fields = dict(entity)
+    meta = fields.get(METADATA_FIELD)
+    if isinstance(meta, str | bytes):  # some pymilvus versions hand JSON back as text
+        fields[METADATA_FIELD] = json.loads(meta)
+    if "tags" in fields and fields["tags"] is not None:
+        fields["tags"] = list(fields["tags"])
+    return fields

@@ -1,0 +1,81 @@
+"""The vector store contract: what ingestion writes and what the search legs read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hsearch.embedding.protocol import EncoderInfo, SparseVector
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """One chunk as stored: ids, text, filter/facet fields and both vectors."""
+
+    chunk_id: str
+    document_id: str
+    tenant_id: str
+    external_id: str
+    title: str
+    text: str
+    ordinal: int
+    dense: tuple[float, ...]
+    sparse: SparseVector
+    source: str = ""
+    lang: str = ""
+    tags: tuple[str, ...] = ()
+    created_at: int = 0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredHit:
+    """One search-leg hit: the chunk id, the leg's raw score and the stored fields."""
+
+    chunk_id: str
+    score: float
+    fields: Mapping[str, Any]
+
+
+class VectorStore(Protocol):
+    """Writes are synchronous (workers); the search legs are coroutines (API)."""
+
+    def ensure_collection(self, encoder: EncoderInfo) -> None:
+        """Create the collection for ``encoder`` or verify the existing one was built
+        with it (:class:`~hsearch.errors.EncoderMismatchError` otherwise)."""
+        ...
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None: ...
+
+    def delete_document_chunks(
+        self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
+    ) -> None:
+        """Delete the document's chunks except the ids in ``keep``."""
+        ...
+
+    def count(self, *, tenant_id: str) -> int: ...
+
+    def chunk_ids(self, *, tenant_id: str, document_id: str) -> set[str]: ...
+
+    async def search_dense(
+        self,
+        vector: Sequence[float],
+        *,
+        tenant_id: str,
+        filter: object | None,
+        limit: int,
+        timeout: float,
+    ) -> list[StoredHit]: ...
+
+    async def search_sparse(
+        self,
+        vector: SparseVector,
+        *,
+        tenant_id: str,
+        filter: object | None,
+        limit: int,
+        timeout: float,
+    ) -> list[StoredHit]: ...
+
+    def close(self) -> None: ...

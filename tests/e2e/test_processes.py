@@ -1,0 +1,108 @@
+"""End to end over real processes: uvicorn + a Celery worker process + a Milvus Lite
+server + Postgres + Redis, with the offline encoder (real relevance). Ingest the
+sample corpus over HTTP, find every document in every mode, restart the API and find
+them again (the data is persisted)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hsearch.db.migrate import upgrade_database
+from hsearch.stack import sample_documents
+from tests.integration.conftest import stack_env
+from tests.integration.services import (
+    postgres_database,
+    redis_database,
+    start_api,
+    start_milvus,
+    start_worker,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+REDIS_DB = 14
+
+
+def first_sentence(text: str) -> str:
+    for stop in ("。", ". "):
+        if stop in text:
+            return text.split(stop, 1)[0] + stop.strip()
+    return text
+
+
+@pytest.fixture(scope="module")
+def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("e2e")
+    with postgres_database() as pg:
+        upgrade_database(pg)
+        milvus, uri = start_milvus(root / "milvus", root)
+        env = stack_env(
+            database_url=pg,
+            broker_url=redis_database(REDIS_DB),
+            milvus_uri=uri,
+            collection=f"e2e_{uuid.uuid4().hex[:8]}",
+            encoder={"kind": "offline"},
+            data_dir=root,
+        )
+        env["HSEARCH_API__DEFAULT_TENANT"] = "e2e"
+        worker = start_worker(env, root, name="e2e")
+        api, base = start_api(env, root)
+        state: dict[str, Any] = {"env": env, "root": root, "api": api, "base": base}
+        try:
+            yield state
+        finally:
+            state["api"].stop()
+            worker.stop()
+            milvus.stop()
+
+
+def search(base: str, query: str, mode: str) -> dict[str, Any]:
+    resp = httpx.post(
+        f"{base}/v1/search", json={"query": query, "mode": mode, "top_k": 5}, timeout=30
+    )
+    assert resp.status_code == 200, resp.text
+    return resp.json()  # type: ignore[no-any-return]
+
+
+def assert_every_document_found(base: str, docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        query = first_sentence(doc["text"])
+        for mode in ("hybrid", "semantic", "keyword"):
+            body = search(base, query, mode)
+            ids = [h["external_id"] for h in body["hits"]]
+            assert body["degraded"] == []
+            assert ids[:1] == [doc["external_id"]], (mode, query, ids)
+
+
+def test_ingest_search_restart_search(processes: dict[str, Any]) -> None:
+    base = processes["base"]
+    docs = sample_documents()
+    resp = httpx.post(f"{base}/v1/documents", json={"documents": docs}, timeout=30)
+    assert resp.status_code == 202, resp.text
+    job_url = base + resp.json()["status_url"]
+    deadline = time.monotonic() + 300
+    while (job := httpx.get(job_url, timeout=10).json())["status"] not in (
+        "succeeded",
+        "partial",
+        "failed",
+    ):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+    assert job["status"] == "succeeded", job
+    assert job["indexed"] == len(docs)
+
+    assert_every_document_found(base, docs)
+
+    processes["api"].stop()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{base}/healthz", timeout=2)
+    api, base = start_api(processes["env"], Path(processes["root"]))
+    processes["api"], processes["base"] = api, base
+    assert_every_document_found(base, docs)

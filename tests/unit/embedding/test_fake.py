@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.lexical import term_frequencies
+from hsearch.embedding.protocol import Embedder, SparseKind
+
+
+def _cosine(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def _norm(v: tuple[float, ...]) -> float:
+    return math.sqrt(sum(x * x for x in v))
+
+
+def test_satisfies_the_protocol() -> None:
+    assert isinstance(FakeEmbedder(), Embedder)
+
+
+def test_info() -> None:
+    info = FakeEmbedder(dimension=48).info
+    assert info.name == "fake"
+    assert info.dimension == 48
+    assert info.sparse_kind is SparseKind.TERM_FREQUENCY
+    assert info.version
+    assert FakeEmbedder(dimension=48).info == info
+
+
+@pytest.mark.parametrize("dimension", [0, 1, -3, 40_000, True])
+def test_rejects_bad_dimensions(dimension: int) -> None:
+    with pytest.raises(ValueError, match="dimension"):
+        FakeEmbedder(dimension=dimension)
+
+
+@pytest.mark.parametrize("dimension", [2, 32, 100])  # 100 > one hash block of 32 values
+def test_dense_is_normalised_with_the_right_dimension(dimension: int) -> None:
+    embedding = FakeEmbedder(dimension=dimension).embed_query("hybrid search on milvus")
+    assert len(embedding.dense) == dimension
+    assert _norm(embedding.dense) == pytest.approx(1.0)
+
+
+def test_deterministic_across_instances() -> None:
+    text = "reciprocal rank fusion 東京"
+    assert FakeEmbedder().embed_query(text) == FakeEmbedder().embed_query(text)
+
+
+def test_shared_words_make_texts_similar() -> None:
+    fake = FakeEmbedder(dimension=64)
+    query = fake.embed_query("milvus sparse vectors")
+    related = fake.embed_query("sparse vectors stored in milvus collections")
+    unrelated = fake.embed_query("a recipe for tomato soup with basil")
+    assert _cosine(query.dense, related.dense) > _cosine(query.dense, unrelated.dense) + 0.3
+
+
+def test_sparse_is_lexical_term_counts() -> None:
+    text = "the cat and the hat"
+    embedding = FakeEmbedder().embed_query(text)
+    expected, length = term_frequencies(text)
+    assert embedding.sparse == expected
+    assert sum(embedding.sparse.values) == length
+
+
+def test_text_without_terms_still_gets_a_unit_vector() -> None:
+    fake = FakeEmbedder()
+    empty = fake.embed_query("")
+    assert _norm(empty.dense) == pytest.approx(1.0)
+    assert len(empty.sparse) == 0
+    assert fake.embed_query("?!").dense == empty.dense
+
+
+def test_documents_in_order_and_like_queries() -> None:
+    fake = FakeEmbedder()
+    texts = ["one", "two words", "", "three little words"]
+    documents = fake.embed_documents(texts)
+    assert documents == [fake.embed_query(t) for t in texts]
+    assert fake.embed_documents([]) == []
+
+
+@given(st.text(max_size=200))
+def test_any_text_gives_a_unit_vector(text: str) -> None:
+    embedding = FakeEmbedder(dimension=16).embed_query(text)
+    assert len(embedding.dense) == 16
+    assert _norm(embedding.dense) == pytest.approx(1.0)

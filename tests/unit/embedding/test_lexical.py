@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hsearch.embedding.lexical import (
+    MAX_TERM_CHARS,
+    TERM_ID_BOUND,
+    analyze,
+    term_frequencies,
+    term_id,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Hello, World!", ["hello", "world"]),
+        (
+            "\uff21\uff22\uff23 \uff44\uff45\uff46 \uff11\uff12\uff13",
+            ["abc", "def", "123"],
+        ),  # full-width
+        ("Straße STRASSE", ["strasse", "strasse"]),  # case folding, not just lower()
+        ("hybrid_search", ["hybrid", "search"]),  # underscores separate
+        ("3.14 v2", ["3", "14", "v2"]),
+        ("don't", ["don", "t"]),
+        ("café cafe\u0301", ["café", "café"]),  # composed and decomposed accents agree
+        ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),  # combining vowel signs stay in their word
+        ("", []),
+        ("  ...!?  — ", []),
+        ("___", []),
+    ],
+)
+def test_word_tokens(text: str, expected: list[str]) -> None:
+    assert analyze(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("東京都", ["東京", "京都"]),
+        (
+            "東京は日本の首都です。",
+            ["東京", "京は", "は日", "日本", "本の", "の首", "首都", "都で", "です"],
+        ),
+        ("東", ["東"]),  # a one-character run stays a unigram
+        ("東 京", ["東", "京"]),
+        ("カタカナ・テスト", ["カタ", "タカ", "カナ", "テス", "スト"]),  # the middle dot separates
+        ("ｶﾀｶﾅ", ["カタ", "タカ", "カナ"]),  # half-width katakana normalised first
+        ("한국어 텍스트", ["한국", "국어", "텍스", "스트"]),
+        ("中文搜索", ["中文", "文搜", "搜索"]),
+        ("iPhone15と東京2024年", ["iphone15", "と東", "東京", "2024", "年"]),
+        ("Milvusで検索", ["milvus", "で検", "検索"]),
+        ("葛\U000e0100飾", ["葛飾"]),  # ideographic variation selectors are dropped
+    ],
+)
+def test_cjk_bigrams(text: str, expected: list[str]) -> None:
+    assert analyze(text) == expected
+
+
+def test_overlong_tokens_are_dropped_but_digests_kept() -> None:
+    digest = "a" * MAX_TERM_CHARS
+    assert analyze(f"x {digest} {'b' * (MAX_TERM_CHARS + 1)} y") == ["x", digest, "y"]
+
+
+def test_term_ids_are_pinned() -> None:
+    # These ids are stored in every index built with this analyzer: if this test fails,
+    # bump ANALYZER_VERSION (the encoder version then changes and collections reindex).
+    assert term_id("hello") == 840348987
+    assert term_id("東京") == 577897315
+
+
+def test_term_frequencies_counts_and_length() -> None:
+    vector, length = term_frequencies("the cat and the hat, the end")
+    assert length == 7
+    counts = vector.to_dict()
+    assert counts[term_id("the")] == 3.0
+    assert counts[term_id("cat")] == 1.0
+    assert sum(counts.values()) == length
+    assert list(vector.indices) == sorted(vector.indices)
+
+
+def test_term_frequencies_of_empty_text() -> None:
+    vector, length = term_frequencies("")
+    assert length == 0
+    assert len(vector) == 0
+
+
+@given(st.text())
+def test_analyze_never_yields_empty_or_spaced_terms(text: str) -> None:
+    for term in analyze(text):
+        assert term
+        assert not any(ch.isspace() for ch in term)
+        assert len(term) <= MAX_TERM_CHARS
+
+
+@given(st.text(), st.text())
+def test_whitespace_separates_analysis(left: str, right: str) -> None:
+    # Terms never span a space: a document analyses like the sum of its parts.
+    assert analyze(f"{left} {right}") == analyze(left) + analyze(right)
+
+
+@given(st.text(max_size=20))
+def test_term_id_in_range_and_deterministic(term: str) -> None:
+    tid = term_id(term)
+    assert 0 <= tid < TERM_ID_BOUND
+    assert term_id(term) == tid
+
+
+@given(st.text())
+def test_counts_sum_to_length(text: str) -> None:
+    vector, length = term_frequencies(text)
+    assert length == len(analyze(text))
+    assert sum(vector.values) == length
+    assert all(v >= 1.0 for v in vector.values)
+    assert all(0 <= i < TERM_ID_BOUND for i in vector.indices)

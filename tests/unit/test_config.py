@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from hsearch.config import EncoderKind, Settings
+
+
+def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(__import__("os").environ):
+        if key.startswith("HSEARCH_"):
+            monkeypatch.delenv(key)
+    s = Settings(_env_file=None, data_dir=tmp_path)  # type: ignore[call-arg]
+    assert s.database_url == f"sqlite:///{tmp_path.resolve() / 'hsearch.sqlite'}"
+    assert s.broker_url.startswith("sqla+sqlite:///")
+    assert s.milvus_uri.endswith("milvus.db")
+    assert s.encoder.kind is EncoderKind.AUTO
+    assert (s.search.rrf_k, s.search.dense_weight, s.search.sparse_weight) == (60, 0.7, 0.3)
+
+
+def test_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HSEARCH_DATABASE__URL", "postgresql+psycopg://u:p@h/db")
+    monkeypatch.setenv("HSEARCH_REDIS__URL", "redis://r:6379/0")
+    monkeypatch.setenv("HSEARCH_MILVUS__URI", "http://m:19530")
+    monkeypatch.setenv("HSEARCH_SEARCH__RRF_K", "10")
+    s = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert s.database_url == "postgresql+psycopg://u:p@h/db"
+    assert s.broker_url == "redis://r:6379/0", "the broker follows Redis when it is set"
+    assert s.milvus_uri == "http://m:19530"
+    assert s.search.rrf_k == 10
+    assert "u:p" not in repr(s), "secrets stay out of reprs"
+
+
+def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_OVERLAP_CHARS", "5000")
+    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_MAX_CHARS", "1000")
+    with pytest.raises(ValidationError, match="chunk_overlap_chars"):
+        Settings(_env_file=None)  # type: ignore[call-arg]

@@ -1,0 +1,1 @@
+"""hsearch ingestion workers (Celery)."""

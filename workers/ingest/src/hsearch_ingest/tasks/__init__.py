@@ -1,0 +1,1 @@
+"""Celery tasks: take ids, call one service method, acknowledge late."""

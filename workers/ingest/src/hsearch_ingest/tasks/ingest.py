@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from celery import Task
+
+from hsearch.db.engine import transaction
+from hsearch.errors import BackendError
+from hsearch.ingestion.queue import INGEST_JOB_TASK
+from hsearch.ingestion.service import fail_job
+from hsearch_ingest.celery_app import app
+from hsearch_ingest.signals import get_indexing_service, get_resources
+
+logger = logging.getLogger(__name__)
+
+
+class IngestTask(Task):  # type: ignore[misc]  # celery is untyped
+    """Marks the job failed once retries are exhausted or an unexpected error escapes."""
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        job_id = kwargs.get("job_id")
+        if job_id is None:
+            return
+        with transaction(get_resources().sessions) as session:
+            fail_job(session, job_id=uuid.UUID(job_id), error=f"{type(exc).__name__}: {exc}")
+
+
+@app.task(  # type: ignore[untyped-decorator]  # celery is untyped
+    name=INGEST_JOB_TASK,
+    base=IngestTask,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(BackendError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=5,
+)
+def ingest_job(*, job_id: str) -> str:
+    """Index every pending document of the job (safe to run twice)."""
+    return get_indexing_service().process_job(uuid.UUID(job_id)).value
