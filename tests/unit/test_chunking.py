@@ -53,9 +53,7 @@ def test_bad_parameters(size: int, overlap: int) -> None:
 
 
 @given(st.text(min_size=1, max_size=2000), st.integers(50, 400), st.integers(0, 49))
-def test_chunks_are_verbatim_bounded_and_cover_the_text(
-    text: str, size: int, overlap: int
-) -> None:
+def test_chunks_are_verbatim_bounded_and_cover_the_text(text: str, size: int, overlap: int) -> None:
     chunks = chunk_text(text, max_chars=size, overlap_chars=overlap)
     assert all(0 < len(c) <= size for c in chunks)
     assert all(c in text for c in chunks)

@@ -110,7 +110,9 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
     def _stop(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
+    # Installed explicitly: a shell that starts us in the background ignores SIGINT.
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     try:
         env["HSEARCH_MILVUS__URI"] = _milvus(settings, env, data, children)
         _prepare(settings)
@@ -251,7 +253,9 @@ def _tenant_is_empty(settings: Settings) -> bool:
 def _ingest_sample(api_url: str) -> None:
     docs = sample_documents()
     resp = httpx.post(f"{api_url}/v1/documents", json={"documents": docs}, timeout=30)
-    resp.raise_for_status()
+    if resp.status_code != 202:
+        say(f"sample ingest refused ({resp.status_code}): {resp.text}", err=True)
+        return
     job_url = api_url + resp.json()["status_url"]
     say(f"ingesting {len(docs)} sample documents ({job_url})")
     deadline = time.monotonic() + 600

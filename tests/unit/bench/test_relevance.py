@@ -97,3 +97,4 @@ def test_render_markdown_from_json_lines(tmp_path: Path) -> None:
     assert "| good | 10 | 5 | hybrid | 0.750 | 0.750 | 0.750 | 3.0 |" in text
     assert "| good | keyword 0.700 | 0.750 | ✓ | ✓ |" in text
     assert "| bad | keyword 0.700 | 0.600 | ✗ | ✗ |" in text
+    assert "| good | 5 | - | - | 10 x 3 | - | - |" in text

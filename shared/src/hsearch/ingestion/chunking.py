@@ -47,7 +47,8 @@ def chunk_text(text: str, *, max_chars: int, overlap_chars: int = 0) -> list[str
         msg = "overlap_chars must be in [0, max_chars)"
         raise ValueError(msg)
     pieces: list[tuple[int, int]] = []
-    for start, end in sentence_spans(text):
+    for first, end in sentence_spans(text):
+        start = first
         while end - start > max_chars:  # one sentence longer than a chunk: cut hard
             pieces.append((start, start + max_chars))
             start += max_chars - overlap_chars

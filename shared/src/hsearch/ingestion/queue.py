@@ -31,10 +31,13 @@ def create_celery(broker_url: str, *, name: str = "hsearch") -> Celery:
         task_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"visibility_timeout": 3600},
         worker_hijack_root_logger=False,
         enable_utc=True,
     )
+    if broker_url.startswith(("redis://", "rediss://")):
+        # Unacknowledged (late-ack) messages come back after this long: longer than
+        # the longest job, or a slow job would be delivered twice while it runs.
+        app.conf.broker_transport_options = {"visibility_timeout": 6 * 3600}
     return app
 
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from hsearch.search.facets import FacetRequest, FacetResult
+
 
 class SearchMode(StrEnum):
     HYBRID = "hybrid"
@@ -40,7 +42,7 @@ class SearchQuery:
     leg_timeout_s: float | None = None
     min_score: float | None = None
     group_by_document: bool = False
-    facets: tuple[Any, ...] = ()
+    facets: tuple[FacetRequest, ...] = ()
     highlight: bool = True
 
 
@@ -92,4 +94,4 @@ class SearchResult:
     degraded: tuple[Leg, ...]
     legs: tuple[LegReport, ...]
     took_ms: float
-    facets: tuple[Any, ...] = ()
+    facets: tuple[FacetResult, ...] = ()

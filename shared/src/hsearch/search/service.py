@@ -22,7 +22,10 @@ from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.embedding.bm25 import bm25_query_weights
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
+from hsearch.search.facets import compute_facets, validate_facet_requests
+from hsearch.search.filters import parse_filter
 from hsearch.search.fusion import DEFAULT_METHOD, FusedHit, FusionMethod, LegHit, fuse
+from hsearch.search.highlight import make_snippet
 from hsearch.search.models import (
     MODE_LEGS,
     Explanation,
@@ -105,14 +108,40 @@ class SearchService:
         fused = fuse(leg_hits, method=params.method, weights=weights, k=params.rrf_k)
         if query.min_score is not None:
             fused = [f for f in fused if f.score >= query.min_score]
-        page = fused[query.offset : query.offset + query.top_k]
-        page_hits = tuple(self._to_hit(f, fields[f.id], params.method) for f in page)
+        units = (
+            _group_by_document(fused, fields)
+            if query.group_by_document
+            else [(f, 1) for f in fused]
+        )
+        facets = (
+            compute_facets(
+                [fields[f.id] for f in fused],
+                query.facets,
+                group_by_document=query.group_by_document,
+            )
+            if query.facets
+            else []
+        )
+        page = units[query.offset : query.offset + query.top_k]
+        page_hits = tuple(
+            self._to_hit(
+                f,
+                fields[f.id],
+                params.method,
+                matching=n,
+                snippet=make_snippet(str(fields[f.id].get("text", "")), query.query)
+                if query.highlight
+                else None,
+            )
+            for f, n in page
+        )
         result = SearchResult(
             query=query.query,
             mode=query.mode,
             method=params.method.value,
             hits=page_hits,
-            total_candidates=len(fused),
+            total_candidates=len(units),
+            facets=tuple(facets),
             offset=query.offset,
             top_k=query.top_k,
             degraded=tuple(o.leg for o in outcomes if o.hits is None),
@@ -162,8 +191,14 @@ class SearchService:
         logger.warning("search.leg.degraded leg=%s status=%s error=%s", leg, status, error)
         return _LegOutcome(leg, None, LegReport(leg, status, took, 0, error))
 
+    @staticmethod
     def _to_hit(
-        self, fused: FusedHit, fields: Mapping[str, Any], method: FusionMethod
+        fused: FusedHit,
+        fields: Mapping[str, Any],
+        method: FusionMethod,
+        *,
+        matching: int,
+        snippet: str | None,
     ) -> SearchHit:
         return SearchHit(
             chunk_id=fused.id,
@@ -180,6 +215,8 @@ class SearchService:
                 dense_score=fused.scores.get(Leg.DENSE.value),
                 sparse_score=fused.scores.get(Leg.SPARSE.value),
             ),
+            snippet=snippet,
+            matching_chunks=matching,
             source=str(fields.get("source", "")),
             lang=str(fields.get("lang", "")),
             tags=tuple(fields.get("tags") or ()),
@@ -196,21 +233,22 @@ class SearchService:
             raise InvalidRequestError(f"top_k: must be between 1 and {s.max_top_k}")
         if query.offset < 0:
             raise InvalidRequestError("offset: must be >= 0")
-        wanted = query.offset + query.top_k
-        if wanted > s.max_candidates:
+        # The candidate depth must not depend on the offset: every page of a query is
+        # then cut from the same fused list, so pages neither repeat nor skip hits.
+        candidates = query.candidates or min(
+            s.max_candidates, max(s.min_candidates, s.candidates_factor * query.top_k)
+        )
+        if not query.top_k <= candidates <= s.max_candidates:
             raise InvalidRequestError(
-                f"offset + top_k: must be at most {s.max_candidates} (the candidate depth bound)"
-            )
-        candidates = query.candidates or max(s.min_candidates, s.candidates_factor * wanted)
-        if not wanted <= candidates <= s.max_candidates:
-            raise InvalidRequestError(
-                f"candidates: must be between offset + top_k ({wanted}) and {s.max_candidates}"
+                f"candidates: must be between top_k ({query.top_k}) and {s.max_candidates}"
             )
         timeout = query.leg_timeout_s or s.leg_timeout_s
         if not 0 < timeout <= s.max_leg_timeout_s:
             raise InvalidRequestError(
                 f"leg_timeout_ms: must be in (0, {int(s.max_leg_timeout_s * 1000)}]"
             )
+        parse_filter(query.filter)  # InvalidFilterError names the offending part
+        validate_facet_requests(query.facets)
         try:
             method = FusionMethod(query.fusion) if query.fusion else DEFAULT_METHOD
         except ValueError:
@@ -247,5 +285,14 @@ class _Params:
     rrf_k: int
 
 
-def leg_names(legs: Sequence[Leg]) -> list[str]:
-    return [leg.value for leg in legs]
+def _group_by_document(
+    fused: Sequence[FusedHit], fields: Mapping[str, Mapping[str, Any]]
+) -> list[tuple[FusedHit, int]]:
+    """One entry per document: its best chunk (fused order) and how many matched."""
+    best: dict[str, FusedHit] = {}
+    counts: dict[str, int] = {}
+    for hit in fused:
+        doc = str(fields[hit.id].get("document_id", hit.id))
+        best.setdefault(doc, hit)
+        counts[doc] = counts.get(doc, 0) + 1
+    return [(hit, counts[doc]) for doc, hit in best.items()]

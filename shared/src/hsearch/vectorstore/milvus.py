@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 ENCODER_PROPERTY = "hsearch.encoder"
 SCHEMA_VERSION_PROPERTY = "hsearch.schema_version"
 SCHEMA_VERSION = "1"
+# Outside every encoder's index space (term hashes < 2**31, token ids < 2**20).
+EMPTY_SPARSE_INDEX = 2**32 - 2
 
 _SCALAR_TYPES: Mapping[FieldType, DataType] = {
     FieldType.STRING: DataType.VARCHAR,
@@ -342,7 +344,9 @@ def _to_row(r: ChunkRecord) -> dict[str, Any]:
         "ordinal": r.ordinal,
         METADATA_FIELD: dict(r.metadata),
         DENSE_FIELD: list(r.dense),
-        SPARSE_FIELD: r.sparse.to_dict(),
+        # Milvus refuses an all-zero sparse vector; a chunk with no terms (punctuation
+        # only) gets a placeholder dimension no query ever holds, so it never matches.
+        SPARSE_FIELD: r.sparse.to_dict() or {EMPTY_SPARSE_INDEX: 1.0},
     }
 
 

@@ -4,10 +4,13 @@ from dataclasses import asdict
 
 from fastapi import APIRouter
 
+from hsearch.search.facets import parse_facet_requests
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch_api.deps import SearchServiceDep, TenantDep
 from hsearch_api.schemas.search import (
     ExplanationRead,
+    FacetBucketRead,
+    FacetRead,
     HitRead,
     LegRead,
     SearchRequest,
@@ -37,6 +40,8 @@ async def search(
             leg_timeout_s=body.leg_timeout_ms / 1000 if body.leg_timeout_ms else None,
             min_score=body.min_score,
             group_by_document=body.group_by_document,
+            highlight=body.highlight,
+            facets=parse_facet_requests(body.facets),
         )
     )
     return search_response(result)
@@ -62,6 +67,18 @@ def search_response(result: SearchResult) -> SearchResponse:
             for r in result.legs
         ],
         took_ms=result.took_ms,
+        facets=[
+            FacetRead(
+                field=f.field,
+                buckets=[
+                    FacetBucketRead(value=b.value, count=b.count, from_=b.from_, to=b.to)
+                    for b in f.buckets
+                ],
+                missing=f.missing,
+                other=f.other,
+            )
+            for f in result.facets
+        ],
         hits=[
             HitRead(
                 chunk_id=h.chunk_id,

@@ -24,6 +24,12 @@ class SearchRequest(BaseModel):
     leg_timeout_ms: int | None = Field(default=None, ge=1, le=60000)
     min_score: float | None = None
     group_by_document: bool = False
+    highlight: bool = Field(default=True, description="Add a snippet with query terms in <em>.")
+    facets: list[str | dict[str, Any]] = Field(
+        default_factory=list,
+        description='Fields to count over the fused candidates: "source", or '
+        '{"field": "metadata.year", "size": 10, "ranges": [{"from": 2000, "to": 2010}]}.',
+    )
 
 
 class ExplanationRead(BaseModel):
@@ -59,6 +65,20 @@ class LegRead(BaseModel):
     error: str | None
 
 
+class FacetBucketRead(BaseModel):
+    value: str | int | float | bool
+    count: int
+    from_: float | None = Field(default=None, serialization_alias="from")
+    to: float | None = None
+
+
+class FacetRead(BaseModel):
+    field: str
+    buckets: list[FacetBucketRead]
+    missing: int
+    other: int
+
+
 class SearchResponse(BaseModel):
     query: str
     mode: SearchMode
@@ -70,3 +90,4 @@ class SearchResponse(BaseModel):
     legs: list[LegRead]
     took_ms: float
     hits: list[HitRead]
+    facets: list[FacetRead]

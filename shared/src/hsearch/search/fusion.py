@@ -1,0 +1,474 @@
+"""Fusion of ranked result lists ("legs") into one ranking.
+
+Pure: no I/O, no clock, no randomness. Every function takes the legs as a mapping from a
+leg name (``"dense"``, ``"sparse"``, any later signal) to that leg's candidate list, a
+sequence of :class:`LegHit` in rank order (rank = position + 1, higher score = better).
+
+Methods (:class:`FusionMethod`)
+-------------------------------
+``rrf``
+    Weighted reciprocal rank fusion: ``score(d) = sum_leg w_leg / (k + rank_leg(d))``.
+    Uses ranks only, so the legs' score scales never matter.
+``score``
+    Weighted min-max score fusion: each leg's scores are mapped to ``[0, 1]`` over its
+    candidates, ``score(d) = sum_leg w_leg * (s - min) / (max - min)``.
+``adaptive`` (the default, :data:`DEFAULT_METHOD`)
+    Evidence-weighted mixture of per-leg softmax distributions. Each leg's candidate
+    scores are standardised (z-scores over the leg's own candidates, as DBSF does) and
+    turned into a distribution ``p_leg = softmax(z)``; the fused score is the mixture
+    ``score(d) = sum_leg pi_leg * p_leg(d)``, where the per-query leg weights ``pi`` move
+    from the configured weights towards the legs whose best candidate stands out from
+    their own candidate list (see :func:`leg_evidence` and :func:`adaptive_leg_weights`).
+    The research behind it, with its measurements and limits, is ``docs/fusion.md``.
+
+Conventions shared by every method
+----------------------------------
+* ``weights`` hold one finite weight ``>= 0`` per leg of ``legs`` and nothing else; at
+  least one must be ``> 0``. They are normalised to sum to 1 over the *active* legs (a
+  positive weight and at least one hit), so scaling every weight by the same factor
+  changes nothing, and a leg with weight 0 takes no part (its hits are not returned).
+* A leg that failed or found nothing is passed as an empty sequence, or left out
+  together with its weight: both give the same result (degraded search keeps working
+  on the remaining legs).
+* Duplicate ids within one leg are **deduplicated**: the first (best-ranked) occurrence
+  is kept and the ranks of the following hits close up (rank = position among distinct
+  ids). Backends may repeat a chunk; that is not the caller's error.
+* Scores must be finite (any sign: Milvus Lite's BM25 scores are negative).
+* The output holds every id of the active legs once, sorted by fused score descending,
+  ties broken by id ascending, so the order is deterministic. :attr:`FusedHit.ranks` and
+  :attr:`FusedHit.scores` give the id's rank and raw score in each active leg it is in.
+* Sums use :func:`math.fsum` (exactly rounded), so the result does not depend on the
+  order of the legs in the mapping.
+
+Invalid arguments raise :class:`~hsearch.errors.InvalidFusionError` with a message that
+names the allowed values.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from hsearch.errors import InvalidFusionError
+
+__all__ = [
+    "DEFAULT_METHOD",
+    "DEFAULT_RRF_K",
+    "MAX_RRF_K",
+    "MIN_RRF_K",
+    "FusedHit",
+    "FusionMethod",
+    "LegHit",
+    "adaptive_fusion",
+    "adaptive_leg_weights",
+    "fuse",
+    "leg_evidence",
+    "min_max_score_fusion",
+    "normalise_weights",
+    "reciprocal_rank_fusion",
+    "script_coverage",
+]
+
+MIN_RRF_K = 1
+MAX_RRF_K = 1000
+DEFAULT_RRF_K = 60
+
+
+class FusionMethod(StrEnum):
+    """How the legs are combined; the values are what the API accepts."""
+
+    RRF = "rrf"
+    """Weighted reciprocal rank fusion (ranks only)."""
+    SCORE = "score"
+    """Weighted min-max normalised score fusion."""
+    ADAPTIVE = "adaptive"
+    """Evidence-weighted mixture of per-leg softmax(z-score) distributions (default)."""
+
+
+DEFAULT_METHOD = FusionMethod.ADAPTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class LegHit:
+    """One candidate of a leg: its id and the leg's score (higher is better)."""
+
+    id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class FusedHit:
+    """One fused result.
+
+    ``score`` is the fused score of the method; ``ranks`` and ``scores`` hold, for every
+    active leg that returned the id, its rank (1-based, after deduplication) and its raw
+    score in that leg.
+    """
+
+    id: str
+    score: float
+    ranks: dict[str, int]
+    scores: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class _Leg:
+    """A validated, deduplicated, active leg with its normalised weight."""
+
+    name: str
+    weight: float
+    ids: tuple[str, ...]
+    scores: tuple[float, ...]
+
+
+# -- weights and validation -------------------------------------------------------------
+
+
+def _check_weight(leg: str, weight: object) -> float:
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        msg = f"weights: weight of leg {leg!r} must be a number >= 0 (got {weight!r})"
+        raise InvalidFusionError(msg)
+    value = float(weight)
+    if not math.isfinite(value) or value < 0:
+        msg = f"weights: weight of leg {leg!r} must be a finite number >= 0 (got {weight!r})"
+        raise InvalidFusionError(msg)
+    return value
+
+
+def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    checked = {leg: _check_weight(leg, w) for leg, w in weights.items()}
+    if not math.fsum(checked.values()) > 0:
+        msg = "weights: at least one weight must be > 0 (each must be a finite number >= 0)"
+        raise InvalidFusionError(msg)
+    return checked
+
+
+def normalise_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    """Return ``weights`` scaled to sum to 1 (zero weights stay 0).
+
+    Every weight must be a finite number ``>= 0`` and at least one must be ``> 0``.
+    """
+    checked = _check_weights(weights)
+    total = math.fsum(checked.values())
+    return {leg: w / total for leg, w in checked.items()}
+
+
+def _check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not MIN_RRF_K <= k <= MAX_RRF_K:
+        msg = f"k: must be an integer between {MIN_RRF_K} and {MAX_RRF_K} (got {k!r})"
+        raise InvalidFusionError(msg)
+    return k
+
+
+def _names(legs: Iterable[str]) -> str:
+    return ", ".join(sorted(legs)) or "(none)"
+
+
+def _prepare(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float]) -> list[_Leg]:
+    """Validate the arguments; return the active legs sorted by name, weights normalised."""
+    for name in legs:
+        if not isinstance(name, str) or not name:
+            msg = f"legs: leg names must be non-empty strings (got {name!r})"
+            raise InvalidFusionError(msg)
+    unknown = [name for name in weights if name not in legs]
+    if unknown:
+        msg = f"weights: unknown leg(s) {_names(map(str, unknown))}; allowed legs: {_names(legs)}"
+        raise InvalidFusionError(msg)
+    unweighted = [name for name in legs if name not in weights]
+    if unweighted:
+        msg = (
+            f"weights: no weight for leg(s) {_names(unweighted)}; "
+            f"give one weight >= 0 for each leg: {_names(legs)}"
+        )
+        raise InvalidFusionError(msg)
+    checked = _check_weights(weights)  # every weight finite and >= 0, one > 0
+
+    deduped: list[tuple[str, float, tuple[str, ...], tuple[float, ...]]] = []
+    for name in sorted(legs):
+        ids: list[str] = []
+        scores: list[float] = []
+        seen: set[str] = set()
+        for hit in legs[name]:
+            if not isinstance(hit, LegHit):
+                msg = f"legs: leg {name!r} must hold LegHit items (got {type(hit).__name__})"
+                raise InvalidFusionError(msg)
+            score = hit.score
+            if isinstance(score, bool) or not isinstance(score, int | float):
+                msg = f"legs: hit {hit.id!r} of leg {name!r} has a non-numeric score {score!r}"
+                raise InvalidFusionError(msg)
+            if not math.isfinite(score):
+                msg = (
+                    f"legs: hit {hit.id!r} of leg {name!r} has score {score!r}; "
+                    "scores must be finite numbers"
+                )
+                raise InvalidFusionError(msg)
+            if hit.id in seen:
+                continue  # keep the best-ranked occurrence (documented in the module)
+            seen.add(hit.id)
+            ids.append(hit.id)
+            scores.append(float(score))
+        if ids and checked[name] > 0:
+            deduped.append((name, checked[name], tuple(ids), tuple(scores)))
+
+    total = math.fsum(w for _, w, _, _ in deduped)
+    return [_Leg(name, w / total, ids, scores) for name, w, ids, scores in deduped]
+
+
+def _assemble(legs: Sequence[_Leg], fused: Mapping[str, float]) -> list[FusedHit]:
+    """Build the hits with per-leg ranks/scores, sorted by score desc then id asc."""
+    ranks: dict[str, dict[str, int]] = {doc: {} for doc in fused}
+    raw: dict[str, dict[str, float]] = {doc: {} for doc in fused}
+    for leg in legs:
+        for position, (doc, score) in enumerate(zip(leg.ids, leg.scores, strict=True)):
+            ranks[doc][leg.name] = position + 1
+            raw[doc][leg.name] = score
+    hits = [FusedHit(doc, score, ranks[doc], raw[doc]) for doc, score in fused.items()]
+    hits.sort(key=lambda h: (-h.score, h.id))
+    return hits
+
+
+def _combine(legs: Sequence[_Leg], per_leg: Callable[[_Leg], Sequence[float]]) -> list[FusedHit]:
+    """``score(d) = fsum_leg(weight_leg * value_leg(d))`` over the legs that hold ``d``."""
+    terms: dict[str, list[float]] = {}
+    for leg in legs:
+        for doc, value in zip(leg.ids, per_leg(leg), strict=True):
+            terms.setdefault(doc, []).append(leg.weight * value)
+    return _assemble(legs, {doc: math.fsum(parts) for doc, parts in terms.items()})
+
+
+# -- rank fusion ------------------------------------------------------------------------
+
+
+def reciprocal_rank_fusion(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    weights: Mapping[str, float],
+    k: int = DEFAULT_RRF_K,
+) -> list[FusedHit]:
+    """Weighted reciprocal rank fusion.
+
+    ``score(d) = sum over active legs holding d of w_leg / (k + rank_leg(d))`` with the
+    weights normalised over the active legs; ``k`` (1..1000, default 60) damps the
+    advantage of the very first ranks. Scores are ignored, only ranks count; one leg
+    alone keeps its order.
+    """
+    k = _check_k(k)
+    active = _prepare(legs, weights)
+    return _combine(active, lambda leg: [1.0 / (k + r) for r in range(1, len(leg.ids) + 1)])
+
+
+# -- score fusion -----------------------------------------------------------------------
+
+
+def _min_max(scores: Sequence[float]) -> list[float]:
+    low, high = min(scores), max(scores)
+    if high == low:
+        return [1.0] * len(scores)  # every candidate ties for the leg's best
+    # Differences of finite floats may overflow; scaling by the larger magnitude first
+    # keeps them finite and leaves the ratio unchanged.
+    scale = max(abs(low), abs(high))
+    lo, hi = low / scale, high / scale
+    return [min(1.0, max(0.0, (s / scale - lo) / (hi - lo))) for s in scores]
+
+
+def min_max_score_fusion(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    weights: Mapping[str, float],
+) -> list[FusedHit]:
+    """Weighted min-max score fusion.
+
+    Each active leg maps its candidates' scores to ``(s - min) / (max - min)`` (all 1.0
+    when they are equal); ``score(d) = sum_leg w_leg * norm_leg(d)`` with the weights
+    normalised over the active legs, and a leg that does not hold ``d`` adds 0. Fused
+    scores lie in ``[0, 1]``.
+    """
+    return _combine(_prepare(legs, weights), lambda leg: _min_max(leg.scores))
+
+
+# -- adaptive fusion --------------------------------------------------------------------
+
+
+def _scaled(scores: Sequence[float]) -> list[float]:
+    """Scores divided by their largest magnitude: keeps later arithmetic finite.
+
+    Both the z-scores and :func:`leg_evidence` are invariant to a positive scale factor.
+    """
+    scale = max(abs(s) for s in scores)
+    return [s / scale for s in scores] if scale > 0 else [0.0] * len(scores)
+
+
+def _softmax_of_zscores(scores: Sequence[float]) -> list[float]:
+    """``softmax(z)`` with ``z = (s - mean) / std`` over the leg's own candidates.
+
+    The mean cancels in the softmax; a leg whose scores all tie gives a uniform
+    distribution.
+    """
+    values = _scaled(scores)
+    n = len(values)
+    mean = math.fsum(values) / n
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
+    if std == 0:
+        return [1.0 / n] * n
+    top = max(values)
+    exps = [math.exp((v - top) / std) for v in values]
+    total = math.fsum(exps)
+    return [e / total for e in exps]
+
+
+def leg_evidence(scores: Sequence[float]) -> float:
+    """How clearly a leg's best candidate stands out from its candidate list, in ``[0, 1]``.
+
+    Noise model: the candidates are the top ``n`` of a population whose upper tail is
+    exponential (the classic score-distribution model for non-relevant documents). Then
+    the excesses over the lowest candidate, ``x_i = s_i - s_min``, behave like ``n - 1``
+    independent exponentials; their scale ``sigma`` is estimated from the candidates
+    other than the best and the lowest. The confidence that the best candidate is *not*
+    noise is the probability that the largest of ``n - 1`` such draws stays below it::
+
+        c = (1 - exp(-x_max / sigma)) ** (n - 1)
+
+    Under the noise model ``c`` is uniform on ``[0, 1]`` (it is one minus a p-value), so
+    0.5 is chance level; the evidence is the confidence above chance, rescaled::
+
+        evidence = max(0, 2c - 1)
+
+    It uses the scores only (not their order), no constants, and is invariant to a
+    positive affine change of the scores, so legs on different scales compare. Fewer
+    than 3 candidates, or all scores equal, carry no evidence (0). It measures one
+    standout match: a query with many equally relevant documents gives little evidence
+    in every leg, and :func:`adaptive_leg_weights` then keeps the configured weights.
+    """
+    n = len(scores)
+    if n < 3:
+        return 0.0
+    values = _scaled(scores)
+    low, high = min(values), max(values)
+    spread = high - low
+    if spread <= 0:
+        return 0.0
+    # Mean excess of the n - 2 candidates other than one best and one lowest.
+    rest = max(0.0, (math.fsum(v - low for v in values) - spread) / (n - 2))
+    if rest == 0:
+        return 1.0  # the best stands alone above a flat list
+    confidence = (-math.expm1(-spread / rest)) ** (n - 1)
+    return max(0.0, 2.0 * confidence - 1.0)
+
+
+def _adaptive_weights(legs: Sequence[_Leg]) -> dict[str, float]:
+    evidence = {leg.name: leg_evidence(leg.scores) for leg in legs}
+    strongest = max(evidence.values(), default=0.0)
+    total = math.fsum(evidence.values())
+    return {
+        leg.name: (1.0 - strongest) * leg.weight
+        + (strongest * evidence[leg.name] / total if total > 0 else 0.0)
+        for leg in legs
+    }
+
+
+def adaptive_leg_weights(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    weights: Mapping[str, float],
+) -> dict[str, float]:
+    """The per-query leg weights ``pi`` :func:`adaptive_fusion` uses (active legs only).
+
+    With ``w`` the configured weights normalised over the active legs, ``e`` each leg's
+    :func:`leg_evidence` and ``E = max(e)`` the strongest evidence of the query::
+
+        pi_leg = (1 - E) * w_leg + E * e_leg / sum(e)
+
+    A mixture of two regimes: when no leg's best candidate stands out (``E = 0``) the
+    configured weights hold unchanged; the stronger the clearest standout, the more the
+    weights follow the legs' relative evidence. The weights sum to 1. Exposed so that a
+    ranking explanation can show why a query leaned on one leg.
+    """
+    return _adaptive_weights(_prepare(legs, weights))
+
+
+def adaptive_fusion(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    weights: Mapping[str, float],
+) -> list[FusedHit]:
+    """Evidence-weighted mixture of per-leg softmax(z-score) distributions (the default).
+
+    For each active leg, ``p_leg = softmax(z)`` with ``z`` the leg's scores standardised
+    over its own candidates (mean 0, std 1: the distribution-based normalisation of DBSF,
+    read as logits). ``p_leg(d)`` is 0 when the leg does not hold ``d``. The fused score
+    is the mixture::
+
+        score(d) = sum_leg pi_leg * p_leg(d)
+
+    with ``pi`` from :func:`adaptive_leg_weights`. Fused scores are in ``[0, 1]`` and sum
+    to 1 over the returned hits. A peaked leg (one candidate far above the rest)
+    concentrates its mass and also gains weight; a flat leg spreads its mass thin. The
+    result depends on scores only (not on the legs' rank order), is invariant to a
+    positive affine change of any leg's scores, and one leg alone is ordered by score.
+    ``weights`` act as the prior used when no leg has evidence; see ``docs/fusion.md``
+    for the measured defaults and for a leg whose encoder cannot read the query (use
+    :func:`script_coverage` to set its weight to 0).
+    """
+    active = _prepare(legs, weights)
+    pi = _adaptive_weights(active)
+    distributions = {leg.name: _softmax_of_zscores(leg.scores) for leg in active}
+    mixed = [_Leg(leg.name, pi[leg.name], leg.ids, leg.scores) for leg in active]
+    return _combine(mixed, lambda leg: distributions[leg.name])
+
+
+# -- dispatcher -------------------------------------------------------------------------
+
+
+def fuse(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    method: FusionMethod | str = DEFAULT_METHOD,
+    weights: Mapping[str, float],
+    k: int = DEFAULT_RRF_K,
+) -> list[FusedHit]:
+    """Fuse ``legs`` with ``method`` (a :class:`FusionMethod` or its value).
+
+    ``k`` is validated for every method (1..1000) and used by ``rrf`` only.
+    """
+    try:
+        chosen = FusionMethod(method)
+    except ValueError:
+        allowed = ", ".join(m.value for m in FusionMethod)
+        msg = f"method: must be one of {allowed} (got {method!r})"
+        raise InvalidFusionError(msg) from None
+    k = _check_k(k)
+    if chosen is FusionMethod.RRF:
+        return reciprocal_rank_fusion(legs, weights=weights, k=k)
+    if chosen is FusionMethod.SCORE:
+        return min_max_score_fusion(legs, weights=weights)
+    return adaptive_fusion(legs, weights=weights)
+
+
+# -- query language coverage ------------------------------------------------------------
+
+
+def _script(char: str) -> str:
+    """The first word of the character's Unicode name: LATIN, CJK, HIRAGANA, CYRILLIC..."""
+    return unicodedata.name(char, "").split(" ", 1)[0]
+
+
+def script_coverage(text: str, *, scripts: Collection[str]) -> float:
+    """Share of the letters of ``text`` (after NFKC) written in one of ``scripts``.
+
+    Scripts are named by the first word of the Unicode character name (``"LATIN"``,
+    ``"CJK"``, ``"HIRAGANA"``, ``"KATAKANA"``, ``"HANGUL"``, ``"CYRILLIC"``, ``"GREEK"``,
+    ``"ARABIC"``, ``"DEVANAGARI"``, ``"THAI"``...), case-insensitive. Digits, spaces and
+    punctuation are not letters; a text without letters has coverage 1.0.
+
+    Score distributions cannot tell an encoder that does not read the query's language
+    from one that does (docs/fusion.md): the caller sets that leg's weight to 0 when the
+    coverage is low (e.g. an English-only dense encoder on a mostly Japanese query).
+    """
+    wanted = {s.upper() for s in scripts}
+    letters = [c for c in unicodedata.normalize("NFKC", text) if c.isalpha()]
+    if not letters:
+        return 1.0
+    return sum(1 for c in letters if _script(c) in wanted) / len(letters)

@@ -1,0 +1,133 @@
+"""An in-memory :class:`~hsearch.vectorstore.protocol.VectorStore` for fast tests.
+
+Exact (brute-force) inner-product search over both vector kinds, with the same
+filter semantics as Milvus (``hsearch.search.filters.matches``). It passes the same
+contract suite as the Milvus store (tests/contract).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from hsearch.embedding.protocol import EncoderInfo, SparseVector
+from hsearch.errors import EncoderMismatchError
+from hsearch.search.filters import matches, parse_filter
+from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
+from hsearch.vectorstore.schema import OUTPUT_FIELDS
+
+
+class InMemoryVectorStore:
+    def __init__(self) -> None:
+        self._rows: dict[str, ChunkRecord] = {}
+        self._encoder: str | None = None
+
+    def ensure_collection(self, encoder: EncoderInfo) -> None:
+        if self._encoder is None:
+            self._encoder = encoder.fingerprint
+        elif self._encoder != encoder.fingerprint:
+            msg = (
+                f"collection was built with encoder {self._encoder!r}, "
+                f"but the configured encoder is {encoder.fingerprint!r}"
+            )
+            raise EncoderMismatchError(msg)
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        for record in records:
+            self._rows[record.chunk_id] = record
+
+    def delete_document_chunks(
+        self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
+    ) -> None:
+        keep_set = set(keep)
+        for cid, row in list(self._rows.items()):
+            if (
+                row.tenant_id == tenant_id
+                and row.document_id == document_id
+                and cid not in keep_set
+            ):
+                del self._rows[cid]
+
+    def count(self, *, tenant_id: str) -> int:
+        return sum(1 for r in self._rows.values() if r.tenant_id == tenant_id)
+
+    def chunk_ids(self, *, tenant_id: str, document_id: str) -> set[str]:
+        return {
+            cid
+            for cid, r in self._rows.items()
+            if r.tenant_id == tenant_id and r.document_id == document_id
+        }
+
+    async def search_dense(
+        self,
+        vector: Sequence[float],
+        *,
+        tenant_id: str,
+        filter: object | None,
+        limit: int,
+        timeout: float,
+    ) -> list[StoredHit]:
+        def score(r: ChunkRecord) -> float:
+            return sum(a * b for a, b in zip(vector, r.dense, strict=True))
+
+        return await self._search(score, tenant_id=tenant_id, filter=filter, limit=limit)
+
+    async def search_sparse(
+        self,
+        vector: SparseVector,
+        *,
+        tenant_id: str,
+        filter: object | None,
+        limit: int,
+        timeout: float,
+    ) -> list[StoredHit]:
+        query = vector.to_dict()
+
+        def score(r: ChunkRecord) -> float:
+            return sum(
+                query.get(i, 0.0) * v
+                for i, v in zip(r.sparse.indices, r.sparse.values, strict=True)
+            )
+
+        if not query:
+            return []
+        return await self._search(
+            score, tenant_id=tenant_id, filter=filter, limit=limit, positive_only=True
+        )
+
+    async def _search(
+        self,
+        score: Any,
+        *,
+        tenant_id: str,
+        filter: object | None,
+        limit: int,
+        positive_only: bool = False,
+    ) -> list[StoredHit]:
+        await asyncio.sleep(0)  # a real suspension point, like a network call
+        node = parse_filter(filter)
+        scored = []
+        for row in self._rows.values():
+            if row.tenant_id != tenant_id:
+                continue
+            fields = _fields(row)
+            if not matches(node, fields):
+                continue
+            s = float(score(row))
+            if positive_only and s <= 0:
+                continue  # an inverted index only finds rows sharing a term
+            scored.append(StoredHit(chunk_id=row.chunk_id, score=s, fields=fields))
+        scored.sort(key=lambda h: (-h.score, h.chunk_id))
+        return scored[:limit]
+
+    def close(self) -> None:
+        self._rows.clear()
+
+
+def _fields(row: ChunkRecord) -> dict[str, Any]:
+    data = asdict(row)
+    data["tags"] = list(row.tags)
+    data["metadata"] = dict(row.metadata)
+    return {k: data[k] for k in OUTPUT_FIELDS}

@@ -1,0 +1,158 @@
+"""Filters, facets, pagination, grouping, thresholds and snippets through the API,
+against the real stack."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.jobs import ingest
+from tests.integration.services import ManagedProcess
+
+pytestmark = pytest.mark.integration
+
+LONG = " ".join(f"Paragraph sentence {i} talks about rivers and mountains." for i in range(80))
+DOCS: list[dict[str, Any]] = [
+    {
+        "external_id": f"d{i}",
+        "title": f"Doc {i}",
+        "text": f"Short text {i} about rivers.",
+        "source": ["wiki", "blog", "docs"][i % 3],
+        "tags": [["a"], ["a", "b"], []][i % 3],
+        "metadata": {"year": 1990 + 5 * i, "author": {"name": ["Ada", "Grace"][i % 2]}},
+    }
+    for i in range(9)
+] + [
+    {
+        "external_id": "long",
+        "title": "Long",
+        "text": LONG,
+        "source": "wiki",
+        "tags": ["b"],
+        "metadata": {"year": 2030},
+    }
+]
+
+
+@pytest.fixture
+async def corpus(client: httpx.AsyncClient, worker: ManagedProcess) -> list[dict[str, Any]]:
+    job = await ingest(client, DOCS)
+    assert job["status"] == "succeeded", job
+    return DOCS
+
+
+async def search(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    resp = await client.post("/v1/search", json={"query": "rivers", **body})
+    assert resp.status_code == 200, resp.text
+    return resp.json()  # type: ignore[no-any-return]
+
+
+async def test_filter_restricts_every_leg(client: httpx.AsyncClient, corpus: list[Any]) -> None:
+    for mode in ("hybrid", "semantic", "keyword"):
+        body = await search(client, mode=mode, top_k=50, filter={"source": {"eq": "blog"}})
+        assert body["hits"]
+        assert {h["source"] for h in body["hits"]} == {"blog"}
+    body = await search(
+        client,
+        mode="semantic",
+        top_k=50,
+        filter={"and": [{"tags": {"contains": "b"}}, {"metadata.year": {"gte": 2000}}]},
+    )
+    expected = {
+        d["external_id"] for d in DOCS if "b" in d["tags"] and d["metadata"]["year"] >= 2000
+    }
+    assert {h["external_id"] for h in body["hits"]} == expected
+
+
+async def test_invalid_filter_is_a_422_naming_the_part(
+    client: httpx.AsyncClient, corpus: list[Any]
+) -> None:
+    resp = await client.post(
+        "/v1/search", json={"query": "x", "filter": {"and": [{"tags": {"gt": 1}}]}}
+    )
+    assert resp.status_code == 422
+    body = resp.json()
+    assert body["error"] == "invalid_filter"
+    assert "filter.and[0].tags" in body["detail"]
+    resp = await client.post(
+        "/v1/search", json={"query": "x", "filter": {"tenant_id": {"eq": "x"}}}
+    )
+    assert resp.status_code == 422
+    assert "tenant_id" in resp.json()["detail"]
+
+
+async def test_facets_match_a_brute_force_count(
+    client: httpx.AsyncClient, corpus: list[Any]
+) -> None:
+    # Semantic leg with candidates >= corpus: every chunk is a candidate.
+    body = await search(
+        client,
+        mode="semantic",
+        top_k=1,
+        candidates=200,
+        group_by_document=True,
+        facets=[
+            "source",
+            "tags",
+            "metadata.author.name",
+            {"field": "metadata.year", "ranges": [{"to": 2000}, {"from": 2000}]},
+        ],
+    )
+    facets = {f["field"]: f for f in body["facets"]}
+    assert {b["value"]: b["count"] for b in facets["source"]["buckets"]} == dict(
+        Counter(d["source"] for d in DOCS)
+    )
+    assert {b["value"]: b["count"] for b in facets["tags"]["buckets"]} == dict(
+        Counter(t for d in DOCS for t in d["tags"])
+    )
+    assert facets["tags"]["missing"] == sum(1 for d in DOCS if not d["tags"])
+    names = Counter(d["metadata"]["author"]["name"] for d in DOCS if "author" in d["metadata"])
+    assert {b["value"]: b["count"] for b in facets["metadata.author.name"]["buckets"]} == dict(
+        names
+    )
+    years = [b["count"] for b in facets["metadata.year"]["buckets"]]
+    assert years == [
+        sum(d["metadata"]["year"] < 2000 for d in DOCS),
+        sum(d["metadata"]["year"] >= 2000 for d in DOCS),
+    ]
+
+
+async def test_pages_neither_repeat_nor_skip(client: httpx.AsyncClient, corpus: list[Any]) -> None:
+    whole = await search(client, top_k=30, candidates=60)
+    ids = [h["chunk_id"] for h in whole["hits"]]
+    paged: list[str] = []
+    for offset in range(0, len(ids) + 3, 3):
+        page = await search(client, top_k=3, offset=offset, candidates=60)
+        paged += [h["chunk_id"] for h in page["hits"]]
+    assert paged == ids
+    assert len(set(paged)) == len(paged)
+
+
+async def test_group_by_document(client: httpx.AsyncClient, corpus: list[Any]) -> None:
+    body = await search(client, mode="semantic", top_k=50, candidates=200, group_by_document=True)
+    docs = [h["external_id"] for h in body["hits"]]
+    assert len(docs) == len(set(docs)) == len(DOCS)
+    long_hit = next(h for h in body["hits"] if h["external_id"] == "long")
+    assert long_hit["matching_chunks"] > 1
+    ungrouped = await search(client, mode="semantic", top_k=50, candidates=200)
+    assert len(ungrouped["hits"]) == len(DOCS) - 1 + long_hit["matching_chunks"]
+
+
+async def test_min_score_threshold(client: httpx.AsyncClient, corpus: list[Any]) -> None:
+    body = await search(client, top_k=10)
+    cut = body["hits"][2]["score"]
+    kept = await search(client, top_k=10, min_score=cut)
+    assert [h["chunk_id"] for h in kept["hits"]] == [
+        h["chunk_id"] for h in body["hits"] if h["score"] >= cut
+    ]
+    assert all(h["score"] >= cut for h in kept["hits"])
+
+
+async def test_snippets_highlight_query_terms(client: httpx.AsyncClient, corpus: list[Any]) -> None:
+    body = await search(client, mode="keyword", top_k=3)
+    assert all("<em>rivers</em>" in h["snippet"] for h in body["hits"])
+    plain = await search(client, mode="keyword", top_k=3, highlight=False)
+    assert all(h["snippet"] is None for h in plain["hits"])

@@ -1,0 +1,152 @@
+"""One contract, two stores: the in-memory fake must behave like Milvus."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from hsearch.embedding.protocol import EncoderInfo, SparseKind, SparseVector
+from hsearch.errors import EncoderMismatchError, InvalidFilterError
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.milvus import MilvusVectorStore
+from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
+
+ENCODER = EncoderInfo(name="contract", dimension=4, version="1", sparse_kind=SparseKind.LEARNED)
+
+
+def unit(*xs: float) -> tuple[float, ...]:
+    n = math.sqrt(sum(x * x for x in xs))
+    return tuple(x / n for x in xs)
+
+
+def record(
+    cid: str,
+    *,
+    tenant: str = "a",
+    doc: str = "d1",
+    dense: tuple[float, ...],
+    sparse: dict[int, float],
+    source: str = "wiki",
+    tags: tuple[str, ...] = (),
+) -> ChunkRecord:
+    return ChunkRecord(
+        chunk_id=cid,
+        document_id=doc,
+        tenant_id=tenant,
+        external_id=doc,
+        title=cid,
+        text=f"text of {cid}",
+        ordinal=0,
+        dense=dense,
+        sparse=SparseVector.from_mapping(sparse),
+        source=source,
+        tags=tags,
+        metadata={"n": len(cid)},
+    )
+
+
+ROWS = [
+    record("c1", dense=unit(1, 0, 0, 0), sparse={1: 1.0, 2: 0.5}, tags=("x",)),
+    record("c2", dense=unit(1, 1, 0, 0), sparse={2: 2.0}, source="blog"),
+    record("c3", doc="d2", dense=unit(0, 1, 0, 0), sparse={3: 1.0}),
+    record("c4", tenant="b", doc="d1", dense=unit(1, 0, 0, 0), sparse={1: 5.0}),
+]
+
+
+@pytest.fixture(params=["in_memory", pytest.param("milvus", marks=pytest.mark.integration)])
+def store(request: pytest.FixtureRequest) -> Iterator[VectorStore]:
+    if request.param == "in_memory":
+        s: VectorStore = InMemoryVectorStore()
+    else:
+        uri = request.getfixturevalue("milvus_uri")
+        s = MilvusVectorStore(uri, collection=f"contract_{uuid.uuid4().hex[:8]}")
+    s.ensure_collection(ENCODER)
+    s.upsert(ROWS)
+    yield s
+    if isinstance(s, MilvusVectorStore):
+        s.drop_collection()
+    s.close()
+
+
+def test_encoder_is_checked(store: VectorStore) -> None:
+    store.ensure_collection(ENCODER)  # same encoder: fine
+    other = EncoderInfo(name="other", dimension=4, version="1", sparse_kind=SparseKind.LEARNED)
+    with pytest.raises(EncoderMismatchError, match="other"):
+        store.ensure_collection(other)
+
+
+def test_counts_are_per_tenant_and_upsert_is_idempotent(store: VectorStore) -> None:
+    assert store.count(tenant_id="a") == 3
+    assert store.count(tenant_id="b") == 1
+    store.upsert(ROWS)
+    assert store.count(tenant_id="a") == 3
+
+
+def test_delete_keeps_the_named_chunks(store: VectorStore) -> None:
+    store.delete_document_chunks(tenant_id="a", document_id="d1", keep=["c2"])
+    assert store.chunk_ids(tenant_id="a", document_id="d1") == {"c2"}
+    assert store.chunk_ids(tenant_id="b", document_id="d1") == {"c4"}, "other tenant untouched"
+    store.delete_document_chunks(tenant_id="a", document_id="d1")
+    assert store.chunk_ids(tenant_id="a", document_id="d1") == set()
+
+
+async def test_dense_search_ranks_by_inner_product(store: VectorStore) -> None:
+    hits = await store.search_dense(
+        unit(1, 0, 0, 0), tenant_id="a", filter=None, limit=10, timeout=5
+    )
+    assert [h.chunk_id for h in hits] == ["c1", "c2", "c3"]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+    assert hits[0].fields["title"] == "c1"
+    assert hits[0].fields["tags"] == ["x"]
+    assert hits[0].fields["metadata"] == {"n": 2}
+    assert "dense" not in hits[0].fields
+    limited = await store.search_dense(
+        unit(1, 0, 0, 0), tenant_id="a", filter=None, limit=1, timeout=5
+    )
+    assert [h.chunk_id for h in limited] == ["c1"]
+
+
+async def test_sparse_search_finds_rows_sharing_terms(store: VectorStore) -> None:
+    hits = await store.search_sparse(
+        SparseVector.from_mapping({2: 1.0}), tenant_id="a", filter=None, limit=10, timeout=5
+    )
+    assert [(h.chunk_id, round(h.score, 4)) for h in hits] == [("c2", 2.0), ("c1", 0.5)]
+    empty = await store.search_sparse(
+        SparseVector((), ()), tenant_id="a", filter=None, limit=10, timeout=5
+    )
+    assert empty == []
+
+
+async def test_filters_and_tenants_apply_to_both_legs(store: VectorStore) -> None:
+    hits = await store.search_dense(
+        unit(1, 0, 0, 0), tenant_id="a", filter={"source": {"eq": "blog"}}, limit=10, timeout=5
+    )
+    assert [h.chunk_id for h in hits] == ["c2"]
+    hits = await store.search_sparse(
+        SparseVector.from_mapping({1: 1.0}), tenant_id="b", filter=None, limit=10, timeout=5
+    )
+    assert [h.chunk_id for h in hits] == ["c4"]
+    hits = await store.search_sparse(
+        SparseVector.from_mapping({1: 1.0}),
+        tenant_id="a",
+        filter={"tags": {"contains": "x"}},
+        limit=10,
+        timeout=5,
+    )
+    assert [h.chunk_id for h in hits] == ["c1"]
+    with pytest.raises(InvalidFilterError):
+        await store.search_dense(
+            unit(1, 0, 0, 0), tenant_id="a", filter={"nope": {"eq": 1}}, limit=10, timeout=5
+        )
+
+
+async def test_rows_without_terms_are_stored(store: VectorStore) -> None:
+    store.upsert([record("c9", doc="d9", dense=unit(0, 0, 0, 1), sparse={})])
+    assert store.chunk_ids(tenant_id="a", document_id="d9") == {"c9"}
+    hits = await store.search_dense(
+        unit(0, 0, 0, 1), tenant_id="a", filter=None, limit=1, timeout=5
+    )
+    assert hits[0].chunk_id == "c9"

@@ -1,0 +1,202 @@
+"""The indexing service end to end on embedded parts: SQLite metadata (migrated),
+the fake encoder and the in-memory store. Fast, and exact about counters, chunks
+and BM25 statistics under re-runs, changes, failures and crashes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.db.engine import create_db_engine, create_session_factory, transaction
+from hsearch.db.migrate import upgrade_database
+from hsearch.db.models import Document, JobStatus, LexicalCorpusStats, LexicalTermStats
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.protocol import Embedding
+from hsearch.errors import EncoderError, VectorStoreError
+from hsearch.ingestion.ids import document_id
+from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.service import IndexingService, get_job, submit_documents
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.protocol import ChunkRecord
+
+TENANT = "t1"
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
+    url = f"sqlite:///{tmp_path / 'meta.sqlite'}"
+    upgrade_database(url)
+    engine = create_db_engine(url)
+    yield create_session_factory(engine)
+    engine.dispose()
+
+
+def docs(*pairs: tuple[str, str]) -> list[DocumentInput]:
+    return [DocumentInput(external_id=e, title=e.upper(), text=t) for e, t in pairs]
+
+
+def run(
+    sessions: sessionmaker[Session],
+    service: IndexingService,
+    batch: list[DocumentInput],
+    tenant: str = TENANT,
+) -> uuid.UUID:
+    with transaction(sessions) as session:
+        job_id = submit_documents(session, tenant_id=tenant, documents=batch).id
+    service.process_job(job_id)
+    return job_id
+
+
+def make_service(
+    sessions: sessionmaker[Session],
+    store: InMemoryVectorStore,
+    embedder: FakeEmbedder | None = None,
+) -> IndexingService:
+    return IndexingService(
+        session_factory=sessions,
+        embedder=embedder or FakeEmbedder(),
+        store=store,
+        chunk_max_chars=200,
+        chunk_overlap_chars=0,
+    )
+
+
+def stats(
+    sessions: sessionmaker[Session], tenant: str = TENANT
+) -> tuple[tuple[int, int], dict[int, int]]:
+    with sessions() as s:
+        corpus = s.get(LexicalCorpusStats, tenant)
+        dfs = {
+            r.term_id: r.df
+            for r in s.scalars(select(LexicalTermStats).where(LexicalTermStats.tenant_id == tenant))
+        }
+        return ((corpus.chunk_count, corpus.total_length) if corpus else (0, 0)), dfs
+
+
+A = ("a", "Rivers flow to the sea. " * 12)
+B = ("b", "Mountains rise above the clouds.")
+C = ("c", "東京は日本の首都です。")
+
+
+def test_index_counts_and_job_status(sessions: sessionmaker[Session]) -> None:
+    store = InMemoryVectorStore()
+    job_id = run(sessions, make_service(sessions, store), docs(A, B, C))
+    with sessions() as s:
+        job = get_job(s, job_id=job_id, tenant_id=TENANT)
+    assert (job.status, job.indexed, job.skipped, job.failed) == (JobStatus.SUCCEEDED, 3, 0, 0)
+    a_chunks = store.chunk_ids(tenant_id=TENANT, document_id=str(document_id(TENANT, "a")))
+    assert len(a_chunks) > 1, "the long document is chunked"
+    assert store.count(tenant_id=TENANT) == len(a_chunks) + 2
+
+
+def test_rerun_and_resubmit_do_no_work(sessions: sessionmaker[Session]) -> None:
+    store = InMemoryVectorStore()
+    service = make_service(sessions, store)
+    job_id = run(sessions, service, docs(A, B))
+    before = (store.count(tenant_id=TENANT), stats(sessions))
+    assert service.process_job(job_id) is JobStatus.SUCCEEDED  # a re-delivered task
+    job2 = run(sessions, service, docs(A, B))
+    with sessions() as s:
+        view = get_job(s, job_id=job2, tenant_id=TENANT)
+    assert (view.indexed, view.skipped) == (0, 2)
+    assert (store.count(tenant_id=TENANT), stats(sessions)) == before
+
+
+def test_changed_documents_replace_chunks_and_statistics_exactly(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    store = InMemoryVectorStore()
+    service = make_service(sessions, store)
+    run(sessions, service, docs(A, B))
+    run(sessions, service, docs(("a", "Short now."), C))
+
+    # The same final corpus ingested once, from scratch, in another tenant.
+    fresh = InMemoryVectorStore()
+    run(sessions, make_service(sessions, fresh), docs(("a", "Short now."), B, C), tenant="t2")
+    assert stats(sessions) == stats(sessions, "t2")
+    assert store.count(tenant_id=TENANT) == fresh.count(tenant_id="t2") == 3
+
+
+class FlakyEmbedder(FakeEmbedder):
+    """Fails on any text containing ``poison``."""
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        if any("poison" in t for t in texts):
+            raise EncoderError("cannot encode poison")
+        return super().embed_documents(texts)
+
+
+def test_a_bad_document_fails_alone_and_keeps_its_previous_version(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = InMemoryVectorStore()
+    run(sessions, make_service(sessions, store), docs(B))
+    old_chunks = store.chunk_ids(tenant_id=TENANT, document_id=str(document_id(TENANT, "b")))
+    job_id = run(
+        sessions, make_service(sessions, store, FlakyEmbedder()), docs(("b", "poison text"), C)
+    )
+    with sessions() as s:
+        view = get_job(s, job_id=job_id, tenant_id=TENANT)
+        doc = s.get(Document, document_id(TENANT, "b"))
+    assert (view.status, view.indexed, view.failed) == (JobStatus.PARTIAL, 1, 1)
+    assert view.errors[0].external_id == "b"
+    assert "poison" in view.errors[0].error
+    assert doc is not None
+    assert doc.content == B[1], "the indexed version is untouched"
+    assert (
+        store.chunk_ids(tenant_id=TENANT, document_id=str(document_id(TENANT, "b"))) == old_chunks
+    )
+
+
+class CrashingStore(InMemoryVectorStore):
+    """Dies (transiently) after writing, before the stale chunks are deleted: what a
+    worker killed at the worst moment leaves behind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.crash = True
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        super().upsert(records)
+        if self.crash:
+            self.crash = False
+            raise VectorStoreError("connection lost")
+
+
+def test_a_crash_mid_job_loses_nothing_and_duplicates_nothing(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = CrashingStore()
+    service = make_service(sessions, store)
+    with transaction(sessions) as session:
+        job_id = submit_documents(session, tenant_id=TENANT, documents=docs(A, B, C)).id
+    with pytest.raises(VectorStoreError):
+        service.process_job(job_id)
+    with sessions() as s:
+        assert get_job(s, job_id=job_id, tenant_id=TENANT).status is JobStatus.RUNNING
+    assert service.process_job(job_id) is JobStatus.SUCCEEDED  # the retry
+
+    clean = InMemoryVectorStore()
+    run(sessions, make_service(sessions, clean), docs(A, B, C), tenant="t2")
+    assert store.count(tenant_id=TENANT) == clean.count(tenant_id="t2")
+    assert stats(sessions) == stats(sessions, "t2")
+    with sessions() as s:
+        view = get_job(s, job_id=job_id, tenant_id=TENANT)
+    assert (view.indexed, view.failed, view.attempts) == (3, 0, 2)
+
+
+def test_submit_rejects_duplicates_and_empty_batches(sessions: sessionmaker[Session]) -> None:
+    from hsearch.errors import InvalidRequestError
+
+    with transaction(sessions) as session, pytest.raises(InvalidRequestError, match="documents"):
+        submit_documents(session, tenant_id=TENANT, documents=[])
+    with (
+        transaction(sessions) as session,
+        pytest.raises(InvalidRequestError, match=r"documents\[1\]"),
+    ):
+        submit_documents(session, tenant_id=TENANT, documents=docs(A, A))

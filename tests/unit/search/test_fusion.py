@@ -1,0 +1,686 @@
+"""Fusion of ranked legs: worked examples, validation, and properties of every method."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from hsearch.errors import InvalidFusionError, InvalidRequestError
+from hsearch.search.fusion import (
+    DEFAULT_METHOD,
+    DEFAULT_RRF_K,
+    MAX_RRF_K,
+    MIN_RRF_K,
+    FusedHit,
+    FusionMethod,
+    LegHit,
+    adaptive_fusion,
+    adaptive_leg_weights,
+    fuse,
+    leg_evidence,
+    min_max_score_fusion,
+    normalise_weights,
+    reciprocal_rank_fusion,
+    script_coverage,
+)
+
+Legs = dict[str, list[LegHit]]
+
+
+def hits(*pairs: tuple[str, float]) -> list[LegHit]:
+    return [LegHit(i, s) for i, s in pairs]
+
+
+def ranked(*ids: str) -> list[LegHit]:
+    """A leg in rank order with strictly decreasing scores."""
+    return [LegHit(i, float(len(ids) - n)) for n, i in enumerate(ids)]
+
+
+def first_scores(leg: Sequence[LegHit]) -> dict[str, float]:
+    """The leg deduplicated as fusion does: the first occurrence of an id counts."""
+    first: dict[str, float] = {}
+    for h in leg:
+        first.setdefault(h.id, h.score)
+    return first
+
+
+def ids_of(fused: Sequence[FusedHit]) -> list[str]:
+    return [h.id for h in fused]
+
+
+def as_tuples(fused: Sequence[FusedHit]) -> list[tuple[str, float]]:
+    return [(h.id, h.score) for h in fused]
+
+
+def run(
+    method: FusionMethod, legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float]
+) -> list[FusedHit]:
+    return fuse(legs, method=method, weights=weights)
+
+
+ALL_METHODS = list(FusionMethod)
+SCORE_METHODS = [FusionMethod.SCORE, FusionMethod.ADAPTIVE]
+
+
+# -- worked examples ----------------------------------------------------------------------
+
+
+def test_default_method_is_adaptive() -> None:
+    assert DEFAULT_METHOD is FusionMethod.ADAPTIVE
+    assert DEFAULT_RRF_K == 60
+    assert {m.value for m in FusionMethod} == {"rrf", "score", "adaptive"}
+
+
+def test_rrf_worked_example() -> None:
+    legs = {"dense": ranked("x", "y"), "sparse": ranked("y", "z")}
+    fused = reciprocal_rank_fusion(legs, weights={"dense": 1, "sparse": 1}, k=60)
+    assert ids_of(fused) == ["y", "x", "z"]
+    by_id = {h.id: h for h in fused}
+    assert by_id["y"].score == pytest.approx(0.5 / 62 + 0.5 / 61)
+    assert by_id["x"].score == pytest.approx(0.5 / 61)
+    assert by_id["z"].score == pytest.approx(0.5 / 62)
+    assert by_id["y"].ranks == {"dense": 2, "sparse": 1}
+    assert by_id["y"].scores == {"dense": 1.0, "sparse": 2.0}
+    assert by_id["x"].ranks == {"dense": 1}
+    assert by_id["z"].scores == {"sparse": 1.0}
+
+
+def test_rrf_weights_and_k_change_the_balance() -> None:
+    legs = {"dense": ranked("a", "b"), "sparse": ranked("b", "a")}
+    assert ids_of(reciprocal_rank_fusion(legs, weights={"dense": 0.7, "sparse": 0.3})) == [
+        "a",
+        "b",
+    ]
+    assert ids_of(reciprocal_rank_fusion(legs, weights={"dense": 0.3, "sparse": 0.7})) == [
+        "b",
+        "a",
+    ]
+    # equal weights: a perfect tie, broken by id
+    fused = reciprocal_rank_fusion(legs, weights={"dense": 1, "sparse": 1}, k=1)
+    assert fused[0].score == fused[1].score
+    assert ids_of(fused) == ["a", "b"]
+
+
+def test_rrf_ignores_scores() -> None:
+    a = {"dense": hits(("a", 0.1), ("b", 0.9)), "sparse": hits(("c", 5.0))}
+    b = {"dense": hits(("a", -7.0), ("b", 100.0)), "sparse": hits(("c", -1.0))}
+    weights = {"dense": 0.6, "sparse": 0.4}
+    assert as_tuples(reciprocal_rank_fusion(a, weights=weights)) == as_tuples(
+        reciprocal_rank_fusion(b, weights=weights)
+    )
+
+
+def test_min_max_worked_example() -> None:
+    legs = {
+        "dense": hits(("a", 0.9), ("b", 0.5), ("c", 0.1)),
+        "sparse": hits(("c", 30.0), ("d", 10.0)),
+    }
+    fused = min_max_score_fusion(legs, weights={"dense": 3, "sparse": 1})
+    by_id = {h.id: h.score for h in fused}
+    assert by_id["a"] == pytest.approx(0.75)
+    assert by_id["b"] == pytest.approx(0.75 * 0.5)
+    assert by_id["c"] == pytest.approx(0.25)
+    assert by_id["d"] == pytest.approx(0.0)
+    assert ids_of(fused) == ["a", "b", "c", "d"]
+
+
+def test_min_max_equal_scores_are_all_best() -> None:
+    fused = min_max_score_fusion({"s": hits(("b", 2.0), ("a", 2.0))}, weights={"s": 1})
+    assert as_tuples(fused) == [("a", 1.0), ("b", 1.0)]
+
+
+def test_min_max_survives_extreme_scores() -> None:
+    legs = {"s": hits(("a", 1.7e308), ("b", 0.0), ("c", -1.7e308))}
+    fused = min_max_score_fusion(legs, weights={"s": 1})
+    assert as_tuples(fused) == [("a", 1.0), ("b", pytest.approx(0.5)), ("c", 0.0)]
+
+
+def test_adaptive_single_leg_is_softmax_of_zscores() -> None:
+    scores = [3.0, 1.0, 0.0, -1.0]
+    leg = [LegHit(f"d{i}", s) for i, s in enumerate(scores)]
+    fused = adaptive_fusion({"only": leg}, weights={"only": 1})
+    mean = sum(scores) / len(scores)
+    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    exps = [math.exp((s - mean) / std) for s in scores]
+    expected = [e / sum(exps) for e in exps]
+    assert ids_of(fused) == ["d0", "d1", "d2", "d3"]
+    assert [h.score for h in fused] == pytest.approx(expected)
+    assert math.fsum(h.score for h in fused) == pytest.approx(1.0)
+
+
+def test_adaptive_follows_the_leg_with_a_standout_match() -> None:
+    # The sparse leg has one candidate far above a flat list; the dense leg is flat.
+    sparse = [LegHit("exact", 40.0)] + [LegHit(f"s{i}", 5.0 + 0.01 * i) for i in range(30)]
+    dense = [LegHit(f"v{i}", 0.60 - 0.002 * i) for i in range(31)]
+    legs = {"dense": dense, "sparse": sparse}
+    weights = {"dense": 0.95, "sparse": 0.05}
+    pi = adaptive_leg_weights(legs, weights=weights)
+    assert pi["sparse"] > 0.9
+    assert math.fsum(pi.values()) == pytest.approx(1.0)
+    assert adaptive_fusion(legs, weights=weights)[0].id == "exact"
+    # rrf with the same weights buries it below the dense leg's top
+    assert reciprocal_rank_fusion(legs, weights=weights)[0].id == "v0"
+
+
+def test_adaptive_keeps_the_configured_weights_without_evidence() -> None:
+    dense = [LegHit(f"v{i}", 1.0 - 0.01 * i) for i in range(20)]  # linear: no standout
+    sparse = [LegHit(f"s{i}", 10.0 - 0.1 * i) for i in range(20)]
+    legs = {"dense": dense, "sparse": sparse}
+    assert leg_evidence([h.score for h in dense]) == 0.0
+    assert leg_evidence([h.score for h in sparse]) == 0.0
+    assert adaptive_leg_weights(legs, weights={"dense": 3, "sparse": 1}) == {
+        "dense": pytest.approx(0.75),
+        "sparse": pytest.approx(0.25),
+    }
+
+
+def test_adaptive_leg_weights_skip_inactive_legs() -> None:
+    legs = {"dense": ranked("a", "b", "c"), "sparse": [], "other": ranked("d")}
+    assert adaptive_leg_weights(legs, weights={"dense": 1, "sparse": 1, "other": 0}) == {
+        "dense": 1.0
+    }
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected"),
+    [
+        ([], 0.0),
+        ([1.0], 0.0),
+        ([2.0, 1.0], 0.0),
+        ([1.0, 1.0, 1.0, 1.0], 0.0),  # all tied
+        ([5.0, 0.0, 0.0, 0.0], 1.0),  # the best alone above a flat list
+        ([float(v) for v in range(10, 0, -1)], 0.0),  # evenly spread: no standout
+    ],
+)
+def test_leg_evidence_edge_cases(scores: list[float], expected: float) -> None:
+    assert leg_evidence(scores) == expected
+
+
+def test_leg_evidence_grows_with_the_gap() -> None:
+    base = [1.0 + 0.05 * i for i in range(40)]
+    values = [leg_evidence([top, *base]) for top in (3.0, 4.0, 6.0, 10.0, 20.0)]
+    assert values == sorted(values)
+    assert values[0] < 0.5 < values[-1]
+    assert values[-1] == pytest.approx(1.0)
+
+
+def test_leg_evidence_matches_the_formula() -> None:
+    scores = [9.0, 4.0, 3.0, 2.5, 1.0]
+    spread = 9.0 - 1.0
+    rest = ((4.0 - 1.0) + (3.0 - 1.0) + (2.5 - 1.0)) / 3
+    confidence = (1 - math.exp(-spread / rest)) ** 4
+    assert leg_evidence(scores) == pytest.approx(max(0.0, 2 * confidence - 1))
+
+
+def test_duplicates_within_a_leg_keep_the_first_occurrence() -> None:
+    legs = {"dense": hits(("a", 3.0), ("b", 2.0), ("a", 1.5), ("c", 1.0))}
+    for method in ALL_METHODS:
+        fused = run(method, legs, {"dense": 1})
+        assert sorted(ids_of(fused)) == ["a", "b", "c"]
+        by_id = {h.id: h for h in fused}
+        assert by_id["a"].ranks == {"dense": 1}
+        assert by_id["a"].scores == {"dense": 3.0}
+        assert by_id["c"].ranks == {"dense": 3}  # ranks close up after the duplicate
+
+
+def test_zero_weight_leg_takes_no_part() -> None:
+    legs = {"dense": ranked("a", "b"), "sparse": ranked("c", "a")}
+    for method in ALL_METHODS:
+        fused = run(method, legs, {"dense": 1, "sparse": 0})
+        assert ids_of(fused) == ["a", "b"]
+        assert all("sparse" not in h.ranks for h in fused)
+
+
+def test_every_positive_leg_empty_gives_no_hits() -> None:
+    for method in ALL_METHODS:
+        assert run(method, {"dense": [], "sparse": ranked("a")}, {"dense": 1, "sparse": 0}) == []
+        assert run(method, {"dense": [], "sparse": []}, {"dense": 1, "sparse": 1}) == []
+
+
+def test_degraded_leg_empty_or_missing() -> None:
+    full = {"dense": ranked("a", "b"), "sparse": []}
+    for method in ALL_METHODS:
+        assert run(method, full, {"dense": 0.7, "sparse": 0.3}) == run(
+            method, {"dense": ranked("a", "b")}, {"dense": 0.7}
+        )
+
+
+def test_fuse_dispatches_and_accepts_values() -> None:
+    legs = {"dense": hits(("a", 0.9), ("b", 0.4)), "sparse": hits(("b", 12.0), ("c", 3.0))}
+    weights = {"dense": 0.5, "sparse": 0.5}
+    assert fuse(legs, method="rrf", weights=weights, k=10) == reciprocal_rank_fusion(
+        legs, weights=weights, k=10
+    )
+    assert fuse(legs, method=FusionMethod.SCORE, weights=weights) == min_max_score_fusion(
+        legs, weights=weights
+    )
+    assert fuse(legs, weights=weights) == adaptive_fusion(legs, weights=weights)
+
+
+def test_fused_hits_are_frozen() -> None:
+    hit = fuse({"a": ranked("x")}, weights={"a": 1})[0]
+    with pytest.raises(AttributeError):
+        hit.score = 2.0  # type: ignore[misc]  # the point: frozen dataclasses refuse it
+
+
+def test_normalise_weights() -> None:
+    assert normalise_weights({"a": 3, "b": 1, "c": 0}) == {"a": 0.75, "b": 0.25, "c": 0.0}
+    assert normalise_weights({"a": 0.2}) == {"a": 1.0}
+
+
+# -- validation -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [0, -1, 1001, 10**9, True, 1.5, "60", None])
+def test_k_out_of_range_is_refused(k: object) -> None:
+    for method in ALL_METHODS:
+        with pytest.raises(InvalidFusionError, match=r"k: must be an integer between 1 and 1000"):
+            fuse({"a": ranked("x")}, method=method, weights={"a": 1}, k=k)  # type: ignore[arg-type]
+    with pytest.raises(InvalidFusionError, match="between 1 and 1000"):
+        reciprocal_rank_fusion({"a": ranked("x")}, weights={"a": 1}, k=k)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("k", [MIN_RRF_K, 2, 60, MAX_RRF_K])
+def test_k_in_range_is_accepted(k: int) -> None:
+    assert ids_of(fuse({"a": ranked("x", "y")}, method="rrf", weights={"a": 1}, k=k)) == [
+        "x",
+        "y",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("weight", "pattern"),
+    [
+        (-0.1, "finite number >= 0"),
+        (math.nan, "finite number >= 0"),
+        (math.inf, "finite number >= 0"),
+        (-math.inf, "finite number >= 0"),
+        (True, "must be a number >= 0"),
+        ("0.5", "must be a number >= 0"),
+        (None, "must be a number >= 0"),
+    ],
+)
+def test_bad_weight_values_are_refused(weight: object, pattern: str) -> None:
+    for method in ALL_METHODS:
+        with pytest.raises(InvalidFusionError, match=pattern) as info:
+            fuse(
+                {"dense": ranked("a"), "sparse": ranked("b")},
+                method=method,
+                weights={"dense": 1.0, "sparse": weight},  # type: ignore[dict-item]
+            )
+        assert "'sparse'" in info.value.message
+    with pytest.raises(InvalidFusionError, match=pattern):
+        normalise_weights({"x": weight})  # type: ignore[dict-item]
+
+
+def test_all_zero_weights_are_refused() -> None:
+    for method in ALL_METHODS:
+        with pytest.raises(InvalidFusionError, match=r"at least one weight must be > 0"):
+            fuse({"a": ranked("x"), "b": ranked("y")}, method=method, weights={"a": 0, "b": 0.0})
+    with pytest.raises(InvalidFusionError, match="at least one weight must be > 0"):
+        normalise_weights({})
+    with pytest.raises(InvalidFusionError, match="at least one weight must be > 0"):
+        fuse({}, weights={})
+
+
+def test_weights_for_unknown_legs_are_refused_with_the_allowed_legs() -> None:
+    with pytest.raises(InvalidFusionError) as info:
+        fuse({"dense": ranked("a"), "sparse": []}, weights={"dense": 1, "sparse": 1, "colbert": 1})
+    assert info.value.message == "weights: unknown leg(s) colbert; allowed legs: dense, sparse"
+    assert isinstance(info.value, InvalidRequestError)
+    assert info.value.status_code == 422
+    assert info.value.code == "invalid_fusion"
+
+
+def test_legs_without_a_weight_are_refused() -> None:
+    with pytest.raises(InvalidFusionError) as info:
+        fuse({"dense": ranked("a"), "sparse": ranked("b")}, weights={"dense": 1})
+    assert info.value.message == (
+        "weights: no weight for leg(s) sparse; give one weight >= 0 for each leg: dense, sparse"
+    )
+
+
+@pytest.mark.parametrize("score", [math.nan, math.inf, -math.inf])
+def test_non_finite_scores_are_refused(score: float) -> None:
+    for method in ALL_METHODS:
+        with pytest.raises(InvalidFusionError, match=r"hit 'b' of leg 'dense'.*must be finite"):
+            fuse({"dense": hits(("a", 1.0), ("b", score))}, method=method, weights={"dense": 1})
+
+
+def test_malformed_legs_are_refused() -> None:
+    with pytest.raises(InvalidFusionError, match="must hold LegHit items"):
+        fuse({"dense": [("a", 1.0)]}, weights={"dense": 1})  # type: ignore[list-item]
+    with pytest.raises(InvalidFusionError, match="non-numeric score"):
+        fuse({"dense": [LegHit("a", "1")]}, weights={"dense": 1})  # type: ignore[arg-type]
+    with pytest.raises(InvalidFusionError, match="leg names must be non-empty strings"):
+        fuse({"": ranked("a")}, weights={"": 1})
+
+
+@pytest.mark.parametrize("method", ["magic", "", "RRF", None])
+def test_unknown_method_is_refused_with_the_allowed_methods(method: object) -> None:
+    with pytest.raises(InvalidFusionError) as info:
+        fuse({"a": ranked("x")}, method=method, weights={"a": 1})  # type: ignore[arg-type]
+    assert info.value.message.startswith("method: must be one of rrf, score, adaptive")
+
+
+# -- script coverage -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "scripts", "expected"),
+    [
+        ("Who likes tea?", {"LATIN"}, 1.0),
+        ("日本で梅雨がないのは北海道とどこか。", {"LATIN"}, 0.0),
+        ("日本で梅雨がないのは", {"cjk", "hiragana", "katakana"}, 1.0),
+        ("Google検索の読みは？", {"LATIN"}, 0.5),
+        ("\uff21\uff22\uff23", {"LATIN"}, 1.0),  # fullwidth ABC: Latin after NFKC
+        ("1990 — 2020!", {"LATIN"}, 1.0),  # no letters at all
+        ("", {"LATIN"}, 1.0),
+        ("Привет, world", {"LATIN"}, 5 / 11),
+        ("Ελλάδα", {"GREEK"}, 1.0),
+        ("abc", set(), 0.0),
+    ],
+)
+def test_script_coverage(text: str, scripts: set[str], expected: float) -> None:
+    assert script_coverage(text, scripts=scripts) == pytest.approx(expected)
+
+
+# -- properties ----------------------------------------------------------------------------
+
+LEG_NAMES = ["dense", "sparse", "third"]
+DOC_IDS = [f"d{i}" for i in range(12)]
+
+scores_st = st.integers(min_value=-1000, max_value=1000).map(float) | st.floats(
+    min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False
+)
+
+
+@st.composite
+def leg_st(draw: st.DrawFn, *, unique: bool = False, integer_scores: bool = False) -> list[LegHit]:
+    n = draw(st.integers(min_value=0, max_value=10))
+    if unique:
+        ids = draw(st.lists(st.sampled_from(DOC_IDS), min_size=n, max_size=n, unique=True))
+    else:
+        ids = draw(st.lists(st.sampled_from(DOC_IDS), min_size=n, max_size=n))
+    score = st.integers(-1000, 1000).map(float) if integer_scores else scores_st
+    return [LegHit(i, draw(score)) for i in ids]
+
+
+@st.composite
+def case_st(
+    draw: st.DrawFn, *, unique: bool = False, integer_scores: bool = False
+) -> tuple[Legs, dict[str, float]]:
+    names = draw(st.lists(st.sampled_from(LEG_NAMES), min_size=1, max_size=3, unique=True))
+    legs = {name: draw(leg_st(unique=unique, integer_scores=integer_scores)) for name in names}
+    weights = {
+        name: draw(st.sampled_from([0.0, 0.05, 0.3, 0.5, 0.7, 1.0, 2.0, 7.5])) for name in names
+    }
+    if not any(w > 0 for w in weights.values()):
+        weights[names[0]] = 1.0
+    return legs, weights
+
+
+def active_ids(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float]) -> set[str]:
+    return {h.id for name, leg in legs.items() if weights[name] > 0 for h in leg}
+
+
+methods_st = st.sampled_from(ALL_METHODS)
+
+
+@given(case=case_st(), method=methods_st)
+def test_output_is_the_union_of_the_active_legs_once(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod
+) -> None:
+    legs, weights = case
+    fused = run(method, legs, weights)
+    assert len(ids_of(fused)) == len(set(ids_of(fused)))
+    assert set(ids_of(fused)) == active_ids(legs, weights)
+
+
+@given(case=case_st(), method=methods_st)
+def test_sorted_by_score_then_id(case: tuple[Legs, dict[str, float]], method: FusionMethod) -> None:
+    fused = run(method, *case)
+    keys = [(-h.score, h.id) for h in fused]
+    assert keys == sorted(keys)
+    assert all(math.isfinite(h.score) and h.score >= 0 for h in fused)
+
+
+@given(case=case_st(), method=methods_st)
+def test_ranks_and_scores_describe_the_legs(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod
+) -> None:
+    legs, weights = case
+    for hit in run(method, legs, weights):
+        assert set(hit.ranks) == set(hit.scores)
+        for name, rank in hit.ranks.items():
+            assert weights[name] > 0
+            distinct = list(dict.fromkeys(h.id for h in legs[name]))
+            assert distinct[rank - 1] == hit.id
+            assert hit.scores[name] == first_scores(legs[name])[hit.id]
+        for name, leg in legs.items():
+            if weights[name] > 0 and any(h.id == hit.id for h in leg):
+                assert name in hit.ranks
+
+
+@given(case=case_st(), method=methods_st, data=st.data())
+def test_an_empty_leg_equals_a_missing_leg(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod, data: st.DataObject
+) -> None:
+    legs, weights = case
+    extra = data.draw(st.sampled_from([n for n in [*LEG_NAMES, "late"] if n not in legs]))
+    with_empty = {**legs, extra: []}
+    weights_with_empty = {**weights, extra: data.draw(st.sampled_from([0.0, 0.4, 5.0]))}
+    assert run(method, with_empty, weights_with_empty) == run(method, legs, weights)
+
+
+@given(case=case_st(), method=methods_st)
+def test_order_of_the_mapping_does_not_matter(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod
+) -> None:
+    legs, weights = case
+    reversed_legs = dict(reversed(list(legs.items())))
+    reversed_weights = dict(reversed(list(weights.items())))
+    assert run(method, reversed_legs, reversed_weights) == run(method, legs, weights)
+
+
+@given(case=case_st(), method=methods_st, factor=st.sampled_from([0.25, 0.5, 2.0, 1024.0]))
+def test_scaling_every_weight_changes_nothing(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod, factor: float
+) -> None:
+    legs, weights = case
+    scaled = {name: w * factor for name, w in weights.items()}
+    assert run(method, legs, scaled) == run(method, legs, weights)
+
+
+@given(case=case_st(), method=methods_st, seed=st.integers(0, 2**32 - 1))
+def test_renaming_legs_is_symmetric(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod, seed: int
+) -> None:
+    legs, weights = case
+    names = list(legs)
+    shuffled = names[:]
+    random.Random(seed).shuffle(shuffled)
+    rename = dict(zip(names, (f"leg-{n}" for n in shuffled), strict=True))
+    renamed = run(
+        method,
+        {rename[n]: leg for n, leg in legs.items()},
+        {rename[n]: w for n, w in weights.items()},
+    )
+    original = run(method, legs, weights)
+    assert as_tuples(renamed) == as_tuples(original)
+    for a, b in zip(renamed, original, strict=True):
+        assert a.ranks == {rename[n]: r for n, r in b.ranks.items()}
+
+
+@given(leg=leg_st(), weight=st.sampled_from([0.1, 1.0, 3.0]))
+def test_rrf_of_one_leg_keeps_its_order(leg: list[LegHit], weight: float) -> None:
+    fused = reciprocal_rank_fusion({"only": leg}, weights={"only": weight})
+    assert ids_of(fused) == list(dict.fromkeys(h.id for h in leg))
+
+
+@given(leg=leg_st(integer_scores=True), method=st.sampled_from(SCORE_METHODS))
+def test_score_methods_on_one_leg_order_by_score(leg: list[LegHit], method: FusionMethod) -> None:
+    # Integer scores: distinct scores stay distinct through the normalisations (scores
+    # closer than the float resolution of the leg's spread may tie, then order by id).
+    first = first_scores(leg)
+    fused = run(method, {"only": leg}, {"only": 1.0})
+    assert ids_of(fused) == sorted(first, key=lambda i: (-first[i], i))
+
+
+@given(leg=leg_st(unique=True).filter(lambda leg: len(leg) >= 2))
+def test_one_leg_with_decreasing_scores_keeps_its_order_in_every_method(
+    leg: list[LegHit],
+) -> None:
+    decreasing = [LegHit(h.id, float(len(leg) - n)) for n, h in enumerate(leg)]
+    for method in ALL_METHODS:
+        assert ids_of(run(method, {"only": decreasing}, {"only": 1})) == [h.id for h in leg]
+
+
+@given(case=case_st(unique=True), data=st.data())
+def test_rrf_moving_a_document_up_never_lowers_its_score(
+    case: tuple[Legs, dict[str, float]], data: st.DataObject
+) -> None:
+    legs, weights = case
+    movable = [n for n, leg in legs.items() if len(leg) >= 2]
+    assume(movable)
+    name = data.draw(st.sampled_from(movable))
+    position = data.draw(st.integers(min_value=1, max_value=len(legs[name]) - 1))
+    leg = legs[name][:]
+    doc = leg[position].id
+    leg[position - 1], leg[position] = leg[position], leg[position - 1]
+    before = {h.id: h.score for h in reciprocal_rank_fusion(legs, weights=weights)}
+    after = {h.id: h.score for h in reciprocal_rank_fusion({**legs, name: leg}, weights=weights)}
+    if doc in before:
+        assert after[doc] >= before[doc]
+
+
+@given(case=case_st(), method=methods_st)
+def test_a_dominating_document_is_never_below(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod
+) -> None:
+    """If x is wherever y is and better there (rank for rrf, score otherwise), x >= y."""
+    legs, weights = case
+    fused = run(method, legs, weights)
+    for x in fused:
+        for y in fused:
+            if not set(y.ranks) <= set(x.ranks):
+                continue
+            if method is FusionMethod.RRF:
+                dominates = all(x.ranks[n] <= y.ranks[n] for n in y.ranks)
+            else:
+                dominates = all(x.scores[n] >= y.scores[n] for n in y.ranks)
+            if dominates:
+                assert x.score >= y.score
+
+
+@given(case=case_st())
+def test_adaptive_scores_are_a_distribution(case: tuple[Legs, dict[str, float]]) -> None:
+    fused = adaptive_fusion(case[0], weights=case[1])
+    assert all(0.0 <= h.score <= 1.0 for h in fused)
+    if fused:
+        assert math.fsum(h.score for h in fused) == pytest.approx(1.0)
+
+
+@given(case=case_st(), method=methods_st)
+def test_score_method_scores_are_bounded(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod
+) -> None:
+    bound = 1.0 if method is not FusionMethod.RRF else 1.0 / (DEFAULT_RRF_K + 1)
+    assert all(h.score <= bound + 1e-12 for h in run(method, *case))
+
+
+@given(
+    case=case_st(integer_scores=True),
+    method=st.sampled_from(SCORE_METHODS),
+    scale=st.sampled_from([0.5, 3.0, 1000.0]),
+    shift=st.integers(-10_000, 10_000).map(float),
+    data=st.data(),
+)
+def test_score_methods_ignore_a_positive_affine_change_of_a_leg(
+    case: tuple[Legs, dict[str, float]],
+    method: FusionMethod,
+    scale: float,
+    shift: float,
+    data: st.DataObject,
+) -> None:
+    legs, weights = case
+    name = data.draw(st.sampled_from(list(legs)))
+    changed = {**legs, name: [LegHit(h.id, h.score * scale + shift) for h in legs[name]]}
+    before = {h.id: h.score for h in run(method, legs, weights)}
+    after = {h.id: h.score for h in run(method, changed, weights)}
+    assert after.keys() == before.keys()
+    for doc, score in before.items():
+        assert after[doc] == pytest.approx(score, rel=1e-9, abs=1e-12)
+
+
+@given(case=case_st(), method=methods_st)
+def test_duplicates_equal_their_first_occurrences(
+    case: tuple[Legs, dict[str, float]], method: FusionMethod
+) -> None:
+    legs, weights = case
+    deduped = {
+        name: [LegHit(i, score) for i, score in first_scores(leg).items()]
+        for name, leg in legs.items()
+    }
+    assert run(method, legs, weights) == run(method, deduped, weights)
+
+
+@given(case=case_st())
+def test_adaptive_leg_weights_are_a_mixture_of_prior_and_evidence(
+    case: tuple[Legs, dict[str, float]],
+) -> None:
+    legs, weights = case
+    pi = adaptive_leg_weights(legs, weights=weights)
+    active = {n for n, leg in legs.items() if leg and weights[n] > 0}
+    assert set(pi) == active
+    if not active:
+        return
+    assert all(0.0 <= w <= 1.0 + 1e-12 for w in pi.values())
+    assert math.fsum(pi.values()) == pytest.approx(1.0)
+    evidence = {n: leg_evidence(list(first_scores(legs[n]).values())) for n in active}
+    if max(evidence.values()) == 0:
+        total = math.fsum(weights[n] for n in active)
+        assert pi == {n: pytest.approx(weights[n] / total) for n in active}
+
+
+@given(
+    scores=st.lists(st.integers(-1000, 1000).map(float), max_size=30),
+    scale=st.sampled_from([0.01, 2.0, 77.0]),
+    shift=st.integers(-10_000, 10_000).map(float),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_leg_evidence_is_bounded_order_free_and_affine_invariant(
+    scores: list[float], scale: float, shift: float, seed: int
+) -> None:
+    value = leg_evidence(scores)
+    assert 0.0 <= value <= 1.0
+    shuffled = scores[:]
+    random.Random(seed).shuffle(shuffled)
+    assert leg_evidence(shuffled) == pytest.approx(value, abs=1e-12)
+    assert leg_evidence([s * scale + shift for s in scores]) == pytest.approx(value, abs=1e-9)
+
+
+@given(
+    scores=st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True), max_size=20
+    )
+)
+def test_leg_evidence_and_adaptive_survive_any_finite_scores(scores: list[float]) -> None:
+    assert 0.0 <= leg_evidence(scores) <= 1.0
+    leg = [LegHit(f"d{i}", s) for i, s in enumerate(scores)]
+    for method in ALL_METHODS:
+        fused = run(method, {"only": leg}, {"only": 1})
+        assert len(fused) == len(leg)
+        assert all(math.isfinite(h.score) for h in fused)
+
+
+@given(text=st.text(max_size=40), scripts=st.sets(st.sampled_from(["LATIN", "CJK", "greek"])))
+def test_script_coverage_is_a_share(text: str, scripts: set[str]) -> None:
+    value = script_coverage(text, scripts=scripts)
+    assert 0.0 <= value <= 1.0
+    assert script_coverage(text, scripts={"LATIN", "CJK", "GREEK"}) >= value
