@@ -17,7 +17,10 @@ def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert s.broker_url.startswith("sqla+sqlite:///")
     assert s.milvus_uri.endswith("milvus.db")
     assert s.encoder.kind is EncoderKind.AUTO
-    assert (s.search.rrf_k, s.search.dense_weight, s.search.sparse_weight) == (60, 0.7, 0.3)
+    assert s.search.fusion == "adaptive"
+    assert s.search.rrf_k == 60
+    assert s.search.rrf_weights == {"dense": 0.7, "sparse": 0.3}
+    assert s.search.adaptive_weights == {"dense": 0.95, "sparse": 0.05}
 
 
 def test_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,11 +28,13 @@ def test_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HSEARCH_REDIS__URL", "redis://r:6379/0")
     monkeypatch.setenv("HSEARCH_MILVUS__URI", "http://m:19530")
     monkeypatch.setenv("HSEARCH_SEARCH__RRF_K", "10")
+    monkeypatch.setenv("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dense": 0.5, "sparse": 0.5}')
     s = Settings(_env_file=None)  # type: ignore[call-arg]
     assert s.database_url == "postgresql+psycopg://u:p@h/db"
     assert s.broker_url == "redis://r:6379/0", "the broker follows Redis when it is set"
     assert s.milvus_uri == "http://m:19530"
     assert s.search.rrf_k == 10
+    assert s.search.rrf_weights == {"dense": 0.5, "sparse": 0.5}
     assert "u:p" not in repr(s), "secrets stay out of reprs"
 
 

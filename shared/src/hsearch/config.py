@@ -12,6 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -84,16 +85,47 @@ class EncoderSettings(BaseModel):
     )
 
 
+def _weights(dense: float, sparse: float) -> dict[str, float]:
+    return {"dense": dense, "sparse": sparse}
+
+
 class SearchSettings(BaseModel):
+    fusion: Literal["adaptive", "rrf", "score"] = Field(
+        default="adaptive", description="Default fusion method (docs/fusion.md)."
+    )
     rrf_k: int = Field(default=60, ge=1, le=1000)
-    dense_weight: float = Field(default=0.7, ge=0.0, le=1.0)
-    sparse_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    rrf_weights: dict[str, float] = Field(
+        default_factory=lambda: _weights(0.7, 0.3),
+        description="Leg weights of the rrf and score methods.",
+    )
+    adaptive_weights: dict[str, float] = Field(
+        default_factory=lambda: _weights(0.95, 0.05),
+        description="Prior leg weights of the adaptive method (used as they are when no "
+        "leg's scores show evidence; see docs/fusion.md).",
+    )
+    min_dense_script_coverage: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Below this share of query letters in the scripts the dense encoder "
+        "reads, the dense leg gets weight 0 (when the sparse leg answered).",
+    )
     leg_timeout_s: float = Field(default=2.0, gt=0, le=30)
     max_leg_timeout_s: float = Field(default=10.0, gt=0, le=60)
     candidates_factor: int = Field(default=2, ge=1, le=20)
     min_candidates: int = Field(default=50, ge=1, le=1000)
     max_candidates: int = Field(default=500, ge=1, le=16384)
     max_top_k: int = Field(default=100, ge=1, le=1000)
+
+
+class RerankSettings(BaseModel):
+    model_path: Path | None = Field(
+        default=None,
+        description="Cross-encoder directory (bge-reranker-v2-m3 format). Unset: no reranking.",
+    )
+    depth: int = Field(default=50, ge=1, le=1000, description="Fused hits rescored per request.")
+    batch_size: int = Field(default=32, ge=1, le=512)
+    max_length: int = Field(default=512, ge=16, le=8192)
 
 
 class IngestSettings(BaseModel):
@@ -137,6 +169,7 @@ class Settings(BaseSettings):
     milvus: MilvusSettings = MilvusSettings()
     encoder: EncoderSettings = EncoderSettings()
     search: SearchSettings = SearchSettings()
+    rerank: RerankSettings = RerankSettings()
     ingest: IngestSettings = IngestSettings()
     api: ApiSettings = ApiSettings()
 

@@ -12,6 +12,7 @@ from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
+from hsearch.search.rerank import Reranker, create_reranker
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.milvus import MilvusVectorStore
 
@@ -25,13 +26,14 @@ class Resources:
     sessions: sessionmaker[Session]
     embedder: Embedder
     store: MilvusVectorStore
+    reranker: Reranker | None = None
 
     def close(self) -> None:
         self.store.close()
         self.engine.dispose()
 
 
-def build_resources(settings: Settings) -> Resources:
+def build_resources(settings: Settings, *, with_reranker: bool = False) -> Resources:
     """Connect to the metadata database and Milvus, load the encoder and make sure the
     collection exists and was built with that encoder."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -41,10 +43,21 @@ def build_resources(settings: Settings) -> Resources:
     embedder = create_embedder(settings.encoder)
     store = create_vector_store(settings.milvus, uri=settings.milvus_uri)
     store.ensure_collection(embedder.info)
+    reranker = (
+        create_reranker(
+            settings.rerank.model_path,
+            device=settings.encoder.device,
+            batch_size=settings.rerank.batch_size,
+            max_length=settings.rerank.max_length,
+        )
+        if with_reranker
+        else None
+    )
     return Resources(
         settings=settings,
         engine=engine,
         sessions=create_session_factory(engine),
         embedder=embedder,
         store=store,
+        reranker=reranker,
     )

@@ -26,12 +26,14 @@ def make_lifespan(settings: Settings, *, migrate: bool = True):  # type: ignore[
     async def lifespan(_app: FastAPI) -> AsyncIterator[State]:
         if migrate:
             upgrade_database(settings.database_url)
-        resources = build_resources(settings)
+        resources = build_resources(settings, with_reranker=True)
         search = SearchService(
             embedder=resources.embedder,
             store=resources.store,
             session_factory=resources.sessions,
             settings=settings.search,
+            reranker=resources.reranker,
+            rerank_depth=settings.rerank.depth,
         )
         queue = CeleryJobQueue(create_celery(settings.broker_url, name="hsearch-api"))
         try:

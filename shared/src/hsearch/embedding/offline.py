@@ -136,6 +136,9 @@ class OfflineEmbedder:
             dimension=dimension,
             version=version,
             sparse_kind=SparseKind.TERM_FREQUENCY,
+            # all-MiniLM-L6-v2 was trained on English only; its vectors for other
+            # scripts carry little meaning (docs/fusion.md).
+            dense_scripts=frozenset({"LATIN"}),
         )
 
     @property

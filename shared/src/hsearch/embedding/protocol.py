@@ -61,6 +61,10 @@ class EncoderInfo:
     dimension: int
     version: str
     sparse_kind: SparseKind
+    dense_scripts: frozenset[str] | None = None
+    """Unicode scripts the dense side was trained on (``{"LATIN"}`` for an English-only
+    model); ``None`` for a multilingual one. Search trusts the dense leg only for queries
+    written mostly in these scripts. Not part of the fingerprint."""
 
     @property
     def fingerprint(self) -> str:

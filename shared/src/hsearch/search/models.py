@@ -44,6 +44,7 @@ class SearchQuery:
     group_by_document: bool = False
     facets: tuple[FacetRequest, ...] = ()
     highlight: bool = True
+    rerank: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class Explanation:
     sparse_rank: int | None
     dense_score: float | None
     sparse_score: float | None
+    rerank_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,4 +96,6 @@ class SearchResult:
     degraded: tuple[Leg, ...]
     legs: tuple[LegReport, ...]
     took_ms: float
+    rerank_ms: float | None = None
+    weights: dict[str, float] = field(default_factory=dict)
     facets: tuple[FacetResult, ...] = ()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
 from hsearch.search.facets import compute_facets, validate_facet_requests
 from hsearch.search.filters import parse_filter
-from hsearch.search.fusion import DEFAULT_METHOD, FusedHit, FusionMethod, LegHit, fuse
+from hsearch.search.fusion import FusedHit, FusionMethod, LegHit, fuse, script_coverage
 from hsearch.search.highlight import make_snippet
 from hsearch.search.models import (
     MODE_LEGS,
@@ -35,6 +36,7 @@ from hsearch.search.models import (
     SearchQuery,
     SearchResult,
 )
+from hsearch.search.rerank import Reranker, rerank
 from hsearch.vectorstore.protocol import StoredHit, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -58,54 +60,34 @@ class SearchService:
         store: VectorStore,
         session_factory: sessionmaker[Session],
         settings: SearchSettings,
+        reranker: Reranker | None = None,
+        rerank_depth: int = 50,
     ) -> None:
         self._embedder = embedder
         self._store = store
         self._sessions = session_factory
         self._settings = settings
+        self._reranker = reranker
+        self._rerank_depth = rerank_depth
 
     # -- public ---------------------------------------------------------------
 
     async def search(self, query: SearchQuery) -> SearchResult:
+        """Run ``query``; raises InvalidRequestError (422) or SearchUnavailableError (503)."""
         started = time.perf_counter()
         params = self._validate(query)
-        legs = MODE_LEGS[query.mode]
         embedding = await anyio.to_thread.run_sync(self._encode_query, query.tenant_id, query.query)
-
-        runners: dict[Leg, Callable[[], Awaitable[list[StoredHit]]]] = {
-            Leg.DENSE: lambda: self._store.search_dense(
-                embedding.dense,
-                tenant_id=query.tenant_id,
-                filter=query.filter,
-                limit=params.candidates,
-                timeout=params.timeout,
-            ),
-            Leg.SPARSE: lambda: self._store.search_sparse(
-                embedding.sparse,
-                tenant_id=query.tenant_id,
-                filter=query.filter,
-                limit=params.candidates,
-                timeout=params.timeout,
-            ),
-        }
-        outcomes = await asyncio.gather(
-            *(self._run_leg(leg, runners[leg], params.timeout) for leg in legs)
-        )
+        outcomes = await self._run_legs(query, params, embedding)
         answered = {o.leg: o.hits for o in outcomes if o.hits is not None}
         if not answered:
             detail = "; ".join(f"{o.leg}: {o.report.error}" for o in outcomes)
             raise SearchUnavailableError(f"every search leg failed ({detail})")
 
         fields: dict[str, Mapping[str, Any]] = {}
-        leg_hits: dict[str, list[LegHit]] = {}
-        for leg, hits in answered.items():
-            leg_hits[leg.value] = [LegHit(h.chunk_id, h.score) for h in hits]
+        for hits in answered.values():
             for h in hits:
                 fields.setdefault(h.chunk_id, h.fields)
-        weights = {leg: w for leg, w in params.weights.items() if leg in leg_hits}
-        if not any(w > 0 for w in weights.values()):
-            weights = dict.fromkeys(leg_hits, 1.0)
-        fused = fuse(leg_hits, method=params.method, weights=weights, k=params.rrf_k)
+        fused, weights = self._fuse(query.query, answered, params)
         if query.min_score is not None:
             fused = [f for f in fused if f.score >= query.min_score]
         units = (
@@ -122,18 +104,25 @@ class SearchService:
             if query.facets
             else []
         )
-        page = units[query.offset : query.offset + query.top_k]
+        rerank_scores: dict[str, float] = {}
+        rerank_ms: float | None = None
+        if query.rerank:
+            rerank_started = time.perf_counter()
+            units, rerank_scores = await self._rerank(query.query, units, fields)
+            rerank_ms = (time.perf_counter() - rerank_started) * 1000
+
         page_hits = tuple(
             self._to_hit(
                 f,
                 fields[f.id],
                 params.method,
                 matching=n,
+                rerank_score=rerank_scores.get(f.id),
                 snippet=make_snippet(str(fields[f.id].get("text", "")), query.query)
                 if query.highlight
                 else None,
             )
-            for f, n in page
+            for f, n in units[query.offset : query.offset + query.top_k]
         )
         result = SearchResult(
             query=query.query,
@@ -147,6 +136,8 @@ class SearchService:
             degraded=tuple(o.leg for o in outcomes if o.hits is None),
             legs=tuple(o.report for o in outcomes),
             took_ms=(time.perf_counter() - started) * 1000,
+            rerank_ms=rerank_ms,
+            weights=weights,
         )
         logger.info(
             "search.done tenant=%s mode=%s hits=%d degraded=%s took_ms=%.1f",
@@ -160,6 +151,72 @@ class SearchService:
 
     # -- steps ----------------------------------------------------------------
 
+    async def _run_legs(
+        self, query: SearchQuery, params: _Params, embedding: Embedding
+    ) -> list[_LegOutcome]:
+        runners: dict[Leg, Callable[[], Awaitable[list[StoredHit]]]] = {
+            Leg.DENSE: lambda: self._store.search_dense(
+                embedding.dense,
+                tenant_id=query.tenant_id,
+                filter=query.filter,
+                limit=params.candidates,
+                timeout=params.timeout,
+            ),
+            Leg.SPARSE: lambda: self._store.search_sparse(
+                embedding.sparse,
+                tenant_id=query.tenant_id,
+                filter=query.filter,
+                limit=params.candidates,
+                timeout=params.timeout,
+            ),
+        }
+        return list(
+            await asyncio.gather(
+                *(self._run_leg(leg, runners[leg], params.timeout) for leg in MODE_LEGS[query.mode])
+            )
+        )
+
+    def _fuse(
+        self, query: str, answered: Mapping[Leg, list[StoredHit]], params: _Params
+    ) -> tuple[list[FusedHit], dict[str, float]]:
+        """Fuse the legs that answered; returns the hits and the weights used."""
+        leg_hits = {
+            leg.value: [LegHit(h.chunk_id, h.score) for h in hits] for leg, hits in answered.items()
+        }
+        # A degraded leg drops out of the weights; the legs that answered keep theirs.
+        weights = {leg: params.weights.get(leg, 0.0) for leg in leg_hits}
+        scripts = self._embedder.info.dense_scripts
+        if (
+            scripts is not None
+            and leg_hits.get(Leg.DENSE.value)
+            and leg_hits.get(Leg.SPARSE.value)
+            and script_coverage(query, scripts=scripts) < self._settings.min_dense_script_coverage
+        ):
+            # The dense encoder does not read this query's language (e.g. an English-only
+            # model on Japanese): its ranking is noise, so only the sparse leg counts.
+            weights[Leg.DENSE.value] = 0.0
+        if not any(w > 0 for w in weights.values()):
+            weights = dict.fromkeys(leg_hits, 1.0)  # the only weighted leg degraded
+        return fuse(leg_hits, method=params.method, weights=weights, k=params.rrf_k), weights
+
+    async def _rerank(
+        self,
+        query: str,
+        units: list[tuple[FusedHit, int]],
+        fields: Mapping[str, Mapping[str, Any]],
+    ) -> tuple[list[tuple[FusedHit, int]], dict[str, float]]:
+        """Rescore the best ``rerank_depth`` units with the cross-encoder; the rest keep
+        their fused order behind them."""
+        reranker = self._reranker
+        if reranker is None:
+            msg = "rerank: no reranker is configured on this server (HSEARCH_RERANK__MODEL_PATH)"
+            raise InvalidRequestError(msg)
+        head, tail = units[: self._rerank_depth], units[self._rerank_depth :]
+        passages = [_passage(fields[f.id]) for f, _ in head]
+        scores = await anyio.to_thread.run_sync(reranker.score, query, passages)
+        ordered = rerank(head, scores)
+        return [unit for unit, _ in ordered] + tail, {unit[0].id: score for unit, score in ordered}
+
     def _encode_query(self, tenant_id: str, text: str) -> Embedding:
         embedding = self._embedder.embed_query(text)
         if self._embedder.info.sparse_kind is not SparseKind.TERM_FREQUENCY:
@@ -169,8 +226,11 @@ class SearchService:
             repo = LexicalStatsRepository(session)
             n_chunks, _ = repo.corpus(tenant_id)
             dfs = repo.document_frequencies(tenant_id, embedding.sparse.indices)
+        # The two reads are not one snapshot: a concurrent ingest may have counted a
+        # term's chunks before the corpus size; N is never below any df.
+        document_count = max(n_chunks, max(dfs.values(), default=0), 1)
         sparse = bm25_query_weights(
-            embedding.sparse, document_frequencies=dfs, document_count=max(n_chunks, 1)
+            embedding.sparse, document_frequencies=dfs, document_count=document_count
         )
         return Embedding(dense=embedding.dense, sparse=sparse)
 
@@ -198,6 +258,7 @@ class SearchService:
         method: FusionMethod,
         *,
         matching: int,
+        rerank_score: float | None,
         snippet: str | None,
     ) -> SearchHit:
         return SearchHit(
@@ -206,7 +267,7 @@ class SearchService:
             external_id=str(fields.get("external_id", "")),
             title=str(fields.get("title", "")),
             text=str(fields.get("text", "")),
-            score=fused.score,
+            score=fused.score if rerank_score is None else rerank_score,
             explanation=Explanation(
                 method=method.value,
                 fused_score=fused.score,
@@ -214,6 +275,7 @@ class SearchService:
                 sparse_rank=fused.ranks.get(Leg.SPARSE.value),
                 dense_score=fused.scores.get(Leg.DENSE.value),
                 sparse_score=fused.scores.get(Leg.SPARSE.value),
+                rerank_score=rerank_score,
             ),
             snippet=snippet,
             matching_chunks=matching,
@@ -250,22 +312,25 @@ class SearchService:
         parse_filter(query.filter)  # InvalidFilterError names the offending part
         validate_facet_requests(query.facets)
         try:
-            method = FusionMethod(query.fusion) if query.fusion else DEFAULT_METHOD
+            method = FusionMethod(query.fusion or s.fusion)
         except ValueError:
             allowed = ", ".join(m.value for m in FusionMethod)
             raise InvalidRequestError(f"fusion: must be one of {allowed}") from None
-        weights = (
-            dict(query.weights)
-            if query.weights
-            else {
-                Leg.DENSE.value: s.dense_weight,
-                Leg.SPARSE.value: s.sparse_weight,
-            }
-        )
+        if query.weights:
+            weights = dict(query.weights)
+        else:
+            weights = dict(s.adaptive_weights if method is FusionMethod.ADAPTIVE else s.rrf_weights)
         unknown = set(weights) - {leg.value for leg in Leg}
         if unknown:
             raise InvalidRequestError(
                 f"weights: unknown leg(s) {sorted(unknown)}; allowed: dense, sparse"
+            )
+        for leg, weight in weights.items():
+            if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
+                raise InvalidRequestError(f"weights.{leg}: must be between 0 and 1")
+        if not any(weights.get(leg.value, 0.0) > 0 for leg in MODE_LEGS[query.mode]):
+            raise InvalidRequestError(
+                f"weights: at least one leg of mode {query.mode.value!r} needs a weight above 0"
             )
         return _Params(
             candidates=candidates,
@@ -283,6 +348,12 @@ class _Params:
     method: FusionMethod
     weights: dict[str, float]
     rrf_k: int
+
+
+def _passage(fields: Mapping[str, Any]) -> str:
+    title = str(fields.get("title", ""))
+    text = str(fields.get("text", ""))
+    return f"{title}\n{text}" if title else text
 
 
 def _group_by_document(

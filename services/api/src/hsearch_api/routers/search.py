@@ -41,6 +41,7 @@ async def search(
             min_score=body.min_score,
             group_by_document=body.group_by_document,
             highlight=body.highlight,
+            rerank=body.rerank,
             facets=parse_facet_requests(body.facets),
         )
     )
@@ -67,6 +68,8 @@ def search_response(result: SearchResult) -> SearchResponse:
             for r in result.legs
         ],
         took_ms=result.took_ms,
+        rerank_ms=result.rerank_ms,
+        weights=result.weights,
         facets=[
             FacetRead(
                 field=f.field,

@@ -24,6 +24,9 @@ class SearchRequest(BaseModel):
     leg_timeout_ms: int | None = Field(default=None, ge=1, le=60000)
     min_score: float | None = None
     group_by_document: bool = False
+    rerank: bool = Field(
+        default=False, description="Rescore the best fused hits with the cross-encoder."
+    )
     highlight: bool = Field(default=True, description="Add a snippet with query terms in <em>.")
     facets: list[str | dict[str, Any]] = Field(
         default_factory=list,
@@ -39,6 +42,7 @@ class ExplanationRead(BaseModel):
     sparse_rank: int | None
     dense_score: float | None
     sparse_score: float | None
+    rerank_score: float | None
 
 
 class HitRead(BaseModel):
@@ -89,5 +93,7 @@ class SearchResponse(BaseModel):
     degraded: list[str]
     legs: list[LegRead]
     took_ms: float
+    rerank_ms: float | None
+    weights: dict[str, float] = Field(description="Leg weights the fusion used.")
     hits: list[HitRead]
     facets: list[FacetRead]

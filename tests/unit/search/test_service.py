@@ -1,0 +1,180 @@
+"""The search service on embedded parts (SQLite, fake encoder, in-memory store):
+validation, fusion weights, the language check, grouping and reranking."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.config import SearchSettings
+from hsearch.db.engine import create_db_engine, create_session_factory, transaction
+from hsearch.db.migrate import upgrade_database
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.protocol import EncoderInfo
+from hsearch.errors import InvalidFilterError, InvalidRequestError, SearchUnavailableError
+from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.service import IndexingService, submit_documents
+from hsearch.search.models import SearchMode, SearchQuery
+from hsearch.search.rerank import FakeReranker
+from hsearch.search.service import SearchService
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+
+TENANT = "t"
+DOCS = [
+    DocumentInput(external_id="rivers", title="Rivers", text="Rivers flow into the sea."),
+    DocumentInput(external_id="mountains", title="Mountains", text="Mountains rise high."),
+    DocumentInput(external_id="tokyo", title="東京", text="東京は日本の首都です。"),
+    DocumentInput(external_id="kyoto", title="京都", text="京都は古い都です。"),
+]
+
+
+class LatinOnlyEmbedder(FakeEmbedder):
+    """The fake encoder, declared English-only on the dense side like MiniLM."""
+
+    @property
+    def info(self) -> EncoderInfo:
+        base = super().info
+        return EncoderInfo(
+            base.name,
+            base.dimension,
+            base.version,
+            base.sparse_kind,
+            dense_scripts=frozenset({"LATIN"}),
+        )
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
+    url = f"sqlite:///{tmp_path / 'meta.sqlite'}"
+    upgrade_database(url)
+    engine = create_db_engine(url)
+    yield create_session_factory(engine)
+    engine.dispose()
+
+
+def build(
+    sessions: sessionmaker[Session], embedder: FakeEmbedder | None = None, **kwargs: object
+) -> tuple[SearchService, InMemoryVectorStore]:
+    embedder = embedder or FakeEmbedder()
+    store = InMemoryVectorStore()
+    indexing = IndexingService(
+        session_factory=sessions,
+        embedder=embedder,
+        store=store,
+        chunk_max_chars=500,
+        chunk_overlap_chars=0,
+    )
+    with transaction(sessions) as session:
+        job_id = submit_documents(session, tenant_id=TENANT, documents=DOCS).id
+    indexing.process_job(job_id)
+    service = SearchService(
+        embedder=embedder,
+        store=store,
+        session_factory=sessions,
+        settings=SearchSettings(),
+        **kwargs,
+    )  # type: ignore[arg-type]
+    return service, store
+
+
+async def test_default_is_adaptive_with_its_prior(sessions: sessionmaker[Session]) -> None:
+    service, _ = build(sessions)
+    result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea"))
+    assert result.method == "adaptive"
+    assert result.weights == {"dense": 0.95, "sparse": 0.05}
+    assert result.hits[0].external_id == "rivers"
+    rrf = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea", fusion="rrf"))
+    assert rrf.weights == {"dense": 0.7, "sparse": 0.3}
+
+
+async def test_dense_leg_is_ignored_for_queries_its_encoder_cannot_read(
+    sessions: sessionmaker[Session],
+) -> None:
+    service, _ = build(sessions, LatinOnlyEmbedder())
+    ja = await service.search(SearchQuery(tenant_id=TENANT, query="日本の首都"))
+    assert ja.weights["dense"] == 0.0
+    assert ja.hits[0].external_id == "tokyo"
+    en = await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
+    assert en.weights["dense"] > 0.0
+    # A multilingual encoder (no declared scripts) keeps its weights.
+    multi, _ = build(sessions, FakeEmbedder())
+    assert (await multi.search(SearchQuery(tenant_id=TENANT, query="日本の首都"))).weights[
+        "dense"
+    ] > 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"query": "  "}, "query"),
+        ({"top_k": 0}, "top_k"),
+        ({"top_k": 5, "candidates": 2}, "candidates"),
+        ({"leg_timeout_s": 100.0}, "leg_timeout_ms"),
+        ({"fusion": "magic"}, "fusion"),
+        ({"weights": {"graph": 1.0}}, "weights"),
+        ({"weights": {"dense": 2.0}}, "weights.dense"),
+        ({"weights": {"dense": 0.0, "sparse": 1.0}, "mode": SearchMode.SEMANTIC}, "weights"),
+        ({"rerank": True}, "rerank"),
+    ],
+)
+async def test_invalid_queries_name_the_field(
+    sessions: sessionmaker[Session], kwargs: dict[str, object], field: str
+) -> None:
+    service, _ = build(sessions)
+    query = SearchQuery(**{"tenant_id": TENANT, "query": "rivers", **kwargs})  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError, match=field):
+        await service.search(query)
+
+
+async def test_invalid_filter_is_rejected_before_any_leg_runs(
+    sessions: sessionmaker[Session],
+) -> None:
+    service, _ = build(sessions)
+    with pytest.raises(InvalidFilterError, match=r"filter\.or"):
+        await service.search(SearchQuery(tenant_id=TENANT, query="x", filter={"or": 1}))
+
+
+class BrokenStore(InMemoryVectorStore):
+    async def search_sparse(self, *args: object, **kwargs: object) -> list:  # type: ignore[override]
+        from hsearch.errors import VectorStoreError
+
+        raise VectorStoreError("sparse index offline")
+
+
+async def test_a_failed_leg_degrades_and_a_failed_mode_is_unavailable(
+    sessions: sessionmaker[Session],
+) -> None:
+    _, store = build(sessions)
+    broken = BrokenStore()
+    broken.upsert([store._rows[c] for c in store._rows])
+    degraded = SearchService(
+        embedder=FakeEmbedder(), store=broken, session_factory=sessions, settings=SearchSettings()
+    )
+    result = await degraded.search(SearchQuery(tenant_id=TENANT, query="rivers"))
+    assert [leg.value for leg in result.degraded] == ["sparse"]
+    assert result.hits
+    with pytest.raises(SearchUnavailableError, match="sparse index offline"):
+        await degraded.search(
+            SearchQuery(tenant_id=TENANT, query="rivers", mode=SearchMode.KEYWORD)
+        )
+
+
+async def test_rerank_reorders_and_reports(sessions: sessionmaker[Session]) -> None:
+    reranker = FakeReranker()
+    service, _ = build(sessions, reranker=reranker, rerank_depth=10)
+    plain = await service.search(SearchQuery(tenant_id=TENANT, query="mountains rise"))
+    assert reranker.calls == 0
+    assert plain.rerank_ms is None
+    result = await service.search(
+        SearchQuery(tenant_id=TENANT, query="mountains rise", rerank=True)
+    )
+    assert reranker.calls == 1
+    assert result.rerank_ms is not None
+    assert result.hits[0].external_id == "mountains"
+    scores = [h.explanation.rerank_score for h in result.hits]
+    assert all(s is not None for s in scores)
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert result.hits[0].score == scores[0]
