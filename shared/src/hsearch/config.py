@@ -113,7 +113,7 @@ class SearchSettings(BaseModel):
     leg_timeout_s: float = Field(default=2.0, gt=0, le=30)
     max_leg_timeout_s: float = Field(default=10.0, gt=0, le=60)
     candidates_factor: int = Field(default=2, ge=1, le=20)
-    min_candidates: int = Field(default=50, ge=1, le=1000)
+    min_candidates: int = Field(default=100, ge=1, le=1000)
     max_candidates: int = Field(default=500, ge=1, le=16384)
     max_top_k: int = Field(default=100, ge=1, le=1000)
 

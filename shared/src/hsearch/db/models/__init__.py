@@ -1,0 +1,17 @@
+"""ORM models: the single source of the schema (Alembic autogenerates from them)."""
+
+from hsearch.db.models.document import Document
+from hsearch.db.models.job import IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.db.models.lexical import LexicalCorpusStats, LexicalTermStats
+from hsearch.db.models.tenant import Tenant
+
+__all__ = [
+    "Document",
+    "IngestionJob",
+    "JobItem",
+    "JobItemStatus",
+    "JobStatus",
+    "LexicalCorpusStats",
+    "LexicalTermStats",
+    "Tenant",
+]

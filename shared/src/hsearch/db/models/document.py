@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from hsearch.db.base import Base, utcnow
+
+
+class Document(Base):
+    """A document as it is indexed now. Written only when indexing succeeded, so a
+    failed re-ingest leaves the previous version (here and in Milvus) intact."""
+
+    __tablename__ = "documents"
+    __table_args__ = (UniqueConstraint("tenant_id", "external_id"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    external_id: Mapped[str] = mapped_column(String(512))
+    title: Mapped[str] = mapped_column(String(1024), default="")
+    source: Mapped[str] = mapped_column(String(512), default="")
+    lang: Mapped[str] = mapped_column(String(16), default="")
+    tags: Mapped[list[str]] = mapped_column(default=list)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    chunk_count: Mapped[int] = mapped_column(Integer, default=0)
+    # Per-chunk term document frequencies this document contributed to the tenant's
+    # lexical statistics ({term_id: n_chunks}); subtracted again when it is replaced.
+    lexical_terms: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    lexical_length: Mapped[int] = mapped_column(Integer, default=0)
+    encoder: Mapped[str] = mapped_column(String(256), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

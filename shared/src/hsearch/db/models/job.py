@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Enum, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from hsearch.db.base import Base, utcnow
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"  # every item indexed or skipped
+    PARTIAL = "partial"  # some items failed, the rest landed
+    FAILED = "failed"  # every item failed, or the job itself could not run
+
+
+class JobItemStatus(StrEnum):
+    PENDING = "pending"
+    INDEXED = "indexed"
+    SKIPPED = "skipped"  # same content already indexed
+    FAILED = "failed"
+
+
+def _enum(cls: type[StrEnum], name: str) -> Enum:
+    # Stored as plain strings (no native ENUM type) so adding a status is not a DDL change.
+    return Enum(cls, name=name, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
+
+
+class IngestionJob(Base):
+    __tablename__ = "ingestion_jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    status: Mapped[JobStatus] = mapped_column(_enum(JobStatus, "job_status"), default=JobStatus.QUEUED)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    indexed: Mapped[int] = mapped_column(Integer, default=0)
+    skipped: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    items: Mapped[list[JobItem]] = relationship(
+        back_populates="job", order_by="JobItem.ordinal", cascade="all, delete-orphan"
+    )
+
+
+class JobItem(Base):
+    """One submitted document: the payload waits here until it is indexed."""
+
+    __tablename__ = "job_items"
+    __table_args__ = (UniqueConstraint("job_id", "ordinal"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("ingestion_jobs.id", ondelete="CASCADE"), index=True
+    )
+    ordinal: Mapped[int] = mapped_column(Integer)
+    external_id: Mapped[str] = mapped_column(String(512))
+    title: Mapped[str] = mapped_column(String(1024), default="")
+    source: Mapped[str] = mapped_column(String(512), default="")
+    lang: Mapped[str] = mapped_column(String(16), default="")
+    tags: Mapped[list[str]] = mapped_column(default=list)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[JobItemStatus] = mapped_column(
+        _enum(JobItemStatus, "job_item_status"), default=JobItemStatus.PENDING
+    )
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    document_id: Mapped[uuid.UUID | None] = mapped_column(default=None)
+
+    job: Mapped[IngestionJob] = relationship(back_populates="items")
