@@ -82,6 +82,7 @@ def test_hybrid_check_compares_with_the_best_single_leg() -> None:
     assert hybrid_check(_result("a", 0.5, 0.7, 0.71)) == ("keyword", True)
     assert hybrid_check(_result("a", 0.5, 0.7, 0.6)) == ("keyword", False)
     assert hybrid_check(_result("a", 0.8, 0.7, 0.8)) == ("semantic", True)  # a tie passes
+    assert hybrid_check(_result("a", 0.8, 0.7, 0.7999)) == ("semantic", False)
     partial = _result("a", 0.5, 0.7, 0.6)
     del partial["modes"]["keyword"]
     assert hybrid_check(partial) is None
@@ -95,6 +96,6 @@ def test_render_markdown_from_json_lines(tmp_path: Path) -> None:
     render_markdown(read_results(str(lines)), out)
     text = out.getvalue()
     assert "| good | 10 | 5 | hybrid | 0.750 | 0.750 | 0.750 | 3.0 |" in text
-    assert "| good | keyword 0.700 | 0.750 | ✓ | ✓ |" in text
-    assert "| bad | keyword 0.700 | 0.600 | ✗ | ✗ |" in text
+    assert "| good | keyword 0.700 | 0.750 | +0.0500 | ✓ | ✓ |" in text
+    assert "| bad | keyword 0.700 | 0.600 | -0.1000 | ✗ | ✗ |" in text
     assert "| good | 5 | - | - | 10 x 3 | - | - |" in text

@@ -28,7 +28,9 @@ class JobItemStatus(StrEnum):
 
 def _enum(cls: type[StrEnum], name: str) -> Enum:
     # Stored as plain strings (no native ENUM type) so adding a status is not a DDL change.
-    return Enum(cls, name=name, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
+    return Enum(
+        cls, name=name, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e]
+    )
 
 
 class IngestionJob(Base):
@@ -36,7 +38,9 @@ class IngestionJob(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
-    status: Mapped[JobStatus] = mapped_column(_enum(JobStatus, "job_status"), default=JobStatus.QUEUED)
+    status: Mapped[JobStatus] = mapped_column(
+        _enum(JobStatus, "job_status"), default=JobStatus.QUEUED
+    )
     total: Mapped[int] = mapped_column(Integer, default=0)
     indexed: Mapped[int] = mapped_column(Integer, default=0)
     skipped: Mapped[int] = mapped_column(Integer, default=0)
