@@ -232,3 +232,37 @@ async def test_job_status_reports_progress_fields(
     assert job["processed"] == job["total"] == 1
     assert job["started_at"]
     assert job["finished_at"]
+
+
+async def test_rerank_through_the_api_with_a_real_cross_encoder(
+    stack: Stack, tenant: str, worker: ManagedProcess, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from asgi_lifespan import LifespanManager
+
+    from hsearch_api.deps import get_tenant
+    from hsearch_api.main import create_app
+    from tests.fixtures.tiny_reranker import build_tiny_reranker
+
+    path = build_tiny_reranker(tmp_path_factory.mktemp("reranker"))
+    rerank = stack.settings.rerank.model_copy(update={"model_path": path, "depth": 3})
+    app = create_app(stack.settings.model_copy(update={"rerank": rerank}))
+    app.dependency_overrides[get_tenant] = lambda: tenant
+    async with LifespanManager(app, startup_timeout=120) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            job = await ingest(c, DOCS)
+            assert job["status"] == "succeeded"
+            resp = await c.post("/v1/search", json={"query": "fox", "top_k": 4, "rerank": True})
+            assert resp.status_code == 200, resp.text
+            body = resp.json()
+            assert body["rerank_ms"] is not None
+            head = [h["explanation"]["rerank_score"] for h in body["hits"][:3]]
+            assert all(s is not None for s in head)
+            assert head == sorted(head, reverse=True)
+            assert all(h["explanation"]["rerank_score"] is None for h in body["hits"][3:])
+
+
+async def test_rerank_without_a_configured_model_is_a_422(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/search", json={"query": "fox", "rerank": True})
+    assert resp.status_code == 422
+    assert "rerank" in resp.json()["detail"]
