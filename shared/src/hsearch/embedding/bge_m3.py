@@ -8,7 +8,6 @@ callers get :class:`Embedding` values only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import threading
@@ -16,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hsearch.embedding.fingerprint import fingerprint
 from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
 from hsearch.errors import EncoderError
 
@@ -28,12 +28,6 @@ _TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model")
 # FlagEmbedding falls back to *randomly initialised* heads, silently, unless both head
 # files exist; colbert_linear.pt is thus required although colbert vectors are not used.
 _REQUIRED_FILES = ("config.json", "tokenizer_config.json", "sparse_linear.pt", "colbert_linear.pt")
-
-# Files at most this large are hashed whole; larger ones (the weights) by size plus
-# three sampled windows, so the fingerprint costs milliseconds on a 2 GB checkpoint yet
-# still changes with a fine-tune (which keeps the size but changes every tensor).
-_HASH_WHOLE_LIMIT = 32 * 2**20
-_HASH_WINDOW = 2**20
 
 
 def missing_bge_m3_files(path: Path) -> list[str]:
@@ -55,19 +49,6 @@ def is_bge_m3_dir(path: Path) -> bool:
     return not missing_bge_m3_files(path)
 
 
-def _file_digest(path: Path) -> bytes:
-    size = path.stat().st_size
-    digest = hashlib.sha256(f"{path.name}\0{size}\0".encode())
-    with path.open("rb") as handle:
-        if size <= _HASH_WHOLE_LIMIT:
-            digest.update(handle.read())
-        else:
-            for offset in (0, (size - _HASH_WINDOW) // 2, size - _HASH_WINDOW):
-                handle.seek(offset)
-                digest.update(handle.read(_HASH_WINDOW))
-    return digest.digest()
-
-
 def _checkpoint_version(path: Path) -> str:
     """A stable fingerprint of the files this adapter loads (not of their location)."""
     weights = next(path / name for name in _WEIGHT_FILES if (path / name).is_file())
@@ -79,7 +60,7 @@ def _checkpoint_version(path: Path) -> str:
         path / "sparse_linear.pt",
         weights,
     )
-    return hashlib.sha256(b"".join(_file_digest(f) for f in files)).hexdigest()[:16]
+    return fingerprint((f.name, f) for f in files)
 
 
 def _hidden_size(path: Path) -> int:

