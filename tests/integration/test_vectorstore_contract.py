@@ -85,6 +85,14 @@ def test_counts_are_per_tenant_and_upsert_is_idempotent(store: VectorStore) -> N
     assert store.count(tenant_id="a") == 3
 
 
+def test_delete_by_primary_key(store: VectorStore) -> None:
+    store.delete_chunks(["c1", "c3", "missing"])
+    assert store.chunk_ids(tenant_id="a", document_id="d1") == {"c2"}
+    assert store.chunk_ids(tenant_id="a", document_id="d2") == set()
+    store.delete_chunks([])
+    assert store.count(tenant_id="a") == 1
+
+
 def test_delete_keeps_the_named_chunks(store: VectorStore) -> None:
     store.delete_document_chunks(tenant_id="a", document_id="d1", keep=["c2"])
     assert store.chunk_ids(tenant_id="a", document_id="d1") == {"c2"}

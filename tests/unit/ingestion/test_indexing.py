@@ -200,3 +200,25 @@ def test_submit_rejects_duplicates_and_empty_batches(sessions: sessionmaker[Sess
         pytest.raises(InvalidRequestError, match=r"documents\[1\]"),
     ):
         submit_documents(session, tenant_id=TENANT, documents=docs(A, A))
+
+
+def test_chunks_of_an_abandoned_attempt_are_removed_by_the_next_version(
+    sessions: sessionmaker[Session],
+) -> None:
+    from hsearch.ingestion.service import fail_job
+
+    store = CrashingStore()
+    service = make_service(sessions, store)
+    with transaction(sessions) as session:
+        abandoned = submit_documents(session, tenant_id=TENANT, documents=docs(A)).id
+    with pytest.raises(VectorStoreError):
+        service.process_job(abandoned)
+    doc = str(document_id(TENANT, "a"))
+    orphans = store.chunk_ids(tenant_id=TENANT, document_id=doc)
+    assert orphans, "the dead attempt left chunks behind"
+    with transaction(sessions) as session:  # retries exhausted: the job is given up
+        fail_job(session, job_id=abandoned, error="worker lost")
+
+    run(sessions, service, docs(("a", "A new, short version.")))
+    assert store.chunk_ids(tenant_id=TENANT, document_id=doc).isdisjoint(orphans)
+    assert store.count(tenant_id=TENANT) == 1

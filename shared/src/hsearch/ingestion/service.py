@@ -145,7 +145,9 @@ def get_job(session: Session, *, job_id: uuid.UUID, tenant_id: str) -> JobView:
 class _PreparedItem:
     item_id: int
     document_id: uuid.UUID
+    title: str
     chunks: tuple[str, ...]
+    chunk_ids: tuple[str, ...]
 
 
 class IndexingService:
@@ -215,19 +217,64 @@ class IndexingService:
             return job.status
 
     def _process_batch(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]) -> bool:
+        """Index one batch of items; returns whether any document changed.
+
+        1. decide (short transaction): skip unchanged documents, chunk the others;
+        2. encode, with no transaction open (the slow part);
+        3. record the chunk ids about to be written on each item (committed before
+           Milvus sees them, so a crash can never leave chunks nobody knows of);
+        4. per document, under its row lock: upsert the chunks, delete the stale ones
+           by primary key, update statistics and the document, mark the item.
+        """
+        todo = self._decide(job_id, tenant_id, item_ids)
+        embeddings, errors = self._embed_items(todo)
         with transaction(self._sessions) as session:
-            job = JobRepository(session).lock(job_id)
-            if job is None:
-                raise JobNotFoundError(f"job {job_id} not found")
-            items = JobRepository(session).items(item_ids)
+            job = self._lock(session, job_id)
+            for prepared in todo:
+                item = session.get_one(JobItem, prepared.item_id)
+                if prepared.item_id in errors:
+                    self._fail(job, item, errors[prepared.item_id])
+                    continue
+                item.document_id = prepared.document_id
+                item.chunk_ids = list(prepared.chunk_ids)
+        changed = False
+        for prepared in todo:
+            if prepared.item_id in errors:
+                continue
+            with transaction(self._sessions) as session:
+                job = self._lock(session, job_id)
+                item = session.get_one(JobItem, prepared.item_id)
+                self._index_item(
+                    session,
+                    job=job,
+                    item=item,
+                    prepared=prepared,
+                    vectors=embeddings[prepared.item_id],
+                    tenant_id=tenant_id,
+                )
+                changed |= item.status is JobItemStatus.INDEXED
+        return changed
+
+    @staticmethod
+    def _lock(session: Session, job_id: uuid.UUID) -> IngestionJob:
+        job = JobRepository(session).lock(job_id)
+        if job is None:
+            raise JobNotFoundError(f"job {job_id} not found")
+        return job
+
+    def _decide(
+        self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]
+    ) -> list[_PreparedItem]:
+        fingerprint = self._embedder.info.fingerprint
+        todo: list[_PreparedItem] = []
+        with transaction(self._sessions) as session:
+            job = self._lock(session, job_id)
             docs = DocumentRepository(session)
-            fingerprint = self._embedder.info.fingerprint
-            todo: list[tuple[JobItem, _PreparedItem]] = []
-            for item in items:
+            for item in JobRepository(session).items(item_ids):
                 if item.status is not JobItemStatus.PENDING:
                     continue
                 doc_id = document_id(tenant_id, item.external_id)
-                existing = docs.get_for_update(doc_id)
+                existing = docs.get(doc_id)
                 if (
                     existing is not None
                     and existing.content_hash == item.content_hash
@@ -249,46 +296,41 @@ class IndexingService:
                 except (ValueError, InvalidRequestError) as exc:
                     self._fail(job, item, exc)
                     continue
-                todo.append((item, _PreparedItem(item.id, doc_id, tuple(chunks))))
-
-            embeddings = self._embed_items(job, todo)
-            for item, prepared in todo:
-                vectors = embeddings.get(prepared.item_id)
-                if vectors is None:
-                    continue  # failed and recorded by _embed_items
-                self._index_item(
-                    session,
-                    job=job,
-                    item=item,
-                    prepared=prepared,
-                    vectors=vectors,
-                    tenant_id=tenant_id,
+                todo.append(
+                    _PreparedItem(
+                        item_id=item.id,
+                        document_id=doc_id,
+                        title=item.title,
+                        chunks=tuple(chunks),
+                        chunk_ids=tuple(chunk_id(doc_id, i, c) for i, c in enumerate(chunks)),
+                    )
                 )
-            return any(item.status is JobItemStatus.INDEXED for item, _ in todo)
+        return todo
 
     def _embed_items(
-        self, job: IngestionJob, todo: list[tuple[JobItem, _PreparedItem]]
-    ) -> dict[int, list[Embedding]]:
+        self, todo: list[_PreparedItem]
+    ) -> tuple[dict[int, list[Embedding]], dict[int, HsearchError]]:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
-        document fails alone."""
-        texts = [_embedding_text(item.title, c) for item, p in todo for c in p.chunks]
+        document fails alone. Returns embeddings and errors by item id."""
+        texts = [_embedding_text(p.title, c) for p in todo for c in p.chunks]
         out: dict[int, list[Embedding]] = {}
+        errors: dict[int, HsearchError] = {}
         try:
             flat = self._embedder.embed_documents(texts) if texts else []
         except HsearchError:
-            for item, prepared in todo:
+            for prepared in todo:
                 try:
                     out[prepared.item_id] = self._embedder.embed_documents(
-                        [_embedding_text(item.title, c) for c in prepared.chunks]
+                        [_embedding_text(prepared.title, c) for c in prepared.chunks]
                     )
                 except HsearchError as exc:
-                    self._fail(job, item, exc)
-            return out
+                    errors[prepared.item_id] = exc
+            return out, errors
         pos = 0
-        for _, prepared in todo:
+        for prepared in todo:
             out[prepared.item_id] = flat[pos : pos + len(prepared.chunks)]
             pos += len(prepared.chunks)
-        return out
+        return out, errors
 
     def _index_item(
         self,
@@ -302,24 +344,23 @@ class IndexingService:
     ) -> None:
         docs = DocumentRepository(session)
         lexical = LexicalStatsRepository(session)
-        existing = docs.get(prepared.document_id)
+        # The row lock serialises two workers writing the same document.
+        existing = docs.get_for_update(prepared.document_id)
         term_counts: Counter[int] = Counter()
         length = 0
+        deltas: Counter[int] = Counter()
+        old_chunks = old_length = 0
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
             for e in vectors:
                 term_counts.update(e.sparse.indices)
                 length += int(sum(e.sparse.values))
-            old_terms = {
-                int(k): int(v) for k, v in (existing.lexical_terms if existing else {}).items()
-            }
-            old_chunks = existing.chunk_count if existing and existing.lexical_length else 0
-            old_length = existing.lexical_length if existing else 0
-            deltas = Counter(term_counts)
-            deltas.subtract(old_terms)
+            if existing is not None:
+                old_chunks, old_length = existing.chunk_count, existing.lexical_length
+                deltas.subtract({int(k): int(v) for k, v in existing.lexical_terms.items()})
+            deltas.update(term_counts)
             n_chunks, total = lexical.corpus(tenant_id)
             new_n = n_chunks - old_chunks + len(vectors)
-            new_total = total - old_length + length
-            avg_length = new_total / new_n if new_n > 0 else 1.0
+            avg_length = (total - old_length + length) / new_n if new_n > 0 else 1.0
             vectors = [
                 Embedding(
                     dense=e.dense,
@@ -334,7 +375,7 @@ class IndexingService:
         created = existing.created_at if existing else utcnow()
         records = [
             ChunkRecord(
-                chunk_id=chunk_id(prepared.document_id, i, text),
+                chunk_id=cid,
                 document_id=str(prepared.document_id),
                 tenant_id=tenant_id,
                 external_id=item.external_id,
@@ -349,17 +390,21 @@ class IndexingService:
                 created_at=int(created.timestamp()),
                 metadata=item.metadata_,
             )
-            for i, (text, e) in enumerate(zip(prepared.chunks, vectors, strict=True))
+            for i, (cid, text, e) in enumerate(
+                zip(prepared.chunk_ids, prepared.chunks, vectors, strict=True)
+            )
         ]
+        # Stale: what the indexed version has, plus what interrupted attempts wrote.
+        stale = set(existing.chunk_ids if existing else ())
+        stale.update(
+            JobRepository(session).unfinished_chunk_ids(prepared.document_id, exclude=item.id)
+        )
+        stale.difference_update(prepared.chunk_ids)
         try:
             self._store.upsert(records)
-            self._store.delete_document_chunks(
-                tenant_id=tenant_id,
-                document_id=str(prepared.document_id),
-                keep=[r.chunk_id for r in records],
-            )
+            self._store.delete_chunks(sorted(stale))
         except BackendError:
-            raise  # transient: the task retries; this batch's transaction rolls back
+            raise  # transient: the task retries; this transaction rolls back
         except HsearchError as exc:
             self._fail(job, item, exc)
             return
@@ -380,6 +425,7 @@ class IndexingService:
             "content": item.content,
             "content_hash": item.content_hash,
             "chunk_count": len(records),
+            "chunk_ids": list(prepared.chunk_ids),
             "lexical_terms": {str(k): v for k, v in term_counts.items()},
             "lexical_length": length,
             "encoder": self._embedder.info.fingerprint,
@@ -398,14 +444,14 @@ class IndexingService:
             for key, value in values.items():
                 setattr(existing, key, value)
         item.status = JobItemStatus.INDEXED
-        item.document_id = prepared.document_id
         job.indexed += 1
         session.flush()
         logger.info(
-            "ingest.document.indexed job_id=%s external_id=%s chunks=%d",
+            "ingest.document.indexed job_id=%s external_id=%s chunks=%d stale_deleted=%d",
             job.id,
             item.external_id,
             len(records),
+            len(stale),
         )
 
     @staticmethod

@@ -38,6 +38,10 @@ class InMemoryVectorStore:
         for record in records:
             self._rows[record.chunk_id] = record
 
+    def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
+        for cid in chunk_ids:
+            self._rows.pop(cid, None)
+
     def delete_document_chunks(
         self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
     ) -> None:

@@ -181,6 +181,14 @@ class MilvusVectorStore:
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
 
+    def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
+        if not chunk_ids:
+            return
+        try:
+            self._client.delete(self._collection, ids=list(chunk_ids), timeout=self._write_timeout)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus delete failed: {exc}") from exc
+
     def delete_document_chunks(
         self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
     ) -> None:

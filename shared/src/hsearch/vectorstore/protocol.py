@@ -48,10 +48,14 @@ class VectorStore(Protocol):
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None: ...
 
+    def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
+        """Delete chunks by primary key (cheap at any collection size)."""
+        ...
+
     def delete_document_chunks(
         self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
     ) -> None:
-        """Delete the document's chunks except the ids in ``keep``."""
+        """Delete the document's chunks except the ids in ``keep`` (a filtered scan)."""
         ...
 
     def count(self, *, tenant_id: str) -> int: ...

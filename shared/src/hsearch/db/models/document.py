@@ -28,6 +28,8 @@ class Document(Base):
     content: Mapped[str] = mapped_column(Text)
     content_hash: Mapped[str] = mapped_column(String(64))
     chunk_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The Milvus primary keys of the indexed chunks: stale ones are deleted by key.
+    chunk_ids: Mapped[list[str]] = mapped_column(default=list)
     # Per-chunk term document frequencies this document contributed to the tenant's
     # lexical statistics ({term_id: n_chunks}); subtracted again when it is replaced.
     lexical_terms: Mapped[dict[str, Any]] = mapped_column(default=dict)

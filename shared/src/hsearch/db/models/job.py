@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Enum, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from hsearch.db.base import Base, utcnow
+from hsearch.db.base import Base, JSONType, utcnow
 
 
 class JobStatus(StrEnum):
@@ -79,6 +79,10 @@ class JobItem(Base):
         _enum(JobItemStatus, "job_item_status"), default=JobItemStatus.PENDING
     )
     error: Mapped[str | None] = mapped_column(Text, default=None)
-    document_id: Mapped[uuid.UUID | None] = mapped_column(default=None)
+    document_id: Mapped[uuid.UUID | None] = mapped_column(default=None, index=True)
+    # Written (and committed) before the chunks go to Milvus: if the attempt dies
+    # before the item is marked indexed, the next write of the document knows to
+    # delete them.
+    chunk_ids: Mapped[list[str] | None] = mapped_column(JSONType, default=None)
 
     job: Mapped[IngestionJob] = relationship(back_populates="items")

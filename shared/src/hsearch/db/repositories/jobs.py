@@ -54,3 +54,14 @@ class JobRepository:
                 .limit(limit)
             )
         )
+
+    def unfinished_chunk_ids(self, document_id: uuid.UUID, *, exclude: int) -> set[str]:
+        """Chunk ids written for ``document_id`` by attempts that never finished."""
+        rows = self._session.scalars(
+            select(JobItem.chunk_ids).where(
+                JobItem.document_id == document_id,
+                JobItem.status.in_([JobItemStatus.PENDING, JobItemStatus.FAILED]),
+                JobItem.id != exclude,
+            )
+        )
+        return {cid for ids in rows if ids for cid in ids}

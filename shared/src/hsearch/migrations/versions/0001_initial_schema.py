@@ -50,6 +50,11 @@ def upgrade() -> None:
         sa.Column("content_hash", sa.String(length=64), nullable=False),
         sa.Column("chunk_count", sa.Integer(), nullable=False),
         sa.Column(
+            "chunk_ids",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            nullable=False,
+        ),
+        sa.Column(
             "lexical_terms",
             sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
             nullable=False,
@@ -173,6 +178,11 @@ def upgrade() -> None:
         ),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("document_id", sa.Uuid(), nullable=True),
+        sa.Column(
+            "chunk_ids",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            nullable=True,
+        ),
         sa.ForeignKeyConstraint(
             ["job_id"],
             ["ingestion_jobs.id"],
@@ -183,12 +193,14 @@ def upgrade() -> None:
         sa.UniqueConstraint("job_id", "ordinal", name=op.f("uq_job_items_job_id")),
     )
     with op.batch_alter_table("job_items", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_job_items_document_id"), ["document_id"], unique=False)
         batch_op.create_index(batch_op.f("ix_job_items_job_id"), ["job_id"], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("job_items", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_job_items_job_id"))
+        batch_op.drop_index(batch_op.f("ix_job_items_document_id"))
 
     op.drop_table("job_items")
     op.drop_table("lexical_term_stats")
