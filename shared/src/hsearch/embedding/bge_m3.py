@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hsearch.embedding.fingerprint import fingerprint
+from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
 from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
 from hsearch.errors import EncoderError
 
@@ -35,13 +35,9 @@ def missing_bge_m3_files(path: Path) -> list[str]:
 
     Alternatives are listed as ``a|b`` (either will do).
     """
-    if not path.is_dir():
-        return [f"{path} (not a directory)"]
-    missing = [name for name in _REQUIRED_FILES if not (path / name).is_file()]
-    for alternatives in (_WEIGHT_FILES, _TOKENIZER_FILES):
-        if not any((path / name).is_file() for name in alternatives):
-            missing.append("|".join(alternatives))
-    return missing
+    return missing_checkpoint_files(
+        path, required=_REQUIRED_FILES, alternatives=(_WEIGHT_FILES, _TOKENIZER_FILES)
+    )
 
 
 def is_bge_m3_dir(path: Path) -> bool:

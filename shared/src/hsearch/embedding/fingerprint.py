@@ -1,10 +1,12 @@
-"""Content fingerprints of model files: a model's version is what it computes with,
-not where it lives, so the same checkpoint in another directory is the same version."""
+"""Model checkpoints on disk: completeness checks and content fingerprints.
+
+A model's version is what it computes with, not where it lives, so the same checkpoint
+in another directory is the same version."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # Files at most this large are hashed whole; larger ones (the weights) by size plus
@@ -34,3 +36,17 @@ def fingerprint(files: Iterable[tuple[str, Path]], *, extra: str = "") -> str:
     if extra:
         digest.update(extra.encode())
     return digest.hexdigest()[:16]
+
+
+def missing_checkpoint_files(
+    path: Path, *, required: Sequence[str], alternatives: Sequence[Sequence[str]] = ()
+) -> list[str]:
+    """Which files are absent from ``path`` (empty: complete). Each group of
+    ``alternatives`` needs one of its files and is reported as ``a|b``."""
+    if not path.is_dir():
+        return [f"{path} (not a directory)"]
+    missing = [name for name in required if not (path / name).is_file()]
+    for group in alternatives:
+        if not any((path / name).is_file() for name in group):
+            missing.append("|".join(group))
+    return missing

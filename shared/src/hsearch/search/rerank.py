@@ -26,7 +26,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
-from hsearch.embedding.fingerprint import fingerprint
+from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
 from hsearch.embedding.lexical import ANALYZER_VERSION, analyze
 from hsearch.errors import ConfigurationError, EncoderError
 
@@ -127,13 +127,9 @@ def missing_reranker_files(path: Path) -> list[str]:
 
     Alternatives are listed as ``a|b`` (either will do).
     """
-    if not path.is_dir():
-        return [f"{path} (not a directory)"]
-    missing = [name for name in _REQUIRED_FILES if not (path / name).is_file()]
-    for alternatives in (_WEIGHT_FILES, _TOKENIZER_FILES):
-        if not any((path / name).is_file() for name in alternatives):
-            missing.append("|".join(alternatives))
-    return missing
+    return missing_checkpoint_files(
+        path, required=_REQUIRED_FILES, alternatives=(_WEIGHT_FILES, _TOKENIZER_FILES)
+    )
 
 
 def _int(value: object) -> int | None:
