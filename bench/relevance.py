@@ -12,7 +12,9 @@ Each dataset goes through the product's own code, in a fresh, throw-away stack:
   each committed, then :meth:`IndexingService.process_job` per job: the code the Celery
   worker runs (the broker hop is left out);
 * search: :meth:`hsearch.search.service.SearchService.search` per query and mode
-  (semantic, keyword, hybrid) with ``top_k=100``, queries issued one after the other.
+  (semantic, keyword, hybrid) with ``top_k=100`` (for recall@100) at the candidate depth
+  a default request gets (:func:`default_candidates`), so nDCG@10 measures what a
+  default search returns; queries are issued one after the other.
   Hits are chunks: they are mapped to documents by ``external_id`` and deduplicated
   (first occurrence wins) before scoring (:mod:`bench.metrics`).
 
