@@ -7,6 +7,7 @@ one Milvus Lite gRPC server, the tiny generated BGE-M3 checkpoint as the encoder
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -154,12 +155,19 @@ def sessions(stack: Stack):  # type: ignore[no-untyped-def]
     engine.dispose()
 
 
-@pytest.fixture
-async def client(stack: Stack, tenant: str) -> AsyncIterator[httpx.AsyncClient]:
-    """The API in-process (ASGI) against the real services, as ``tenant``."""
-    app = create_app(stack.settings)
+@contextlib.asynccontextmanager
+async def api_client(settings: Settings, *, tenant: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The API built from ``settings``, in-process (ASGI, lifespan run), as ``tenant``."""
+    app = create_app(settings)
     app.dependency_overrides[get_tenant] = lambda: tenant
     async with LifespanManager(app, startup_timeout=120) as manager:
         transport = httpx.ASGITransport(app=manager.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
             yield c
+
+
+@pytest.fixture
+async def client(stack: Stack, tenant: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The API in-process (ASGI) against the real services, as ``tenant``."""
+    async with api_client(stack.settings, tenant=tenant) as c:
+        yield c

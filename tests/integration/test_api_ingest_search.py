@@ -8,7 +8,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.integration.conftest import Stack
+from tests.integration.conftest import Stack, api_client
 from tests.integration.jobs import ingest, wait_job
 from tests.integration.services import ManagedProcess
 
@@ -130,26 +130,17 @@ async def test_reingest_is_idempotent_and_changes_replace_chunks(
 async def test_tenants_do_not_see_each_other(
     client: httpx.AsyncClient, worker: ManagedProcess, stack: Stack
 ) -> None:
-    from asgi_lifespan import LifespanManager
-
-    from hsearch_api.deps import get_tenant
-    from hsearch_api.main import create_app
-
     job = await ingest(client, DOCS[:1])
     assert job["indexed"] == 1
 
-    other = create_app(stack.settings)
-    other.dependency_overrides[get_tenant] = lambda: f"other{uuid.uuid4().hex[:8]}"
-    async with LifespanManager(other, startup_timeout=120) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c2:
-            resp = await c2.post("/v1/search", json={"query": exact_query(DOCS[0])})
-            assert resp.status_code == 200
-            assert resp.json()["hits"] == []
-            # Nor its jobs.
-            resp = await c2.get(f"/v1/jobs/{job['id']}")
-            assert resp.status_code == 404
-            assert resp.json()["error"] == "job_not_found"
+    async with api_client(stack.settings, tenant=f"other{uuid.uuid4().hex[:8]}") as c2:
+        resp = await c2.post("/v1/search", json={"query": exact_query(DOCS[0])})
+        assert resp.status_code == 200
+        assert resp.json()["hits"] == []
+        # Nor its jobs.
+        resp = await c2.get(f"/v1/jobs/{job['id']}")
+        assert resp.status_code == 404
+        assert resp.json()["error"] == "job_not_found"
 
 
 async def test_per_document_errors_leave_the_rest_indexed(
@@ -237,29 +228,22 @@ async def test_job_status_reports_progress_fields(
 async def test_rerank_through_the_api_with_a_real_cross_encoder(
     stack: Stack, tenant: str, worker: ManagedProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from asgi_lifespan import LifespanManager
-
-    from hsearch_api.deps import get_tenant
-    from hsearch_api.main import create_app
     from tests.fixtures.tiny_reranker import build_tiny_reranker
 
     path = build_tiny_reranker(tmp_path_factory.mktemp("reranker"))
     rerank = stack.settings.rerank.model_copy(update={"model_path": path, "depth": 3})
-    app = create_app(stack.settings.model_copy(update={"rerank": rerank}))
-    app.dependency_overrides[get_tenant] = lambda: tenant
-    async with LifespanManager(app, startup_timeout=120) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            job = await ingest(c, DOCS)
-            assert job["status"] == "succeeded"
-            resp = await c.post("/v1/search", json={"query": "fox", "top_k": 4, "rerank": True})
-            assert resp.status_code == 200, resp.text
-            body = resp.json()
-            assert body["rerank_ms"] is not None
-            head = [h["explanation"]["rerank_score"] for h in body["hits"][:3]]
-            assert all(s is not None for s in head)
-            assert head == sorted(head, reverse=True)
-            assert all(h["explanation"]["rerank_score"] is None for h in body["hits"][3:])
+    settings = stack.settings.model_copy(update={"rerank": rerank})
+    async with api_client(settings, tenant=tenant) as c:
+        job = await ingest(c, DOCS)
+        assert job["status"] == "succeeded"
+        resp = await c.post("/v1/search", json={"query": "fox", "top_k": 4, "rerank": True})
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert body["rerank_ms"] is not None
+        head = [h["explanation"]["rerank_score"] for h in body["hits"][:3]]
+        assert all(s is not None for s in head)
+        assert head == sorted(head, reverse=True)
+        assert all(h["explanation"]["rerank_score"] is None for h in body["hits"][3:])
 
 
 async def test_rerank_without_a_configured_model_is_a_422(client: httpx.AsyncClient) -> None:

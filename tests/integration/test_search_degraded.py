@@ -9,11 +9,8 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
-from hsearch_api.deps import get_tenant
-from hsearch_api.main import create_app
-from tests.integration.conftest import Stack
+from tests.integration.conftest import Stack, api_client
 from tests.integration.jobs import ingest
 from tests.integration.proxy import ProxyMode, TcpProxy
 from tests.integration.services import ManagedProcess
@@ -44,14 +41,10 @@ async def proxied_client(
     milvus = stack.settings.milvus.model_copy(
         update={"dense_uri": proxies["dense"].uri, "sparse_uri": proxies["sparse"].uri}
     )
-    app = create_app(stack.settings.model_copy(update={"milvus": milvus}))
-    app.dependency_overrides[get_tenant] = lambda: tenant
-    async with LifespanManager(app, startup_timeout=120) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            job = await ingest(c, DOCS)
-            assert job["status"] == "succeeded"
-            yield c
+    async with api_client(stack.settings.model_copy(update={"milvus": milvus}), tenant=tenant) as c:
+        job = await ingest(c, DOCS)
+        assert job["status"] == "succeeded"
+        yield c
 
 
 async def timed_search(client: httpx.AsyncClient, **body: object) -> tuple[httpx.Response, float]:

@@ -5,15 +5,14 @@ and BM25 statistics under re-runs, changes, failures and crashes."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.db.engine import create_db_engine, create_session_factory, transaction
-from hsearch.db.migrate import upgrade_database
+from hsearch.db.engine import transaction
 from hsearch.db.models import Document, JobStatus, LexicalCorpusStats, LexicalTermStats
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
@@ -25,15 +24,6 @@ from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 
 TENANT = "t1"
-
-
-@pytest.fixture
-def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    url = f"sqlite:///{tmp_path / 'meta.sqlite'}"
-    upgrade_database(url)
-    engine = create_db_engine(url)
-    yield create_session_factory(engine)
-    engine.dispose()
 
 
 def docs(*pairs: tuple[str, str]) -> list[DocumentInput]:
