@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import pytest
 import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+from hsearch.stack import Child, milvus_lite_command
 
 PG_ADMIN_URL = os.environ.get(
     "HSEARCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -102,49 +103,21 @@ def redis_database(db: int) -> str:
     return url
 
 
-class ManagedProcess:
+class ManagedProcess(Child):
+    """A service process of the suite, its output in ``log``."""
+
     def __init__(self, argv: list[str], *, env: Mapping[str, str], log: Path) -> None:
-        self.log = log
-        self._out = log.open("ab")
-        self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-            argv,
-            env=dict(env),
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        super().__init__(log.stem, argv, env, log)
+        self.log: Path = log
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
-
-    def stop(self, *, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._out.close()
 
 
 def start_milvus(data_dir: Path, log_dir: Path) -> tuple[ManagedProcess, str]:
     port = free_port()
     proc = ManagedProcess(
-        [
-            sys.executable,
-            "-m",
-            "milvus_lite",
-            "server",
-            "--data-dir",
-            str(data_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
+        milvus_lite_command(data_dir, host="127.0.0.1", port=port),
         env=os.environ,
         log=log_dir / f"milvus-{port}.log",
     )

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.resources import files
 from pathlib import Path
 from types import FrameType
@@ -42,15 +42,22 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
 
 
 class Child:
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path | None) -> None:
+    """A child process in its own session (a terminal's Ctrl-C reaches only its parent,
+    which stops children deliberately) that dies with its parent on Linux; its output
+    goes to ``log`` (appended) when one is given."""
+
+    def __init__(
+        self, name: str, argv: list[str], env: Mapping[str, str], log: Path | None
+    ) -> None:
         self.name = name
-        out: Any = open(log, "ab") if log else None  # noqa: SIM115 - lives as long as the child
+        self.log = log
+        self._out: Any = open(log, "ab") if log else None  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(  # noqa: S603 - argv is built here, not from user input
             argv,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT if out else None,
-            start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
+            env=dict(env),
+            stdout=self._out,
+            stderr=subprocess.STDOUT if self._out else None,
+            start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
         )
 
@@ -58,16 +65,35 @@ class Child:
         return self.proc.poll() is None
 
     def stop(self, timeout: float = 15.0) -> None:
-        if not self.alive():
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+        """SIGTERM to the child's process group, SIGKILL after ``timeout`` seconds."""
+        if self.alive():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        if self._out is not None:
+            self._out.close()
+
+
+def milvus_lite_command(data_dir: Path, *, host: str, port: int) -> list[str]:
+    """The command that serves Milvus Lite over gRPC from ``data_dir`` (the embedded
+    profile's Milvus; the test suite and the benchmarks start the same one)."""
+    return [
+        sys.executable,
+        "-m",
+        "milvus_lite",
+        "server",
+        "--data-dir",
+        str(data_dir),
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -182,18 +208,7 @@ def _milvus(settings: Settings, env: dict[str, str], data: Path, children: list[
         raise ConfigurationError(msg)
     milvus = Child(
         "milvus",
-        [
-            sys.executable,
-            "-m",
-            "milvus_lite",
-            "server",
-            "--data-dir",
-            str(data / "milvus"),
-            "--host",
-            host,
-            "--port",
-            str(port),
-        ],
+        milvus_lite_command(data / "milvus", host=host, port=port),
         env,
         data / "logs" / "milvus.log",
     )
