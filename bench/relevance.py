@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib
 import json
 import logging
@@ -40,12 +39,11 @@ import random
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -56,6 +54,7 @@ from bench.metrics import evaluate_ranking, mean_metrics, percentile, relevant
 if TYPE_CHECKING:
     from hsearch.config import Settings
     from hsearch.runtime import Resources
+    from hsearch.search.models import SearchResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASETS_ROOT = REPO_ROOT.parent / "shared" / "datasets"
@@ -146,23 +145,26 @@ def _port_open(port: int) -> bool:
 
 
 class MilvusLiteServer:
-    """``milvus-lite server`` in its own process group (so a terminal's Ctrl-C reaches
-    only us, and :meth:`stop` takes it down deliberately)."""
+    """The product's Milvus Lite server (:func:`hsearch.stack.milvus_lite_command`) on a
+    free port, in its own process group (a terminal's Ctrl-C reaches only us, and
+    :meth:`stop` takes it down deliberately)."""
 
     def __init__(self, data_dir: Path, log: Path, *, timeout: float = 60.0) -> None:
+        from hsearch.stack import Child, milvus_lite_command  # noqa: PLC0415
+
         data_dir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         self.log = log
-        self._out = log.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir),
-             "--host", "127.0.0.1", "--port", str(self.port)],
-            stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+        self.child = Child(
+            "milvus",
+            milvus_lite_command(data_dir, host="127.0.0.1", port=self.port),
+            os.environ,
+            log,
+        )
         deadline = time.monotonic() + timeout
         while not _port_open(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+            if not self.child.alive() or time.monotonic() > deadline:
                 self.stop()
                 tail = log.read_text(errors="replace")[-2000:]
                 msg = f"Milvus Lite server did not start on port {self.port}:\n{tail}"
@@ -170,16 +172,7 @@ class MilvusLiteServer:
             time.sleep(0.1)
 
     def stop(self, timeout: float = 20.0) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._out.close()
+        self.child.stop(timeout)
 
 
 # -- one dataset -----------------------------------------------------------------------
@@ -197,6 +190,7 @@ class Options:
     keep: bool = False
     flush: bool = True
     fusion: str | None = None
+    save_legs: TextIO | None = None
 
 
 def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Settings:
@@ -310,6 +304,45 @@ class ModeRun:
     methods: set[str] = field(default_factory=set)
 
 
+SINGLE_LEG_MODES = {"semantic": "dense", "keyword": "sparse"}
+
+
+def leg_candidates(result: SearchResult) -> list[list[Any]]:
+    """A single-leg search's hits as ``[chunk_id, external_id, raw leg score]``.
+
+    With ``top_k`` equal to the candidate depth, a single-leg mode returns the leg's
+    whole candidate list in the leg's own order, with the raw scores in the explanation:
+    exactly what the hybrid mode fuses.
+    """
+    rows: list[list[Any]] = []
+    for hit in result.hits:
+        e = hit.explanation
+        score = e.dense_score if e.dense_score is not None else e.sparse_score
+        rows.append([hit.chunk_id, hit.external_id, score])
+    return rows
+
+
+def leg_record(
+    dataset: Dataset,
+    qid: str,
+    legs: Mapping[str, list[list[Any]]],
+    *,
+    candidates: int,
+    dense_scripts: Collection[str] | None,
+) -> dict[str, Any]:
+    """One query's line of a ``--save-legs`` file: what the service's weight rule and
+    fusion see (query text, the legs, the encoder's dense scripts) and the judgements."""
+    return {
+        "dataset": dataset.name,
+        "query_id": qid,
+        "query": dataset.queries[qid],
+        "qrels": dataset.qrels[qid],
+        "candidates": candidates,
+        "dense_scripts": None if dense_scripts is None else sorted(dense_scripts),
+        "legs": legs,
+    }
+
+
 def default_candidates(settings: Settings) -> int:
     """The candidate depth per leg of a default request (``top_k`` = 10).
 
@@ -326,8 +359,13 @@ async def run_queries(
     query_ids: Sequence[str],
     modes: Sequence[str],
     fusion: str | None = None,
+    save_legs: TextIO | None = None,
 ) -> dict[str, ModeRun]:
-    """Every query in every mode, one search at a time, through SearchService."""
+    """Every query in every mode, one search at a time, through SearchService.
+
+    With ``save_legs``, one JSON line per query records the candidate lists of the
+    single-leg modes (see :func:`leg_record`) for ``bench.fusion_replay``.
+    """
     from hsearch.errors import HsearchError  # noqa: PLC0415
     from hsearch.search.models import SearchMode, SearchQuery  # noqa: PLC0415
     from hsearch.search.service import SearchService  # noqa: PLC0415
@@ -344,6 +382,7 @@ async def run_queries(
     try:
         for n, qid in enumerate(query_ids, 1):
             qrels = dataset.qrels[qid]
+            legs: dict[str, list[list[Any]]] = {}
             for mode in modes:
                 run = runs[mode]
                 t0 = time.perf_counter()
@@ -371,6 +410,17 @@ async def run_queries(
                 run.degraded += bool(result.degraded)
                 run.methods.add(result.method)
                 run.per_query.append(evaluate_ranking([h.external_id for h in result.hits], qrels))
+                if mode in SINGLE_LEG_MODES:
+                    legs[SINGLE_LEG_MODES[mode]] = leg_candidates(result)
+            if save_legs is not None:
+                record = leg_record(
+                    dataset,
+                    qid,
+                    legs,
+                    candidates=candidates,
+                    dense_scripts=resources.embedder.info.dense_scripts,
+                )
+                print(json.dumps(record, ensure_ascii=False), file=save_legs, flush=True)
             now = time.perf_counter()
             if now - last_report >= 15 or n == len(query_ids):
                 last_report = now
@@ -441,7 +491,14 @@ def evaluate_dataset(path: Path, options: Options) -> dict[str, Any]:
             progress(f"  flushed the collection in {flush_seconds:.1f} s")
         t0 = time.perf_counter()
         runs = asyncio.run(
-            run_queries(resources, dataset, query_ids, options.modes, options.fusion)
+            run_queries(
+                resources,
+                dataset,
+                query_ids,
+                options.modes,
+                options.fusion,
+                options.save_legs,
+            )
         )
         search_seconds = time.perf_counter() - t0
     finally:
@@ -662,6 +719,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--no-flush", dest="flush", action="store_false",
         help="search right after ingesting, without sealing Milvus' growing segments first",
     )  # fmt: skip
+    parser.add_argument(
+        "--save-legs", type=argparse.FileType("a", encoding="utf-8"), metavar="JSONL",
+        help="append each query's dense and sparse candidate lists (from the semantic and "
+        "keyword modes) to JSONL, for python -m bench.fusion_replay",
+    )  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     parser.add_argument("--verbose", action="store_true", help="hsearch's own INFO logs")
     args = parser.parse_args(argv)
@@ -670,6 +732,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown or not modes:
         parser.error(f"--modes: unknown {sorted(unknown)}; choose from {','.join(MODES)}")
     args.modes = modes
+    if args.save_legs is not None and not set(SINGLE_LEG_MODES) <= set(modes):
+        parser.error("--save-legs needs the semantic and keyword modes (their hits are the legs)")
     if args.encoder == "bge-m3" and args.bge_m3_path is None:
         parser.error("--encoder bge-m3 needs --bge-m3-path")
     if args.max_queries is not None and args.max_queries < 1:
@@ -727,6 +791,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep=args.keep,
         flush=args.flush,
         fusion=args.fusion,
+        save_legs=args.save_legs,
     )
     try:
         for path in paths:

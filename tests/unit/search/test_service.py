@@ -3,23 +3,20 @@ validation, fusion weights, the language check, grouping and reranking."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import SearchSettings
-from hsearch.db.engine import create_db_engine, create_session_factory, transaction
-from hsearch.db.migrate import upgrade_database
+from hsearch.db.engine import transaction
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import InvalidFilterError, InvalidRequestError, SearchUnavailableError
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.service import IndexingService, submit_documents
+from hsearch.search.fusion import LegHit
 from hsearch.search.models import SearchMode, SearchQuery
 from hsearch.search.rerank import FakeReranker
-from hsearch.search.service import SearchService
+from hsearch.search.service import SearchService, query_weights
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 
 TENANT = "t"
@@ -44,15 +41,6 @@ class LatinOnlyEmbedder(FakeEmbedder):
             base.sparse_kind,
             dense_scripts=frozenset({"LATIN"}),
         )
-
-
-@pytest.fixture
-def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    url = f"sqlite:///{tmp_path / 'meta.sqlite'}"
-    upgrade_database(url)
-    engine = create_db_engine(url)
-    yield create_session_factory(engine)
-    engine.dispose()
 
 
 def build(
@@ -178,3 +166,29 @@ async def test_rerank_reorders_and_reports(sessions: sessionmaker[Session]) -> N
     assert all(s is not None for s in scores)
     assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
     assert result.hits[0].score == scores[0]
+
+
+def test_query_weights_apply_coverage_and_fall_back() -> None:
+    legs = {"dense": [LegHit("a", 0.9)], "sparse": [LegHit("b", 3.0)]}
+    prior = {"dense": 0.95, "sparse": 0.05}
+    latin = frozenset({"LATIN"})
+
+    def weights(query: str, legs: dict[str, list[LegHit]], **kw: object) -> dict[str, float]:
+        options: dict[str, object] = {
+            "configured": prior,
+            "dense_scripts": latin,
+            "min_dense_script_coverage": 0.5,
+        }
+        options.update(kw)
+        return query_weights(query, legs, **options)  # type: ignore[arg-type]
+
+    assert weights("rivers of Europe", legs) == prior
+    # Mostly Japanese words: the English-only dense leg is dropped.
+    assert weights("RIAIは何の略？", legs) == {"dense": 0.0, "sparse": 0.05}
+    # ...unless the sparse leg found nothing, or the encoder reads every script.
+    assert weights("RIAIは何の略？", {**legs, "sparse": []}) == prior
+    assert weights("RIAIは何の略？", legs, dense_scripts=None) == prior
+    # A degraded leg drops out; if no weighted leg is left, the rest share equally.
+    assert weights("rivers", {"dense": legs["dense"]}) == {"dense": 0.95}
+    only_sparse = {"dense": 0.0, "sparse": 0.0}
+    assert weights("rivers", legs, configured=only_sparse) == {"dense": 1.0, "sparse": 1.0}

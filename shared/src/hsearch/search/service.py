@@ -11,7 +11,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,20 +183,13 @@ class SearchService:
         leg_hits = {
             leg.value: [LegHit(h.chunk_id, h.score) for h in hits] for leg, hits in answered.items()
         }
-        # A degraded leg drops out of the weights; the legs that answered keep theirs.
-        weights = {leg: params.weights.get(leg, 0.0) for leg in leg_hits}
-        scripts = self._embedder.info.dense_scripts
-        if (
-            scripts is not None
-            and leg_hits.get(Leg.DENSE.value)
-            and leg_hits.get(Leg.SPARSE.value)
-            and script_coverage(query, scripts=scripts) < self._settings.min_dense_script_coverage
-        ):
-            # The dense encoder does not read this query's language (e.g. an English-only
-            # model on Japanese): its ranking is noise, so only the sparse leg counts.
-            weights[Leg.DENSE.value] = 0.0
-        if not any(w > 0 for w in weights.values()):
-            weights = dict.fromkeys(leg_hits, 1.0)  # the only weighted leg degraded
+        weights = query_weights(
+            query,
+            leg_hits,
+            configured=params.weights,
+            dense_scripts=self._embedder.info.dense_scripts,
+            min_dense_script_coverage=self._settings.min_dense_script_coverage,
+        )
         return fuse(leg_hits, method=params.method, weights=weights, k=params.rrf_k), weights
 
     async def _rerank(
@@ -348,6 +341,42 @@ class _Params:
     method: FusionMethod
     weights: dict[str, float]
     rrf_k: int
+
+
+def query_weights(
+    query: str,
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    configured: Mapping[str, float],
+    dense_scripts: Collection[str] | None,
+    min_dense_script_coverage: float,
+) -> dict[str, float]:
+    """The weights one query is fused with, for the legs that answered (``legs``).
+
+    Pure, so that the relevance benchmark's replay (``bench.fusion_replay``) fuses with
+    exactly the service's rule:
+
+    * a degraded leg is absent from ``legs`` and drops out of the weights; the legs that
+      answered keep their configured weights;
+    * coverage: when the dense encoder declares the scripts it reads and fewer than
+      ``min_dense_script_coverage`` of the query's letters are in them, the dense leg
+      gets weight 0 (its ranking is noise), provided the sparse leg found something;
+    * fallback: when no leg that answered keeps a positive weight, they all get 1, so a
+      query never comes back empty because of a weight.
+    """
+    weights = {leg: configured.get(leg, 0.0) for leg in legs}
+    if (
+        dense_scripts is not None
+        and legs.get(Leg.DENSE.value)
+        and legs.get(Leg.SPARSE.value)
+        and script_coverage(query, scripts=dense_scripts) < min_dense_script_coverage
+    ):
+        # The dense encoder does not read this query's language (e.g. an English-only
+        # model on Japanese): its ranking is noise, so only the sparse leg counts.
+        weights[Leg.DENSE.value] = 0.0
+    if not any(w > 0 for w in weights.values()):
+        weights = dict.fromkeys(legs, 1.0)  # the only weighted leg degraded
+    return weights
 
 
 def _passage(fields: Mapping[str, Any]) -> str:

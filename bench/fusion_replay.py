@@ -1,0 +1,215 @@
+"""Replay hybrid fusion on recorded candidate lists: seconds instead of a full benchmark.
+
+``python -m bench.relevance --save-legs legs.jsonl`` records, for every query, the
+dense and sparse candidate lists the product's own legs returned (chunk id, corpus id,
+raw score). This tool fuses them again with the product's code, the weight rule of
+:func:`hsearch.search.service.query_weights` and :func:`hsearch.search.fusion.fuse`,
+and scores the result like the benchmark does. Fusion methods and weights can then be
+compared on identical candidates, and the recorded file makes ``docs/fusion.md``'s
+measurements reproducible.
+
+Usage (from the repository root)::
+
+    python -m bench.relevance --all --modes semantic,keyword --save-legs legs.jsonl
+    python -m bench.fusion_replay legs.jsonl                       # the configured default
+    python -m bench.fusion_replay legs.jsonl --fusion rrf --weights dense=0.5,sparse=0.5
+    python -m bench.fusion_replay legs.jsonl --by-prefix --json
+
+``HSEARCH_SEARCH__*`` environment variables apply as in the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from bench.metrics import evaluate_ranking, mean_metrics
+from bench.relevance import TOP_K, hybrid_check
+from hsearch.config import SearchSettings, Settings
+from hsearch.search.fusion import LegHit, fuse
+from hsearch.search.service import query_weights
+
+LEGS_OF_MODE = {"semantic": ("dense",), "keyword": ("sparse",), "hybrid": ("dense", "sparse")}
+
+
+@dataclass(frozen=True)
+class QueryLegs:
+    """One recorded query: its text, judgements and each leg's candidates in leg order."""
+
+    dataset: str
+    query_id: str
+    query: str
+    qrels: dict[str, float]
+    legs: dict[str, list[tuple[str, str, float]]]  # leg -> [(chunk id, corpus id, score)]
+    dense_scripts: frozenset[str] | None  # the encoder's (EncoderInfo.dense_scripts)
+
+
+@dataclass
+class Replay:
+    """What to fuse with: the configured search settings, optionally overridden."""
+
+    settings: SearchSettings
+    fusion: str | None = None
+    weights: dict[str, float] | None = None
+    per_query: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+
+    def rank(self, q: QueryLegs, mode: str) -> list[str]:
+        """Corpus ids of the first TOP_K hits ``mode`` returns for ``q``."""
+        legs = {
+            leg: [LegHit(chunk, score) for chunk, _, score in q.legs[leg]]
+            for leg in LEGS_OF_MODE[mode]
+            if q.legs.get(leg)
+        }
+        if not legs:
+            return []
+        method = self.fusion or self.settings.fusion
+        configured = self.weights or (
+            self.settings.adaptive_weights if method == "adaptive" else self.settings.rrf_weights
+        )
+        weights = query_weights(
+            q.query,
+            legs,
+            configured=configured,
+            dense_scripts=q.dense_scripts,
+            min_dense_script_coverage=self.settings.min_dense_script_coverage,
+        )
+        fused = fuse(legs, method=method, weights=weights, k=self.settings.rrf_k)
+        corpus_id = {chunk: doc for rows in q.legs.values() for chunk, doc, _ in rows}
+        return [corpus_id[hit.id] for hit in fused[:TOP_K]]
+
+
+def read_legs(path: Path) -> Iterator[QueryLegs]:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            yield QueryLegs(
+                dataset=r["dataset"],
+                query_id=r["query_id"],
+                query=r["query"],
+                qrels={doc: float(s) for doc, s in r["qrels"].items()},
+                legs={
+                    leg: [(str(c), str(d), float(s)) for c, d, s in rows]
+                    for leg, rows in r["legs"].items()
+                },
+                dense_scripts=(
+                    None if r["dense_scripts"] is None else frozenset(r["dense_scripts"])
+                ),
+            )
+
+
+def evaluate(
+    queries: Sequence[QueryLegs], replay: Replay, *, by_prefix: bool = False
+) -> list[dict[str, Any]]:
+    """One result per dataset, in the shape ``bench.relevance --json`` prints."""
+    datasets: dict[str, list[QueryLegs]] = {}
+    for q in queries:
+        datasets.setdefault(q.dataset, []).append(q)
+    results = []
+    for name, items in datasets.items():
+        per_mode = {
+            mode: [evaluate_ranking(replay.rank(q, mode), q.qrels) for q in items]
+            for mode in LEGS_OF_MODE
+        }
+        result: dict[str, Any] = {
+            "dataset": name,
+            "queries": len(items),
+            "fusion": replay.fusion or replay.settings.fusion,
+            "modes": {mode: mean_metrics(rows) for mode, rows in per_mode.items()},
+        }
+        if by_prefix:
+            groups: dict[str, list[int]] = {}
+            for i, q in enumerate(items):
+                prefix = q.query_id.split(":", 1)[0] if ":" in q.query_id else ""
+                groups.setdefault(prefix, []).append(i)
+            result["by_prefix"] = {
+                prefix: {
+                    "queries": len(idx),
+                    "modes": {
+                        mode: mean_metrics([rows[i] for i in idx])
+                        for mode, rows in per_mode.items()
+                    },
+                }
+                for prefix, idx in sorted(groups.items())
+            }
+        results.append(result)
+    return results
+
+
+def render(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
+    """nDCG@10 per mode, and hybrid's margin over the better single leg."""
+    print(
+        f"{'dataset':<24}{'queries':>8}{'semantic':>10}{'keyword':>10}{'hybrid':>10}"
+        f"{'margin':>10}  hybrid >= best leg",
+        file=out,
+    )
+    for r in results:
+        m = {mode: r["modes"][mode]["ndcg@10"] for mode in LEGS_OF_MODE}
+        check = hybrid_check(r)
+        best, ok = check if check is not None else ("-", False)
+        margin = m["hybrid"] - m[best] if best in m else float("nan")
+        print(
+            f"{r['dataset']:<24}{r['queries']:>8}{m['semantic']:>10.4f}{m['keyword']:>10.4f}"
+            f"{m['hybrid']:>10.4f}{margin:>+10.4f}  {'yes' if ok else 'NO'} ({best})",
+            file=out,
+        )
+        for prefix, group in (r.get("by_prefix") or {}).items():
+            g = {mode: group["modes"][mode]["ndcg@10"] for mode in LEGS_OF_MODE}
+            best_leg = max(g["semantic"], g["keyword"])
+            print(
+                f"  {prefix or '-':<22}{group['queries']:>8}{g['semantic']:>10.4f}"
+                f"{g['keyword']:>10.4f}{g['hybrid']:>10.4f}{g['hybrid'] - best_leg:>+10.4f}",
+                file=out,
+            )
+
+
+def _parse_weights(text: str) -> dict[str, float]:
+    try:
+        pairs = (part.split("=", 1) for part in text.split(",") if part.strip())
+        return {leg.strip(): float(value) for leg, value in pairs}
+    except ValueError:
+        msg = f"--weights: expected leg=weight pairs such as dense=0.7,sparse=0.3 (got {text!r})"
+        raise argparse.ArgumentTypeError(msg) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.fusion_replay",
+        description="Fuse recorded dense and sparse candidate lists (bench.relevance "
+        "--save-legs) with the product's fusion and report nDCG@10 per mode.",
+    )
+    parser.add_argument("legs", type=Path, help="a --save-legs JSONL file")
+    parser.add_argument(
+        "--fusion", choices=("adaptive", "rrf", "score"), help="default: the configured one"
+    )
+    parser.add_argument(
+        "--weights", type=_parse_weights, metavar="dense=W,sparse=W",
+        help="leg weights (default: the configured ones for the method)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--by-prefix", action="store_true", help="also per query-id prefix (XQuAD languages)"
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per dataset")
+    args = parser.parse_args(argv)
+    if not args.legs.is_file():
+        parser.error(f"{args.legs}: no such file")
+    replay = Replay(
+        settings=Settings(_env_file=None).search, fusion=args.fusion, weights=args.weights
+    )
+    results = evaluate(list(read_legs(args.legs)), replay, by_prefix=args.by_prefix)
+    if args.json:
+        for result in results:
+            print(json.dumps(result, ensure_ascii=False))
+    else:
+        render(results, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The fusion replay reproduces the service's hybrid ranking from recorded legs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bench.fusion_replay import Replay, evaluate, main, read_legs
+from bench.relevance import TOP_K, Dataset, leg_candidates, leg_record
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.config import SearchSettings
+from hsearch.db.engine import transaction
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.service import IndexingService, submit_documents
+from hsearch.search.models import SearchMode, SearchQuery
+from hsearch.search.service import SearchService
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+
+TENANT = "t"
+TEXTS = {
+    "rivers": "Rivers flow into the sea and carry water from the mountains.",
+    "sea": "The sea is salty; rivers bring fresh water to it.",
+    "mountains": "Mountains rise high above the valleys and the rivers below.",
+    "tokyo": "東京は日本の首都です。",
+    "kyoto": "京都は古い都です。川が流れる。",
+    "forest": "A forest of tall trees near the mountains.",
+}
+QUERIES = {"q1": "rivers and the sea", "q2": "mountains", "q3": "日本の首都", "q4": "trees"}
+# Balanced prior weights: the hybrid order then differs from both legs' orders.
+SETTINGS = SearchSettings(adaptive_weights={"dense": 0.5, "sparse": 0.5})
+QRELS = {"q1": {"rivers": 1.0}, "q2": {"mountains": 2.0}, "q3": {"tokyo": 1.0}, "q4": {"x": 1.0}}
+
+
+async def record_legs(sessions: sessionmaker[Session], path: Path) -> dict[str, list[str]]:
+    """Index TEXTS, search every query in all modes, write a --save-legs file; returns
+    the service's own hybrid ranking (corpus ids) per query."""
+    # A small dimension makes the hashed dense vectors noisy: the legs disagree.
+    embedder, store = FakeEmbedder(dimension=4), InMemoryVectorStore()
+    with transaction(sessions) as session:
+        job = submit_documents(
+            session,
+            tenant_id=TENANT,
+            documents=[DocumentInput(external_id=k, title=k, text=v) for k, v in TEXTS.items()],
+        )
+    IndexingService(
+        session_factory=sessions,
+        embedder=embedder,
+        store=store,
+        chunk_max_chars=500,
+        chunk_overlap_chars=0,
+    ).process_job(job.id)
+    service = SearchService(
+        embedder=embedder, store=store, session_factory=sessions, settings=SETTINGS
+    )
+    dataset = Dataset(name="tiny", corpus=[], queries=QUERIES, qrels=QRELS)
+    hybrid: dict[str, list[str]] = {}
+    with path.open("w", encoding="utf-8") as out:
+        for qid, text in QUERIES.items():
+            legs = {}
+            for mode, leg in (("semantic", "dense"), ("keyword", "sparse"), ("hybrid", "")):
+                result = await service.search(
+                    SearchQuery(
+                        tenant_id=TENANT,
+                        query=text,
+                        top_k=TOP_K,
+                        candidates=TOP_K,
+                        mode=SearchMode(mode),
+                    )
+                )
+                if leg:
+                    legs[leg] = leg_candidates(result)
+                else:
+                    hybrid[qid] = [h.external_id for h in result.hits]
+            record = leg_record(
+                dataset, qid, legs, candidates=TOP_K, dense_scripts=embedder.info.dense_scripts
+            )
+            print(json.dumps(record, ensure_ascii=False), file=out)
+    return hybrid
+
+
+async def test_replay_reproduces_the_service_ranking(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    path = tmp_path / "legs.jsonl"
+    hybrid = await record_legs(sessions, path)
+    queries = list(read_legs(path))
+    assert [q.query_id for q in queries] == list(QUERIES)
+    replay = Replay(settings=SETTINGS)
+    for q in queries:
+        assert len(q.legs["dense"]) == len(TEXTS)  # the whole candidate list was recorded
+        assert replay.rank(q, "hybrid") == hybrid[q.query_id]
+        assert replay.rank(q, "semantic") == [doc for _, doc, _ in q.legs["dense"]]
+        assert replay.rank(q, "keyword") == [doc for _, doc, _ in q.legs["sparse"]]
+    # Hybrid really differs from both legs somewhere, or the comparison proves little.
+    assert any(
+        hybrid[q.query_id] not in (replay.rank(q, "semantic"), replay.rank(q, "keyword"))
+        for q in queries
+    )
+    # The japanese query: the fake encoder declares no scripts, so dense keeps its weight.
+    assert queries[2].dense_scripts is None
+
+
+async def test_replay_scores_like_the_benchmark(
+    sessions: sessionmaker[Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "legs.jsonl"
+    await record_legs(sessions, path)
+    (result,) = evaluate(list(read_legs(path)), Replay(settings=SETTINGS))
+    assert result["dataset"] == "tiny"
+    assert result["queries"] == len(QUERIES)
+    assert set(result["modes"]) == {"semantic", "keyword", "hybrid"}
+    # q4's only relevant id is in no leg: every mode scores 0 on it, so no mean reaches 1.
+    assert all(0.0 <= m["ndcg@10"] < 1.0 for m in result["modes"].values())
+
+    assert main([str(path), "--json", "--fusion", "score", "--by-prefix"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["fusion"] == "score"
+    assert printed["by_prefix"][""]["queries"] == len(QUERIES)
+    assert main([str(path)]) == 0
+    assert "tiny" in capsys.readouterr().out
+
+
+def test_bad_weights_are_refused_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "legs.jsonl"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path), "--weights", "dense"])
+    assert exit_info.value.code == 2
+    assert "--weights" in capsys.readouterr().err
