@@ -377,11 +377,19 @@ def test_unknown_method_is_refused_with_the_allowed_methods(method: object) -> N
         ("Who likes tea?", {"LATIN"}, 1.0),
         ("日本で梅雨がないのは北海道とどこか。", {"LATIN"}, 0.0),
         ("日本で梅雨がないのは", {"cjk", "hiragana", "katakana"}, 1.0),
-        ("Google検索の読みは？", {"LATIN"}, 0.5),
+        # Words, not letters: each Han/kana character is a word, a Latin run is one.
+        ("Google検索の読みは？", {"LATIN"}, 1 / 7),
+        ("RIAIは何の略？", {"LATIN"}, 1 / 5),
+        ("ISO/TS 16949 の前身は？", {"LATIN"}, 2 / 6),
+        ("Who founded 東京大学?", {"LATIN"}, 2 / 6),
+        ("서울 is the capital", {"LATIN"}, 3 / 5),  # Hangul syllables count one by one
         ("\uff21\uff22\uff23", {"LATIN"}, 1.0),  # fullwidth ABC: Latin after NFKC
         ("1990 — 2020!", {"LATIN"}, 1.0),  # no letters at all
         ("", {"LATIN"}, 1.0),
-        ("Привет, world", {"LATIN"}, 5 / 11),
+        ("Привет, world", {"LATIN"}, 1 / 2),
+        ("Привет,world", {"LATIN"}, 1 / 2),  # a change of script ends a word
+        ("हिन्दी and English", {"LATIN"}, 2 / 3),  # vowel signs and virama stay in the word
+        ("Tiếng Việt", {"LATIN"}, 1.0),  # NFKC composes; marks never split a word
         ("Ελλάδα", {"GREEK"}, 1.0),
         ("abc", set(), 0.0),
     ],

@@ -47,11 +47,13 @@ names the allowed values.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from hsearch.embedding.lexical import CJK_RANGES
 from hsearch.errors import InvalidFusionError
 
 __all__ = [
@@ -455,20 +457,52 @@ def _script(char: str) -> str:
     return unicodedata.name(char, "").split(" ", 1)[0]
 
 
+_UNSPACED = re.compile(f"[{CJK_RANGES}]")
+"""Letters of the scripts written without spaces between words, where each character is
+a unit of its own (the characters the lexical analyzer splits into bigrams)."""
+
+
+def _word_scripts(text: str) -> list[str]:
+    """The script of each word of ``text`` (after NFKC).
+
+    A word is a run of letters of one script (combining marks continue it); in Han, kana
+    and Hangul every character counts as a word, as BERT-style tokenizers split them.
+    """
+    scripts: list[str] = []
+    current: str | None = None  # the script of the word being read, if any
+    for char in unicodedata.normalize("NFKC", text):
+        if unicodedata.category(char).startswith("M"):
+            continue  # a combining mark belongs to the letter before it
+        if not char.isalpha():
+            current = None
+            continue
+        script = _script(char)
+        if _UNSPACED.match(char):
+            scripts.append(script)
+            current = None
+        elif script != current:
+            scripts.append(script)
+            current = script
+    return scripts
+
+
 def script_coverage(text: str, *, scripts: Collection[str]) -> float:
-    """Share of the letters of ``text`` (after NFKC) written in one of ``scripts``.
+    """Share of the words of ``text`` (after NFKC) written in one of ``scripts``.
 
     Scripts are named by the first word of the Unicode character name (``"LATIN"``,
     ``"CJK"``, ``"HIRAGANA"``, ``"KATAKANA"``, ``"HANGUL"``, ``"CYRILLIC"``, ``"GREEK"``,
-    ``"ARABIC"``, ``"DEVANAGARI"``, ``"THAI"``...), case-insensitive. Digits, spaces and
-    punctuation are not letters; a text without letters has coverage 1.0.
+    ``"ARABIC"``, ``"DEVANAGARI"``, ``"THAI"``...), case-insensitive. A word is a run of
+    letters in one script; in Han, kana and Hangul, which are written without spaces
+    between words, each character counts as one. Words, not letters, because a word is
+    what an encoder reads or misses: counted in letters, "RIAIは何の略？" would be half
+    Latin although only one of its five units is. A text without letters has coverage 1.0.
 
     Score distributions cannot tell an encoder that does not read the query's language
     from one that does (docs/fusion.md): the caller sets that leg's weight to 0 when the
     coverage is low (e.g. an English-only dense encoder on a mostly Japanese query).
     """
     wanted = {s.upper() for s in scripts}
-    letters = [c for c in unicodedata.normalize("NFKC", text) if c.isalpha()]
-    if not letters:
+    words = _word_scripts(text)
+    if not words:
         return 1.0
-    return sum(1 for c in letters if _script(c) in wanted) / len(letters)
+    return sum(1 for script in words if script in wanted) / len(words)
