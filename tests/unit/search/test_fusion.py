@@ -22,6 +22,7 @@ from hsearch.search.fusion import (
     adaptive_fusion,
     adaptive_leg_weights,
     fuse,
+    fuse_explained,
     leg_evidence,
     min_max_score_fusion,
     normalise_weights,
@@ -140,17 +141,52 @@ def test_min_max_survives_extreme_scores() -> None:
     assert as_tuples(fused) == [("a", 1.0), ("b", pytest.approx(0.5)), ("c", 0.0)]
 
 
-def test_adaptive_single_leg_is_softmax_of_zscores() -> None:
+def noise_scale(scores: list[float]) -> float:
+    """The noise model's scale, as documented: mean excess over the lowest candidate of
+    the candidates other than the best and the lowest."""
+    low, rest = min(scores), sorted(scores)[1:-1]
+    return sum(s - low for s in rest) / len(rest)
+
+
+def test_adaptive_single_leg_is_the_signal_posterior() -> None:
     scores = [3.0, 1.0, 0.0, -1.0]
     leg = [LegHit(f"d{i}", s) for i, s in enumerate(scores)]
     fused = adaptive_fusion({"only": leg}, weights={"only": 1})
-    mean = sum(scores) / len(scores)
-    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
-    exps = [math.exp((s - mean) / std) for s in scores]
+    sigma = noise_scale(scores)  # (2 + 1) / 2
+    exps = [math.exp(s / sigma) for s in scores]
     expected = [e / sum(exps) for e in exps]
     assert ids_of(fused) == ["d0", "d1", "d2", "d3"]
     assert [h.score for h in fused] == pytest.approx(expected)
     assert math.fsum(h.score for h in fused) == pytest.approx(1.0)
+
+
+def test_evidence_and_posterior_share_one_noise_scale() -> None:
+    # Evidence from the documented formula with the same sigma as the posterior.
+    scores = [9.0, 4.0, 3.5, 3.0, 2.0, 1.0, 0.5, 0.0]
+    sigma = noise_scale(scores)
+    confidence = (1 - math.exp(-(max(scores) - min(scores)) / sigma)) ** (len(scores) - 1)
+    assert leg_evidence(scores) == pytest.approx(max(0.0, 2 * confidence - 1))
+    fused = adaptive_fusion({"only": [LegHit(f"d{s}", s) for s in scores]}, weights={"only": 1})
+    top, second = fused[0].score, fused[1].score
+    assert top / second == pytest.approx(math.exp((9.0 - 4.0) / sigma))
+
+
+def test_a_flat_leg_spreads_its_mass_a_peaked_leg_concentrates_it() -> None:
+    # A plateau (cosine-like, light-tailed): the best is no further above the rest
+    # than the rest are above the lowest.
+    flat = [LegHit(f"f{i}", 0.60 - 0.001 * i) for i in range(19)] + [LegHit("low", 0.3)]
+    peaked = [LegHit("p0", 12.0)] + [LegHit(f"p{i}", 3.0 - 0.1 * i) for i in range(1, 20)]
+    top_flat = adaptive_fusion({"x": flat}, weights={"x": 1})[0].score
+    top_peaked = adaptive_fusion({"x": peaked}, weights={"x": 1})[0].score
+    assert top_flat < 0.1 < 0.9 < top_peaked
+
+
+def test_a_lone_standout_above_a_flat_list_takes_all_the_mass() -> None:
+    leg = [LegHit("best", 5.0)] + [LegHit(f"d{i}", 1.0) for i in range(5)]
+    fused = adaptive_fusion({"x": leg}, weights={"x": 1})
+    assert fused[0].id == "best"
+    assert fused[0].score == 1.0
+    assert leg_evidence([h.score for h in leg]) == 1.0
 
 
 def test_adaptive_follows_the_leg_with_a_standout_match() -> None:
@@ -248,6 +284,18 @@ def test_degraded_leg_empty_or_missing() -> None:
         assert run(method, full, {"dense": 0.7, "sparse": 0.3}) == run(
             method, {"dense": ranked("a", "b")}, {"dense": 0.7}
         )
+
+
+def test_fuse_explained_reports_the_weights_each_leg_carried() -> None:
+    legs = {"dense": ranked("a", "b", "c"), "sparse": ranked("c", "d"), "idle": []}
+    weights = {"dense": 3.0, "sparse": 1.0, "idle": 5.0}
+    for method in (FusionMethod.RRF, FusionMethod.SCORE):
+        hits, applied = fuse_explained(legs, method=method, weights=weights)
+        assert hits == fuse(legs, method=method, weights=weights)
+        assert applied == {"dense": 0.75, "sparse": 0.25}  # active legs, normalised
+    hits, applied = fuse_explained(legs, method="adaptive", weights=weights)
+    assert hits == adaptive_fusion(legs, weights=weights)
+    assert applied == adaptive_leg_weights(legs, weights=weights)
 
 
 def test_fuse_dispatches_and_accepts_values() -> None:

@@ -13,9 +13,10 @@ Methods (:class:`FusionMethod`)
     Weighted min-max score fusion: each leg's scores are mapped to ``[0, 1]`` over its
     candidates, ``score(d) = sum_leg w_leg * (s - min) / (max - min)``.
 ``adaptive`` (the default, :data:`DEFAULT_METHOD`)
-    Evidence-weighted mixture of per-leg softmax distributions. Each leg's candidate
-    scores are standardised (z-scores over the leg's own candidates, as DBSF does) and
-    turned into a distribution ``p_leg = softmax(z)``; the fused score is the mixture
+    Evidence-weighted mixture of per-leg distributions, both read from one noise model
+    of the leg's own candidate scores (exponential above the lowest candidate, scale
+    ``sigma`` estimated from the list). Each leg gives ``p_leg = softmax(s / sigma)``,
+    the posterior of which candidate is its signal; the fused score is the mixture
     ``score(d) = sum_leg pi_leg * p_leg(d)``, where the per-query leg weights ``pi`` move
     from the configured weights towards the legs whose best candidate stands out from
     their own candidate list (see :func:`leg_evidence` and :func:`adaptive_leg_weights`).
@@ -67,6 +68,7 @@ __all__ = [
     "adaptive_fusion",
     "adaptive_leg_weights",
     "fuse",
+    "fuse_explained",
     "leg_evidence",
     "min_max_score_fusion",
     "normalise_weights",
@@ -87,7 +89,7 @@ class FusionMethod(StrEnum):
     SCORE = "score"
     """Weighted min-max normalised score fusion."""
     ADAPTIVE = "adaptive"
-    """Evidence-weighted mixture of per-leg softmax(z-score) distributions (default)."""
+    """Evidence-weighted mixture of per-leg signal posteriors (default)."""
 
 
 DEFAULT_METHOD = FusionMethod.ADAPTIVE
@@ -257,8 +259,10 @@ def reciprocal_rank_fusion(
     advantage of the very first ranks. Scores are ignored, only ranks count; one leg
     alone keeps its order.
     """
-    k = _check_k(k)
-    active = _prepare(legs, weights)
+    return _rrf(_prepare(legs, weights), _check_k(k))
+
+
+def _rrf(active: Sequence[_Leg], k: int) -> list[FusedHit]:
     return _combine(active, lambda leg: [1.0 / (k + r) for r in range(1, len(leg.ids) + 1)])
 
 
@@ -297,26 +301,50 @@ def min_max_score_fusion(
 def _scaled(scores: Sequence[float]) -> list[float]:
     """Scores divided by their largest magnitude: keeps later arithmetic finite.
 
-    Both the z-scores and :func:`leg_evidence` are invariant to a positive scale factor.
+    The noise scale, the posteriors and :func:`leg_evidence` are invariant to a positive
+    scale factor.
     """
     scale = max(abs(s) for s in scores)
     return [s / scale for s in scores] if scale > 0 else [0.0] * len(scores)
 
 
-def _softmax_of_zscores(scores: Sequence[float]) -> list[float]:
-    """``softmax(z)`` with ``z = (s - mean) / std`` over the leg's own candidates.
+def _noise_scale(values: Sequence[float]) -> float:
+    """The scale ``sigma`` of the exponential noise model over a leg's (scaled) scores.
 
-    The mean cancels in the softmax; a leg whose scores all tie gives a uniform
-    distribution.
+    The mean excess over the lowest candidate of the candidates other than the best and
+    the lowest (the best may be the signal; the lowest is the reference); with fewer
+    than 3 candidates, the mean excess of all of them. 0 when nothing but (at most) the
+    best rises above the lowest.
+    """
+    n = len(values)
+    low = min(values)
+    excess = math.fsum(v - low for v in values)
+    if n < 3:
+        return excess / max(n - 1, 1)
+    return max(0.0, (excess - (max(values) - low)) / (n - 2))
+
+
+def _signal_posterior(scores: Sequence[float]) -> list[float]:
+    """Which of a leg's candidates is its signal: ``softmax((s - s_max) / sigma)``.
+
+    Under the noise model of :func:`leg_evidence` (candidate scores exponential with
+    scale ``sigma`` above the lowest one) and one signal candidate with a flat score
+    density, the likelihood that candidate ``i`` is the signal is proportional to
+    ``exp(s_i / sigma)``; with a uniform prior over the candidates that is the
+    posterior. The same ``sigma`` as the evidence, so one model explains both. A leg
+    whose scores all tie gives a uniform distribution; one whose only rise above a flat
+    list is its best gives that best (and its ties) all the mass.
     """
     values = _scaled(scores)
     n = len(values)
-    mean = math.fsum(values) / n
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
-    if std == 0:
-        return [1.0 / n] * n
     top = max(values)
-    exps = [math.exp((v - top) / std) for v in values]
+    if top == min(values):
+        return [1.0 / n] * n
+    sigma = _noise_scale(values)
+    if sigma == 0:
+        best = [1.0 if v == top else 0.0 for v in values]
+        return [b / math.fsum(best) for b in best]
+    exps = [math.exp((v - top) / sigma) for v in values]
     total = math.fsum(exps)
     return [e / total for e in exps]
 
@@ -348,15 +376,13 @@ def leg_evidence(scores: Sequence[float]) -> float:
     if n < 3:
         return 0.0
     values = _scaled(scores)
-    low, high = min(values), max(values)
-    spread = high - low
+    spread = max(values) - min(values)
     if spread <= 0:
         return 0.0
-    # Mean excess of the n - 2 candidates other than one best and one lowest.
-    rest = max(0.0, (math.fsum(v - low for v in values) - spread) / (n - 2))
-    if rest == 0:
+    sigma = _noise_scale(values)
+    if sigma == 0:
         return 1.0  # the best stands alone above a flat list
-    confidence = (-math.expm1(-spread / rest)) ** (n - 1)
+    confidence = (-math.expm1(-spread / sigma)) ** (n - 1)
     return max(0.0, 2.0 * confidence - 1.0)
 
 
@@ -396,29 +422,33 @@ def adaptive_fusion(
     *,
     weights: Mapping[str, float],
 ) -> list[FusedHit]:
-    """Evidence-weighted mixture of per-leg softmax(z-score) distributions (the default).
+    """Evidence-weighted mixture of per-leg signal posteriors (the default).
 
-    For each active leg, ``p_leg = softmax(z)`` with ``z`` the leg's scores standardised
-    over its own candidates (mean 0, std 1: the distribution-based normalisation of DBSF,
-    read as logits). ``p_leg(d)`` is 0 when the leg does not hold ``d``. The fused score
-    is the mixture::
+    For each active leg, ``p_leg = softmax((s - s_max) / sigma)`` with ``sigma`` the
+    scale of the leg's exponential noise model (:func:`_signal_posterior`): the posterior
+    of which candidate is the leg's signal, under the model :func:`leg_evidence` tests.
+    ``p_leg(d)`` is 0 when the leg does not hold ``d``. The fused score is the mixture::
 
         score(d) = sum_leg pi_leg * p_leg(d)
 
     with ``pi`` from :func:`adaptive_leg_weights`. Fused scores are in ``[0, 1]`` and sum
     to 1 over the returned hits. A peaked leg (one candidate far above the rest)
-    concentrates its mass and also gains weight; a flat leg spreads its mass thin. The
+    concentrates its mass and also gains weight; a flat one (a plateau, as cosine
+    scores often are) spreads its mass thin and barely reorders the other legs. The
     result depends on scores only (not on the legs' rank order), is invariant to a
     positive affine change of any leg's scores, and one leg alone is ordered by score.
     ``weights`` act as the prior used when no leg has evidence; see ``docs/fusion.md``
     for the measured defaults and for a leg whose encoder cannot read the query (use
     :func:`script_coverage` to set its weight to 0).
     """
-    active = _prepare(legs, weights)
+    return _adaptive(_prepare(legs, weights))[0]
+
+
+def _adaptive(active: Sequence[_Leg]) -> tuple[list[FusedHit], dict[str, float]]:
     pi = _adaptive_weights(active)
-    distributions = {leg.name: _softmax_of_zscores(leg.scores) for leg in active}
+    distributions = {leg.name: _signal_posterior(leg.scores) for leg in active}
     mixed = [_Leg(leg.name, pi[leg.name], leg.ids, leg.scores) for leg in active]
-    return _combine(mixed, lambda leg: distributions[leg.name])
+    return _combine(mixed, lambda leg: distributions[leg.name]), pi
 
 
 # -- dispatcher -------------------------------------------------------------------------
@@ -435,6 +465,22 @@ def fuse(
 
     ``k`` is validated for every method (1..1000) and used by ``rrf`` only.
     """
+    return fuse_explained(legs, method=method, weights=weights, k=k)[0]
+
+
+def fuse_explained(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    method: FusionMethod | str = DEFAULT_METHOD,
+    weights: Mapping[str, float],
+    k: int = DEFAULT_RRF_K,
+) -> tuple[list[FusedHit], dict[str, float]]:
+    """:func:`fuse`, and the weight each active leg carried for this query.
+
+    The weights sum to 1 over the active legs: ``weights`` normalised for ``rrf`` and
+    ``score``, the per-query mixture weights of :func:`adaptive_leg_weights` for
+    ``adaptive``. A ranking explanation shows them next to the configured weights.
+    """
     try:
         chosen = FusionMethod(method)
     except ValueError:
@@ -442,11 +488,13 @@ def fuse(
         msg = f"method: must be one of {allowed} (got {method!r})"
         raise InvalidFusionError(msg) from None
     k = _check_k(k)
+    if chosen is FusionMethod.ADAPTIVE:
+        return _adaptive(_prepare(legs, weights))
+    active = _prepare(legs, weights)
+    applied = {leg.name: leg.weight for leg in active}
     if chosen is FusionMethod.RRF:
-        return reciprocal_rank_fusion(legs, weights=weights, k=k)
-    if chosen is FusionMethod.SCORE:
-        return min_max_score_fusion(legs, weights=weights)
-    return adaptive_fusion(legs, weights=weights)
+        return _rrf(active, k), applied
+    return _combine(active, lambda leg: _min_max(leg.scores)), applied
 
 
 # -- query language coverage ------------------------------------------------------------
