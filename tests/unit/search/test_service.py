@@ -3,6 +3,8 @@ validation, fusion weights, the language check, grouping and reranking."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -76,6 +78,14 @@ async def test_default_is_adaptive_with_its_prior(sessions: sessionmaker[Session
     assert result.hits[0].external_id == "rivers"
     rrf = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea", fusion="rrf"))
     assert rrf.weights == {"dense": 0.7, "sparse": 0.3}
+    assert rrf.applied_weights == pytest.approx({"dense": 0.7, "sparse": 0.3})
+    # Adaptive reports its per-query mixture weights: a share per leg, summing to 1.
+    assert set(result.applied_weights) == {"dense", "sparse"}
+    assert math.fsum(result.applied_weights.values()) == pytest.approx(1.0)
+    semantic = await service.search(
+        SearchQuery(tenant_id=TENANT, query="rivers sea", mode=SearchMode.SEMANTIC)
+    )
+    assert semantic.applied_weights == {"dense": 1.0}
 
 
 async def test_dense_leg_is_ignored_for_queries_its_encoder_cannot_read(

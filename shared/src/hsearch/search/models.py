@@ -98,4 +98,10 @@ class SearchResult:
     took_ms: float
     rerank_ms: float | None = None
     weights: dict[str, float] = field(default_factory=dict)
+    """Per leg that answered: the weight the query was fused with (configured or
+    requested, after the script-coverage rule)."""
+    applied_weights: dict[str, float] = field(default_factory=dict)
+    """Per active leg: the weight it carried in this query's fusion (sum 1); for
+    ``adaptive`` the per-query mixture weights, moved from ``weights`` towards the legs
+    whose best candidate stands out."""
     facets: tuple[FacetResult, ...] = ()

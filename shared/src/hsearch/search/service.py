@@ -25,7 +25,13 @@ from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
 from hsearch.search.facets import compute_facets, validate_facet_requests
 from hsearch.search.filters import parse_filter
-from hsearch.search.fusion import FusedHit, FusionMethod, LegHit, fuse, script_coverage
+from hsearch.search.fusion import (
+    FusedHit,
+    FusionMethod,
+    LegHit,
+    fuse_explained,
+    script_coverage,
+)
 from hsearch.search.highlight import make_snippet
 from hsearch.search.models import (
     MODE_LEGS,
@@ -87,7 +93,7 @@ class SearchService:
         for hits in answered.values():
             for h in hits:
                 fields.setdefault(h.chunk_id, h.fields)
-        fused, weights = self._fuse(query.query, answered, params)
+        fused, weights, applied = self._fuse(query.query, answered, params)
         if query.min_score is not None:
             fused = [f for f in fused if f.score >= query.min_score]
         units = (
@@ -138,6 +144,7 @@ class SearchService:
             took_ms=(time.perf_counter() - started) * 1000,
             rerank_ms=rerank_ms,
             weights=weights,
+            applied_weights=applied,
         )
         logger.info(
             "search.done tenant=%s mode=%s hits=%d degraded=%s took_ms=%.1f",
@@ -178,8 +185,9 @@ class SearchService:
 
     def _fuse(
         self, query: str, answered: Mapping[Leg, list[StoredHit]], params: _Params
-    ) -> tuple[list[FusedHit], dict[str, float]]:
-        """Fuse the legs that answered; returns the hits and the weights used."""
+    ) -> tuple[list[FusedHit], dict[str, float], dict[str, float]]:
+        """Fuse the legs that answered; returns the hits, the weights the query was
+        fused with (:func:`query_weights`) and those each leg carried in the end."""
         leg_hits = {
             leg.value: [LegHit(h.chunk_id, h.score) for h in hits] for leg, hits in answered.items()
         }
@@ -190,7 +198,10 @@ class SearchService:
             dense_scripts=self._embedder.info.dense_scripts,
             min_dense_script_coverage=self._settings.min_dense_script_coverage,
         )
-        return fuse(leg_hits, method=params.method, weights=weights, k=params.rrf_k), weights
+        fused, applied = fuse_explained(
+            leg_hits, method=params.method, weights=weights, k=params.rrf_k
+        )
+        return fused, weights, applied
 
     async def _rerank(
         self,

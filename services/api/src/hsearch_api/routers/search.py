@@ -70,6 +70,7 @@ def search_response(result: SearchResult) -> SearchResponse:
         took_ms=result.took_ms,
         rerank_ms=result.rerank_ms,
         weights=result.weights,
+        applied_weights=result.applied_weights,
         facets=[
             FacetRead(
                 field=f.field,

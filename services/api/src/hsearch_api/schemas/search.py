@@ -94,6 +94,14 @@ class SearchResponse(BaseModel):
     legs: list[LegRead]
     took_ms: float
     rerank_ms: float | None
-    weights: dict[str, float] = Field(description="Leg weights the fusion used.")
+    weights: dict[str, float] = Field(
+        description="Per leg that answered: the weight the query was fused with "
+        "(configured or requested; 0 for a dense encoder that cannot read the query)."
+    )
+    applied_weights: dict[str, float] = Field(
+        description="Per active leg: its share of this query's fusion (sums to 1). "
+        "For adaptive fusion, moved from `weights` towards the legs whose best "
+        "candidate stands out (docs/fusion.md)."
+    )
     hits: list[HitRead]
     facets: list[FacetRead]
