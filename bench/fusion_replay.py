@@ -156,15 +156,16 @@ def render(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
         margin = m["hybrid"] - m[best] if best in m else float("nan")
         print(
             f"{r['dataset']:<24}{r['queries']:>8}{m['semantic']:>10.4f}{m['keyword']:>10.4f}"
-            f"{m['hybrid']:>10.4f}{margin:>+10.4f}  {'yes' if ok else 'NO'} ({best})",
+            f"{m['hybrid']:>10.4f}{margin:>+10.5f}  {'yes' if ok else 'NO'} ({best})",
             file=out,
         )
-        for prefix, group in (r.get("by_prefix") or {}).items():
+        groups = r.get("by_prefix") or {}
+        for prefix, group in groups.items() if len(groups) > 1 else ():
             g = {mode: group["modes"][mode]["ndcg@10"] for mode in LEGS_OF_MODE}
             best_leg = max(g["semantic"], g["keyword"])
             print(
                 f"  {prefix or '-':<22}{group['queries']:>8}{g['semantic']:>10.4f}"
-                f"{g['keyword']:>10.4f}{g['hybrid']:>10.4f}{g['hybrid'] - best_leg:>+10.4f}",
+                f"{g['keyword']:>10.4f}{g['hybrid']:>10.4f}{g['hybrid'] - best_leg:>+10.5f}",
                 file=out,
             )
 

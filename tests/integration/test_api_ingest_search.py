@@ -50,6 +50,8 @@ DOCS = [
     },
 ]
 
+MODE_LEG = {"semantic": "dense", "keyword": "sparse"}
+
 
 def exact_query(doc: dict[str, str]) -> str:
     # The worker embeds "title\ntext": the same string gives the same dense vector.
@@ -90,6 +92,11 @@ async def test_ingest_then_find_every_document_in_every_mode(
                 assert exp["sparse_rank"] is not None
             if mode == "hybrid":
                 assert exp["dense_rank"] is not None or exp["sparse_rank"] is not None
+                # The per-query shares the legs carried (adaptive: moved from the prior).
+                assert set(body["applied_weights"]) == {"dense", "sparse"}
+                assert sum(body["applied_weights"].values()) == pytest.approx(1.0)
+            else:
+                assert body["applied_weights"] == {MODE_LEG[mode]: 1.0}
 
 
 async def test_reingest_is_idempotent_and_changes_replace_chunks(
