@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
@@ -720,7 +721,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="search right after ingesting, without sealing Milvus' growing segments first",
     )  # fmt: skip
     parser.add_argument(
-        "--save-legs", type=argparse.FileType("a", encoding="utf-8"), metavar="JSONL",
+        "--save-legs", type=Path, metavar="JSONL",
         help="append each query's dense and sparse candidate lists (from the semantic and "
         "keyword modes) to JSONL, for python -m bench.fusion_replay",
     )  # fmt: skip
@@ -791,16 +792,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep=args.keep,
         flush=args.flush,
         fusion=args.fusion,
-        save_legs=args.save_legs,
     )
     try:
-        for path in paths:
-            result = evaluate_dataset(path, options)
-            progress(f"{result['dataset']}: done in {result['total_seconds']} s")
-            if args.json:
-                print(json.dumps(result, ensure_ascii=False), flush=True)
-            else:
-                render_text(result, sys.stdout)
+        with contextlib.ExitStack() as stack:
+            if args.save_legs is not None:
+                options.save_legs = stack.enter_context(args.save_legs.open("a", encoding="utf-8"))
+            for path in paths:
+                result = evaluate_dataset(path, options)
+                progress(f"{result['dataset']}: done in {result['total_seconds']} s")
+                if args.json:
+                    print(json.dumps(result, ensure_ascii=False), flush=True)
+                else:
+                    render_text(result, sys.stdout)
     except KeyboardInterrupt:
         progress("interrupted")
         return 130

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from bench.relevance import (
+    _parse_args,
     hybrid_check,
     load_dataset,
     read_results,
@@ -99,3 +100,16 @@ def test_render_markdown_from_json_lines(tmp_path: Path) -> None:
     assert "| good | keyword 0.700 | 0.750 | +0.0500 | ✓ | ✓ |" in text
     assert "| bad | keyword 0.700 | 0.600 | -0.1000 | ✗ | ✗ |" in text
     assert "| good | 5 | - | - | 10 x 3 | - | - |" in text
+
+
+def test_save_legs_needs_both_single_leg_modes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    legs = str(tmp_path / "legs.jsonl")
+    with pytest.raises(SystemExit) as exit_info:
+        _parse_args(["--all", "--modes", "hybrid,semantic", "--save-legs", legs])
+    assert exit_info.value.code == 2
+    assert "--save-legs needs the semantic and keyword modes" in capsys.readouterr().err
+    args = _parse_args(["--all", "--modes", "semantic,keyword", "--save-legs", legs])
+    assert args.modes == ("semantic", "keyword")
+    assert args.save_legs == tmp_path / "legs.jsonl"
