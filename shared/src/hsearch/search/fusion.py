@@ -333,7 +333,7 @@ def _signal_posterior(scores: Sequence[float]) -> list[float]:
     ``exp(s_i / sigma)``; with a uniform prior over the candidates that is the
     posterior. The same ``sigma`` as the evidence, so one model explains both. A leg
     whose scores all tie gives a uniform distribution; one whose only rise above a flat
-    list is its best gives that best (and its ties) all the mass.
+    list is its best gives that best all the mass.
     """
     values = _scaled(scores)
     n = len(values)
@@ -341,9 +341,8 @@ def _signal_posterior(scores: Sequence[float]) -> list[float]:
     if top == min(values):
         return [1.0 / n] * n
     sigma = _noise_scale(values)
-    if sigma == 0:
-        best = [1.0 if v == top else 0.0 for v in values]
-        return [b / math.fsum(best) for b in best]
+    if sigma == 0:  # one candidate above a flat list (two at the top would give sigma > 0)
+        return [1.0 if v == top else 0.0 for v in values]
     exps = [math.exp((v - top) / sigma) for v in values]
     total = math.fsum(exps)
     return [e / total for e in exps]
@@ -488,9 +487,9 @@ def fuse_explained(
         msg = f"method: must be one of {allowed} (got {method!r})"
         raise InvalidFusionError(msg) from None
     k = _check_k(k)
-    if chosen is FusionMethod.ADAPTIVE:
-        return _adaptive(_prepare(legs, weights))
     active = _prepare(legs, weights)
+    if chosen is FusionMethod.ADAPTIVE:
+        return _adaptive(active)
     applied = {leg.name: leg.weight for leg in active}
     if chosen is FusionMethod.RRF:
         return _rrf(active, k), applied
