@@ -107,7 +107,7 @@ class SearchSettings(BaseModel):
         default=0.5,
         ge=0.0,
         le=1.0,
-        description="Below this share of query letters in the scripts the dense encoder "
+        description="Below this share of query words in the scripts the dense encoder "
         "reads, the dense leg gets weight 0 (when the sparse leg answered).",
     )
     leg_timeout_s: float = Field(default=2.0, gt=0, le=30)

@@ -370,7 +370,7 @@ def query_weights(
     * a degraded leg is absent from ``legs`` and drops out of the weights; the legs that
       answered keep their configured weights;
     * coverage: when the dense encoder declares the scripts it reads and fewer than
-      ``min_dense_script_coverage`` of the query's letters are in them, the dense leg
+      ``min_dense_script_coverage`` of the query's words are in them, the dense leg
       gets weight 0 (its ranking is noise), provided the sparse leg found something;
     * fallback: when no leg that answered keeps a positive weight, they all get 1, so a
       query never comes back empty because of a weight.
