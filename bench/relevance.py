@@ -635,7 +635,7 @@ def render_markdown(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
         print(
             f"| {r['dataset']} | {best} {_fmt(r['modes'][best]['ndcg@10'])} | "
             f"{_fmt(r['modes']['hybrid']['ndcg@10'])} | "
-            f"{r['modes']['hybrid']['ndcg@10'] - r['modes'][best]['ndcg@10']:+.4f} | "
+            f"{r['modes']['hybrid']['ndcg@10'] - r['modes'][best]['ndcg@10']:+.5f} | "
             f"{'✓' if ok else '✗'} | "
             f"{'✓' if recall_ok else '✗'} |",
             file=out,

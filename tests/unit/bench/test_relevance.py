@@ -97,8 +97,8 @@ def test_render_markdown_from_json_lines(tmp_path: Path) -> None:
     render_markdown(read_results(str(lines)), out)
     text = out.getvalue()
     assert "| good | 10 | 5 | hybrid | 0.750 | 0.750 | 0.750 | 3.0 |" in text
-    assert "| good | keyword 0.700 | 0.750 | +0.0500 | ✓ | ✓ |" in text
-    assert "| bad | keyword 0.700 | 0.600 | -0.1000 | ✗ | ✗ |" in text
+    assert "| good | keyword 0.700 | 0.750 | +0.05000 | ✓ | ✓ |" in text
+    assert "| bad | keyword 0.700 | 0.600 | -0.10000 | ✗ | ✗ |" in text
     assert "| good | 5 | - | - | 10 x 3 | - | - |" in text
 
 
