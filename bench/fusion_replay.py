@@ -32,9 +32,10 @@ from bench.metrics import evaluate_ranking, mean_metrics
 from bench.relevance import TOP_K, hybrid_check
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, fuse
+from hsearch.search.models import MODE_LEGS
 from hsearch.search.service import query_weights
 
-LEGS_OF_MODE = {"semantic": ("dense",), "keyword": ("sparse",), "hybrid": ("dense", "sparse")}
+LEGS_OF_MODE = {mode.value: tuple(leg.value for leg in legs) for mode, legs in MODE_LEGS.items()}
 
 
 @dataclass(frozen=True)

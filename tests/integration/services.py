@@ -108,7 +108,7 @@ class ManagedProcess(Child):
 
     def __init__(self, argv: list[str], *, env: Mapping[str, str], log: Path) -> None:
         super().__init__(log.stem, argv, env, log)
-        self.log: Path = log
+        self.log = log
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")

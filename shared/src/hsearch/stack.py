@@ -50,7 +50,6 @@ class Child:
         self, name: str, argv: list[str], env: Mapping[str, str], log: Path | None
     ) -> None:
         self.name = name
-        self.log = log
         self._out: Any = open(log, "ab") if log else None  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(  # noqa: S603 - argv is built here, not from user input
             argv,
