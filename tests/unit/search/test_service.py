@@ -198,7 +198,7 @@ def test_query_weights_apply_coverage_and_fall_back() -> None:
     # ...unless the sparse leg found nothing, or the encoder reads every script.
     assert weights("RIAIは何の略？", {**legs, "sparse": []}) == prior
     assert weights("RIAIは何の略？", legs, dense_scripts=None) == prior
-    # A degraded leg drops out; if no weighted leg is left, the rest share equally.
+    # A degraded leg drops out; if it was the only weighted one, the rest share equally.
     assert weights("rivers", {"dense": legs["dense"]}) == {"dense": 0.95}
-    only_sparse = {"dense": 0.0, "sparse": 0.0}
-    assert weights("rivers", legs, configured=only_sparse) == {"dense": 1.0, "sparse": 1.0}
+    sparse_only = {"dense": 0.0, "sparse": 1.0}
+    assert weights("rivers", {"dense": legs["dense"]}, configured=sparse_only) == {"dense": 1.0}
