@@ -24,12 +24,12 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench.metrics import evaluate_ranking, mean_metrics
-from bench.relevance import TOP_K, hybrid_check
+from bench.metrics import evaluate_ranking
+from bench.relevance import TOP_K, ModeRun, hybrid_check, summarise
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, fuse
 from hsearch.search.models import MODE_LEGS
@@ -57,7 +57,6 @@ class Replay:
     settings: SearchSettings
     fusion: str | None = None
     weights: dict[str, float] | None = None
-    per_query: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
     def rank(self, q: QueryLegs, mode: str) -> list[str]:
         """Corpus ids of the first TOP_K hits ``mode`` returns for ``q``."""
@@ -118,27 +117,18 @@ def evaluate(
             mode: [evaluate_ranking(replay.rank(q, mode), q.qrels) for q in items]
             for mode in LEGS_OF_MODE
         }
+        modes, groups = summarise(
+            {mode: ModeRun(per_query=rows) for mode, rows in per_mode.items()},
+            [q.query_id for q in items],
+        )
         result: dict[str, Any] = {
             "dataset": name,
             "queries": len(items),
             "fusion": replay.fusion or replay.settings.fusion,
-            "modes": {mode: mean_metrics(rows) for mode, rows in per_mode.items()},
+            "modes": modes,
         }
         if by_prefix:
-            groups: dict[str, list[int]] = {}
-            for i, q in enumerate(items):
-                prefix = q.query_id.split(":", 1)[0] if ":" in q.query_id else ""
-                groups.setdefault(prefix, []).append(i)
-            result["by_prefix"] = {
-                prefix: {
-                    "queries": len(idx),
-                    "modes": {
-                        mode: mean_metrics([rows[i] for i in idx])
-                        for mode, rows in per_mode.items()
-                    },
-                }
-                for prefix, idx in sorted(groups.items())
-            }
+            result["by_prefix"] = groups
         results.append(result)
     return results
 

@@ -436,9 +436,10 @@ async def run_queries(
     return runs
 
 
-def _summarise(
+def summarise(
     runs: Mapping[str, ModeRun], query_ids: Sequence[str]
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+    """Mean metrics per mode, and per query-id prefix (the part before ':')."""
     modes = {mode: mean_metrics(run.per_query) for mode, run in runs.items()}
     groups: dict[str, list[int]] = {}
     for i, qid in enumerate(query_ids):
@@ -512,7 +513,7 @@ def evaluate_dataset(path: Path, options: Options) -> dict[str, Any]:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    modes, by_prefix = _summarise(runs, query_ids)
+    modes, by_prefix = summarise(runs, query_ids)
     methods = sorted(set().union(*(run.methods for run in runs.values())))
     hybrid = runs.get("hybrid")
     result: dict[str, Any] = {
