@@ -68,9 +68,7 @@ class Replay:
         if not legs:
             return []
         method = self.fusion or self.settings.fusion
-        configured = self.weights or (
-            self.settings.adaptive_weights if method == "adaptive" else self.settings.rrf_weights
-        )
+        configured = self.weights or self.settings.default_weights(method)
         weights = query_weights(
             q.query,
             legs,

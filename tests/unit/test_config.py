@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hsearch.config import EncoderKind, Settings
+from hsearch.config import EncoderKind, SearchSettings, Settings
 
 
 def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -21,6 +21,14 @@ def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert s.search.rrf_k == 60
     assert s.search.rrf_weights == {"dense": 0.7, "sparse": 0.3}
     assert s.search.adaptive_weights == {"dense": 0.95, "sparse": 0.05}
+
+
+def test_default_weights_follow_the_method() -> None:
+    s = SearchSettings(adaptive_weights={"dense": 0.9, "sparse": 0.1})
+    assert s.default_weights("adaptive") == {"dense": 0.9, "sparse": 0.1}
+    assert s.default_weights("rrf") == s.default_weights("score") == {"dense": 0.7, "sparse": 0.3}
+    s.default_weights("rrf")["dense"] = 0.0
+    assert s.rrf_weights["dense"] == 0.7, "callers get a copy"
 
 
 def test_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -117,6 +117,11 @@ class SearchSettings(BaseModel):
     max_candidates: int = Field(default=500, ge=1, le=16384)
     max_top_k: int = Field(default=100, ge=1, le=1000)
 
+    def default_weights(self, method: str) -> dict[str, float]:
+        """The configured leg weights of fusion ``method`` (a copy): the prior for
+        ``adaptive``, ``rrf_weights`` for ``rrf`` and ``score``."""
+        return dict(self.adaptive_weights if method == "adaptive" else self.rrf_weights)
+
 
 class RerankSettings(BaseModel):
     model_path: Path | None = Field(

@@ -320,10 +320,7 @@ class SearchService:
         except ValueError:
             allowed = ", ".join(m.value for m in FusionMethod)
             raise InvalidRequestError(f"fusion: must be one of {allowed}") from None
-        if query.weights:
-            weights = dict(query.weights)
-        else:
-            weights = dict(s.adaptive_weights if method is FusionMethod.ADAPTIVE else s.rrf_weights)
+        weights = dict(query.weights) if query.weights else s.default_weights(method.value)
         unknown = set(weights) - {leg.value for leg in Leg}
         if unknown:
             raise InvalidRequestError(
