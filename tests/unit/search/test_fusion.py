@@ -25,9 +25,11 @@ from hsearch.search.fusion import (
     fuse_explained,
     leg_evidence,
     min_max_score_fusion,
+    noise_confidence,
     normalise_weights,
     reciprocal_rank_fusion,
     script_coverage,
+    signal_posterior,
 )
 
 Legs = dict[str, list[LegHit]]
@@ -165,7 +167,10 @@ def test_evidence_and_posterior_share_one_noise_scale() -> None:
     scores = [9.0, 4.0, 3.5, 3.0, 2.0, 1.0, 0.5, 0.0]
     sigma = noise_scale(scores)
     confidence = (1 - math.exp(-(max(scores) - min(scores)) / sigma)) ** (len(scores) - 1)
+    assert noise_confidence(scores) == pytest.approx(confidence)
     assert leg_evidence(scores) == pytest.approx(max(0.0, 2 * confidence - 1))
+    posterior = signal_posterior(scores)
+    assert posterior[0] / posterior[1] == pytest.approx(math.exp((9.0 - 4.0) / sigma))
     fused = adaptive_fusion({"only": [LegHit(f"d{s}", s) for s in scores]}, weights={"only": 1})
     top, second = fused[0].score, fused[1].score
     assert top / second == pytest.approx(math.exp((9.0 - 4.0) / sigma))

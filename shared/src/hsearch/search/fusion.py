@@ -71,9 +71,11 @@ __all__ = [
     "fuse_explained",
     "leg_evidence",
     "min_max_score_fusion",
+    "noise_confidence",
     "normalise_weights",
     "reciprocal_rank_fusion",
     "script_coverage",
+    "signal_posterior",
 ]
 
 MIN_RRF_K = 1
@@ -324,17 +326,19 @@ def _noise_scale(values: Sequence[float]) -> float:
     return max(0.0, (excess - (max(values) - low)) / (n - 2))
 
 
-def _signal_posterior(scores: Sequence[float]) -> list[float]:
+def signal_posterior(scores: Sequence[float]) -> list[float]:
     """Which of a leg's candidates is its signal: ``softmax((s - s_max) / sigma)``.
 
-    Under the noise model of :func:`leg_evidence` (candidate scores exponential with
+    Under the noise model of :func:`noise_confidence` (candidate scores exponential with
     scale ``sigma`` above the lowest one) and one signal candidate with a flat score
     density, the likelihood that candidate ``i`` is the signal is proportional to
     ``exp(s_i / sigma)``; with a uniform prior over the candidates that is the
     posterior. The same ``sigma`` as the evidence, so one model explains both. A leg
     whose scores all tie gives a uniform distribution; one whose only rise above a flat
-    list is its best gives that best all the mass.
+    list is its best gives that best all the mass; no scores give an empty list.
     """
+    if not scores:
+        return []
     values = _scaled(scores)
     n = len(values)
     top = max(values)
@@ -348,28 +352,22 @@ def _signal_posterior(scores: Sequence[float]) -> list[float]:
     return [e / total for e in exps]
 
 
-def leg_evidence(scores: Sequence[float]) -> float:
-    """How clearly a leg's best candidate stands out from its candidate list, in ``[0, 1]``.
+def noise_confidence(scores: Sequence[float]) -> float:
+    """The confidence ``c`` in ``[0, 1]`` that a leg's best candidate is not noise.
 
     Noise model: the candidates are the top ``n`` of a population whose upper tail is
     exponential (the classic score-distribution model for non-relevant documents). Then
     the excesses over the lowest candidate, ``x_i = s_i - s_min``, behave like ``n - 1``
     independent exponentials; their scale ``sigma`` is estimated from the candidates
-    other than the best and the lowest. The confidence that the best candidate is *not*
-    noise is the probability that the largest of ``n - 1`` such draws stays below it::
+    other than the best and the lowest. ``c`` is the probability that the largest of
+    ``n - 1`` such draws stays below the best candidate's excess::
 
         c = (1 - exp(-x_max / sigma)) ** (n - 1)
 
-    Under the noise model ``c`` is uniform on ``[0, 1]`` (it is one minus a p-value), so
-    0.5 is chance level; the evidence is the confidence above chance, rescaled::
-
-        evidence = max(0, 2c - 1)
-
-    It uses the scores only (not their order), no constants, and is invariant to a
-    positive affine change of the scores, so legs on different scales compare. Fewer
-    than 3 candidates, or all scores equal, carry no evidence (0). It measures one
-    standout match: a query with many equally relevant documents gives little evidence
-    in every leg, and :func:`adaptive_leg_weights` then keeps the configured weights.
+    Under the noise model ``c`` is uniform on ``[0, 1]`` (one minus a p-value), so 0.5
+    is chance level. Invariant to a positive affine change of the scores. Fewer than 3
+    candidates, or all scores equal, give 0; a best candidate alone above an otherwise
+    flat list gives 1.
     """
     n = len(scores)
     if n < 3:
@@ -381,8 +379,23 @@ def leg_evidence(scores: Sequence[float]) -> float:
     sigma = _noise_scale(values)
     if sigma == 0:
         return 1.0  # the best stands alone above a flat list
-    confidence = (-math.expm1(-spread / sigma)) ** (n - 1)
-    return max(0.0, 2.0 * confidence - 1.0)
+    return (-math.expm1(-spread / sigma)) ** (n - 1)
+
+
+def leg_evidence(scores: Sequence[float]) -> float:
+    """How clearly a leg's best candidate stands out from its candidate list, in ``[0, 1]``.
+
+    The confidence above chance of :func:`noise_confidence`, rescaled::
+
+        evidence = max(0, 2c - 1)
+
+    It uses the scores only (not their order), no constants, and is invariant to a
+    positive affine change of the scores, so legs on different scales compare. Fewer
+    than 3 candidates, or all scores equal, carry no evidence (0). It measures one
+    standout match: a query with many equally relevant documents gives little evidence
+    in every leg, and :func:`adaptive_leg_weights` then keeps the configured weights.
+    """
+    return max(0.0, 2.0 * noise_confidence(scores) - 1.0)
 
 
 def _adaptive_weights(legs: Sequence[_Leg]) -> dict[str, float]:
@@ -424,7 +437,7 @@ def adaptive_fusion(
     """Evidence-weighted mixture of per-leg signal posteriors (the default).
 
     For each active leg, ``p_leg = softmax((s - s_max) / sigma)`` with ``sigma`` the
-    scale of the leg's exponential noise model (:func:`_signal_posterior`): the posterior
+    scale of the leg's exponential noise model (:func:`signal_posterior`): the posterior
     of which candidate is the leg's signal, under the model :func:`leg_evidence` tests.
     ``p_leg(d)`` is 0 when the leg does not hold ``d``. The fused score is the mixture::
 
@@ -445,7 +458,7 @@ def adaptive_fusion(
 
 def _adaptive(active: Sequence[_Leg]) -> tuple[list[FusedHit], dict[str, float]]:
     pi = _adaptive_weights(active)
-    distributions = {leg.name: _signal_posterior(leg.scores) for leg in active}
+    distributions = {leg.name: signal_posterior(leg.scores) for leg in active}
     mixed = [_Leg(leg.name, pi[leg.name], leg.ids, leg.scores) for leg in active]
     return _combine(mixed, lambda leg: distributions[leg.name]), pi
 
