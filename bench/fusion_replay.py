@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bench.metrics import evaluate_ranking
-from bench.relevance import TOP_K, ModeRun, hybrid_check, summarise
+from bench.relevance import TOP_K, ModeRun, hybrid_check, per_query_comparison, summarise
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, fuse
 from hsearch.search.models import MODE_LEGS
@@ -125,6 +125,11 @@ def evaluate(
             "fusion": replay.fusion or replay.settings.fusion,
             "modes": modes,
         }
+        check = hybrid_check(result)
+        if check is not None:
+            result["per_query_vs_best_leg"] = per_query_comparison(
+                per_mode["hybrid"], per_mode[check[0]]
+            )
         if by_prefix:
             result["by_prefix"] = groups
         results.append(result)
@@ -135,7 +140,7 @@ def render(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
     """nDCG@10 per mode, and hybrid's margin over the better single leg."""
     print(
         f"{'dataset':<24}{'queries':>8}{'semantic':>10}{'keyword':>10}{'hybrid':>10}"
-        f"{'margin':>10}  hybrid >= best leg",
+        f"{'margin':>10}  hybrid >= best leg; queries better/same/worse",
         file=out,
     )
     for r in results:
@@ -145,7 +150,8 @@ def render(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
         margin = m["hybrid"] - m[best] if best in m else float("nan")
         print(
             f"{r['dataset']:<24}{r['queries']:>8}{m['semantic']:>10.4f}{m['keyword']:>10.4f}"
-            f"{m['hybrid']:>10.4f}{margin:>+10.5f}  {'yes' if ok else 'NO'} ({best})",
+            f"{m['hybrid']:>10.4f}{margin:>+10.5f}  {'yes' if ok else 'NO'} ({best}); "
+            + "/".join(str(n) for n in r.get("per_query_vs_best_leg", {}).values()),
             file=out,
         )
         groups = r.get("by_prefix") or {}

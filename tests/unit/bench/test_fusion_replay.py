@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from bench.fusion_replay import Replay, evaluate, main, read_legs
-from bench.relevance import TOP_K, Dataset, leg_candidates, leg_record
+from bench.relevance import TOP_K, Dataset, leg_candidates, leg_record, per_query_comparison
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import SearchSettings
@@ -114,6 +114,9 @@ async def test_replay_scores_like_the_benchmark(
     assert set(result["modes"]) == {"semantic", "keyword", "hybrid"}
     # q4's only relevant id is in no leg: every mode scores 0 on it, so no mean reaches 1.
     assert all(0.0 <= m["ndcg@10"] < 1.0 for m in result["modes"].values())
+    counts = result["per_query_vs_best_leg"]
+    assert sum(counts.values()) == len(QUERIES)
+    assert counts["same"] >= 1, "q4 scores 0 in every mode"
 
     assert main([str(path), "--json", "--fusion", "score", "--by-prefix"]) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -132,3 +135,9 @@ def test_bad_weights_are_refused_naming_the_option(
         main([str(path), "--weights", "dense"])
     assert exit_info.value.code == 2
     assert "--weights" in capsys.readouterr().err
+
+
+def test_per_query_comparison_counts_each_query_once() -> None:
+    hybrid = [{"ndcg@10": v} for v in (0.5, 0.2, 1.0, 0.3 + 1e-15)]
+    best = [{"ndcg@10": v} for v in (0.4, 0.3, 1.0, 0.3)]
+    assert per_query_comparison(hybrid, best) == {"better": 1, "same": 2, "worse": 1}
