@@ -42,6 +42,16 @@ def test_long_sentence_is_cut_hard() -> None:
     assert sum(len(c) for c in chunks) - 10 * (len(chunks) - 1) == 250
 
 
+def test_a_long_sentence_is_cut_between_words() -> None:
+    text = "0" * 24 + " " + "1" * 26  # one 51-character sentence
+    assert chunk_text(text, max_chars=50) == ["0" * 24, "1" * 26]
+    words = " ".join(f"w{i:02d}" for i in range(30))  # 119 characters, no sentence end
+    chunks = chunk_text(words, max_chars=40, overlap_chars=8)
+    assert all(len(c) <= 40 for c in chunks)
+    assert all(c.split()[0] in words.split() and c.split()[-1] in words.split() for c in chunks)
+    assert chunks[1].startswith("w08 w09"), "the shared part starts at a word"
+
+
 def test_blank_text_has_no_chunks() -> None:
     assert chunk_text(" \n\n ", max_chars=100) == []
 

@@ -3,7 +3,8 @@
 Chunks are verbatim slices of the document (what a hit shows is what was written).
 Character-based on purpose for now: sentences end at ``.!?`` followed by white space,
 after the CJK full stops ``。！？`` (Japanese has no spaces) and at blank lines; a
-sentence longer than a chunk is cut hard. Token-aware chunking is a later step.
+sentence longer than a chunk is cut at white space (hard only inside a run without any,
+such as Japanese text). Token-aware chunking is a later step.
 """
 
 from __future__ import annotations
@@ -47,12 +48,8 @@ def chunk_text(text: str, *, max_chars: int, overlap_chars: int = 0) -> list[str
         msg = "overlap_chars must be in [0, max_chars)"
         raise ValueError(msg)
     pieces: list[tuple[int, int]] = []
-    for first, end in sentence_spans(text):
-        start = first
-        while end - start > max_chars:  # one sentence longer than a chunk: cut hard
-            pieces.append((start, start + max_chars))
-            start += max_chars - overlap_chars
-        pieces.append((start, end))
+    for start, end in sentence_spans(text):
+        pieces.extend(_split_long_sentence(text, start, end, max_chars, overlap_chars))
 
     chunks: list[str] = []
     group: list[tuple[int, int]] = []
@@ -64,6 +61,33 @@ def chunk_text(text: str, *, max_chars: int, overlap_chars: int = 0) -> list[str
     if group:
         chunks.append(text[group[0][0] : group[-1][1]])
     return chunks
+
+
+def _split_long_sentence(
+    text: str, start: int, end: int, max_chars: int, overlap_chars: int
+) -> list[tuple[int, int]]:
+    """One sentence as pieces of at most ``max_chars``, consecutive pieces sharing up to
+    ``overlap_chars``. A piece ends at the last white space that fits, so words stay
+    whole (and the shared part starts at a word); only a run without white space longer
+    than a chunk is cut hard."""
+    pieces: list[tuple[int, int]] = []
+    while end - start > max_chars:
+        limit = start + max_chars
+        cut = next((i for i in range(limit, start, -1) if text[i].isspace()), None)
+        stop = limit if cut is None else cut
+        trimmed = stop
+        while trimmed > start and text[trimmed - 1].isspace():
+            trimmed -= 1
+        pieces.append((start, trimmed))
+        following = max(stop - overlap_chars, start + 1)
+        if cut is not None:  # start the shared part at a word, not inside one
+            while following < stop and not text[following - 1].isspace():
+                following += 1
+        while following < end and text[following].isspace():
+            following += 1
+        start = following
+    pieces.append((start, end))
+    return pieces
 
 
 def _overlap_tail(
