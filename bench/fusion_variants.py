@@ -1,32 +1,38 @@
-"""Alternative per-query weight rules for adaptive fusion, replayed on recorded legs.
+"""Alternative designs of adaptive fusion, replayed on recorded legs.
 
-The research behind ``docs/fusion.md``'s "Weight rules that were measured" table: each
-rule below maps the configured prior ``w`` (normalised over the active legs) and each
-leg's :func:`~hsearch.search.fusion.noise_confidence` ``c`` (evidence ``e = max(0,
-2c - 1)``, ``E = max(e)``) to per-query leg weights ``pi``; the fused score is the
-product's mixture ``sum_leg pi_leg * signal_posterior_leg(d)``. ``default`` is the
-product's rule (:func:`hsearch.search.fusion.adaptive_leg_weights`) and reproduces
-``python -m bench.fusion_replay`` exactly; the others are not in the product.
+The research behind ``docs/fusion.md``'s "Designs that were measured" table. Every
+design reads each leg's scores through the same noise model (the product's
+:func:`~hsearch.search.fusion.noise_confidence` ``c``, evidence ``e = max(0, 2c - 1)``,
+``E = max(e)``, and :func:`~hsearch.search.fusion.signal_posterior` ``p``) and splits
+the fused mass between two regimes: a *standout* share read through ``p`` and a
+*plain* share (no standout) read either through ``p`` too ("posterior-only", the
+previous default) or through the legs' reciprocal ranks ``1 / (k + rank)`` normalised
+("ranks", the product). A weight rule decides the shares from the configured prior
+``w`` and ``c``. ``default`` is the product and reproduces ``python -m
+bench.fusion_replay`` exactly (a unit test checks it against ``fuse``); the others are
+not in the product.
 
 Usage (from the repository root)::
 
     python -m bench.relevance --all --modes semantic,keyword --save-legs legs.jsonl
-    python -m bench.fusion_variants legs.jsonl            # every rule
-    python -m bench.fusion_variants legs.jsonl --rule default --rule winner-take-all
+    python -m bench.fusion_variants legs.jsonl            # every design
+    python -m bench.fusion_variants legs.jsonl --design default --design posterior-only
 
-The coverage rule and the prior come from the configured settings
-(``HSEARCH_SEARCH__*``), as in the service. Prints, per rule, hybrid's nDCG@10 margin
-over the better single leg on every dataset and, for datasets whose query ids carry a
-prefix (``en:``, ``de:``...), the prefixes where hybrid is below the better leg.
+The coverage rule, the prior and ``k`` come from the configured settings
+(``HSEARCH_SEARCH__*``), as in the service. Prints, per design, hybrid's nDCG@10
+margin over the better single leg on every dataset and, for datasets whose query ids
+carry a prefix (``en:``, ``de:``...), the prefixes where hybrid is below the better leg.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import itertools
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.fusion_replay import QueryLegs, read_legs
@@ -36,103 +42,115 @@ from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, noise_confidence, signal_posterior
 from hsearch.search.service import query_weights
 
-WeightRule = Callable[[Mapping[str, float], Mapping[str, float]], dict[str, float]]
-"""(prior normalised over the active legs, confidence c per active leg) -> pi."""
+Shares = tuple[dict[str, float], dict[str, float]]
+"""(plain share, standout share) per active leg; together they sum to 1."""
+
+WeightRule = Callable[[Mapping[str, float], Mapping[str, float]], Shares]
+"""(prior normalised over the active legs, confidence c per active leg) -> shares."""
 
 
 def _evidence(confidence: Mapping[str, float]) -> dict[str, float]:
     return {leg: max(0.0, 2.0 * c - 1.0) for leg, c in confidence.items()}
 
 
-def default_rule(prior: Mapping[str, float], confidence: Mapping[str, float]) -> dict[str, float]:
-    """The product: ``pi = (1 - E) w + E e / sum(e)``."""
-    e = _evidence(confidence)
-    strongest, total = max(e.values()), math.fsum(e.values())
-    return {
-        leg: (1 - strongest) * prior[leg] + (strongest * e[leg] / total if total > 0 else 0.0)
-        for leg in prior
+def _split(
+    keep: float, prior: Mapping[str, float], standout_weights: Mapping[str, float]
+) -> Shares:
+    """``keep * prior`` as the plain share, ``(1 - keep)`` spread by ``standout_weights``."""
+    total = math.fsum(standout_weights.values())
+    plain = {leg: keep * prior[leg] for leg in prior}
+    standout = {
+        leg: (1 - keep) * standout_weights[leg] / total if total > 0 else 0.0 for leg in prior
     }
+    return plain, standout
 
 
-def prior_times_evidence(
-    prior: Mapping[str, float], confidence: Mapping[str, float]
-) -> dict[str, float]:
-    """The evidence regime weighs legs by prior x evidence: ``(1 - E) w + E we / sum(we)``."""
+def prior_times_evidence(prior: Mapping[str, float], confidence: Mapping[str, float]) -> Shares:
+    """The product: plain ``(1 - E) w``, standout ``E we / sum(we)``."""
     e = _evidence(confidence)
-    strongest = max(e.values())
-    total = math.fsum(prior[leg] * e[leg] for leg in prior)
-    return {
-        leg: (1 - strongest) * prior[leg]
-        + (strongest * prior[leg] * e[leg] / total if total > 0 else 0.0)
-        for leg in prior
-    }
+    return _split(1 - max(e.values()), prior, {leg: prior[leg] * e[leg] for leg in prior})
 
 
-def independent_indicators(
-    prior: Mapping[str, float], confidence: Mapping[str, float]
-) -> dict[str, float]:
+def evidence_share(prior: Mapping[str, float], confidence: Mapping[str, float]) -> Shares:
+    """Plain ``(1 - E) w``, standout ``E e / sum(e)`` (the prior has no say there)."""
+    e = _evidence(confidence)
+    return _split(1 - max(e.values()), prior, e)
+
+
+def independent_indicators(prior: Mapping[str, float], confidence: Mapping[str, float]) -> Shares:
     """Each leg's standout is real with probability ``e``, independently; the legs whose
-    standout is real share the weight by prior (all legs by prior when none is)."""
+    standout is real share the standout mass by prior, and when none is, all legs share
+    the plain mass by prior."""
     e = _evidence(confidence)
     legs = sorted(prior)
-    pi = dict.fromkeys(legs, 0.0)
+    plain, standout = dict.fromkeys(legs, 0.0), dict.fromkeys(legs, 0.0)
     for real in itertools.product((False, True), repeat=len(legs)):
         p = math.prod(e[leg] if r else 1 - e[leg] for leg, r in zip(legs, real, strict=True))
-        trusted = [leg for leg, r in zip(legs, real, strict=True) if r] or legs
-        total = math.fsum(prior[leg] for leg in trusted)
-        for leg in trusted:
-            pi[leg] += p * prior[leg] / total
-    return pi
+        trusted = [leg for leg, r in zip(legs, real, strict=True) if r]
+        share = standout if trusted else plain
+        total = math.fsum(prior[leg] for leg in trusted or legs)
+        for leg in trusted or legs:
+            share[leg] += p * prior[leg] / total
+    return plain, standout
 
 
-def prior_share_squared(
-    prior: Mapping[str, float], confidence: Mapping[str, float]
-) -> dict[str, float]:
-    """The prior regime's share shrinks as ``(1 - E)^2``; the rest by prior x evidence."""
+def prior_share_squared(prior: Mapping[str, float], confidence: Mapping[str, float]) -> Shares:
+    """The plain share shrinks as ``(1 - E)^2``; the rest by prior x evidence."""
     e = _evidence(confidence)
-    keep = (1 - max(e.values())) ** 2
-    total = math.fsum(prior[leg] * e[leg] for leg in prior)
-    return {
-        leg: keep * prior[leg] + ((1 - keep) * prior[leg] * e[leg] / total if total else 0.0)
-        for leg in prior
-    }
+    return _split((1 - max(e.values())) ** 2, prior, {leg: prior[leg] * e[leg] for leg in prior})
 
 
-def winner_take_all(
-    prior: Mapping[str, float], confidence: Mapping[str, float]
-) -> dict[str, float]:
+def winner_take_all(prior: Mapping[str, float], confidence: Mapping[str, float]) -> Shares:
     """Once any leg has evidence, the legs without any take no part (discontinuous)."""
     e = _evidence(confidence)
     if max(e.values()) == 0:
-        return dict(prior)
-    kept = {leg: prior[leg] for leg in prior if e[leg] > 0}
+        return dict(prior), dict.fromkeys(prior, 0.0)
+    kept = {leg: prior[leg] if e[leg] > 0 else 0.0 for leg in prior}
     total = math.fsum(kept.values())
-    return default_rule({leg: kept.get(leg, 0.0) / total for leg in prior}, confidence)
+    return evidence_share({leg: w / total for leg, w in kept.items()}, confidence)
 
 
-def prior_times_confidence(
-    prior: Mapping[str, float], confidence: Mapping[str, float]
-) -> dict[str, float]:
-    """The prior regime reweighs the prior by each leg's confidence ``c``."""
+def prior_times_confidence(prior: Mapping[str, float], confidence: Mapping[str, float]) -> Shares:
+    """The plain share reweighs the prior by each leg's confidence ``c``."""
     total = math.fsum(prior[leg] * confidence[leg] for leg in prior)
     updated = {leg: prior[leg] * confidence[leg] / total for leg in prior} if total > 0 else prior
-    return default_rule(updated, confidence)
+    return evidence_share(updated, confidence)
 
 
-RULES: dict[str, WeightRule] = {
-    "default": default_rule,
-    "prior-x-evidence": prior_times_evidence,
-    "independent-indicators": independent_indicators,
-    "prior-share-squared": prior_share_squared,
-    "winner-take-all": winner_take_all,
-    "prior-x-confidence": prior_times_confidence,
+@dataclass(frozen=True)
+class Design:
+    """A weight rule and how the plain (no-standout) share reads a leg."""
+
+    rule: WeightRule
+    plain_reads_ranks: bool
+
+
+DESIGNS: dict[str, Design] = {
+    "default": Design(prior_times_evidence, plain_reads_ranks=True),
+    "ranks, evidence-share": Design(evidence_share, plain_reads_ranks=True),
+    "posterior-only": Design(evidence_share, plain_reads_ranks=False),
+    "posterior-only, prior-x-evidence": Design(prior_times_evidence, plain_reads_ranks=False),
+    "posterior-only, independent-indicators": Design(
+        independent_indicators, plain_reads_ranks=False
+    ),
+    "posterior-only, prior-share-squared": Design(prior_share_squared, plain_reads_ranks=False),
+    "posterior-only, winner-take-all": Design(winner_take_all, plain_reads_ranks=False),
+    "posterior-only, prior-x-confidence": Design(prior_times_confidence, plain_reads_ranks=False),
 }
 
 
+def rank_distribution(scores: Sequence[float], k: int) -> list[float]:
+    """``1 / (k + rank)`` normalised; rank = 1 + the number of strictly higher scores."""
+    ascending = sorted(scores)
+    raw = [1.0 / (k + 1 + len(ascending) - bisect.bisect_right(ascending, s)) for s in scores]
+    total = math.fsum(raw)
+    return [r / total for r in raw]
+
+
 def fuse_with(
-    rule: WeightRule, legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float]
+    design: Design, legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float], k: int
 ) -> list[str]:
-    """Ids in fused order: ``sum_leg pi_leg * signal_posterior_leg``, ties by id.
+    """Ids in fused order, ties by id.
 
     Legs and weights as :func:`hsearch.search.fusion.fuse` takes them: the active legs
     (positive weight, at least one hit) share the normalised prior; duplicate ids within
@@ -150,18 +168,20 @@ def fuse_with(
     total = math.fsum(weights[leg] for leg in active)
     prior = {leg: weights[leg] / total for leg in active}
     confidence = {leg: noise_confidence([h.score for h in rows]) for leg, rows in active.items()}
-    pi = rule(prior, confidence)
+    plain, standout = design.rule(prior, confidence)
     terms: dict[str, list[float]] = {}
     for leg, rows in sorted(active.items()):
-        posterior = signal_posterior([h.score for h in rows])
-        for hit, p in zip(rows, posterior, strict=True):
-            terms.setdefault(hit.id, []).append(pi[leg] * p)
+        values = [h.score for h in rows]
+        posterior = signal_posterior(values)
+        reading = rank_distribution(values, k) if design.plain_reads_ranks else posterior
+        for hit, p, r in zip(rows, posterior, reading, strict=True):
+            terms.setdefault(hit.id, []).extend((plain[leg] * r, standout[leg] * p))
     scores = {doc: math.fsum(parts) for doc, parts in terms.items()}
     return sorted(scores, key=lambda doc: (-scores[doc], doc))
 
 
 def margins(
-    queries: Sequence[QueryLegs], rule: WeightRule, settings: SearchSettings
+    queries: Sequence[QueryLegs], design: Design, settings: SearchSettings
 ) -> dict[str, float]:
     """Hybrid nDCG@10 minus the better single leg's, per dataset and per ``dataset/prefix``."""
     s = settings
@@ -189,7 +209,7 @@ def margins(
                 dense_scripts=q.dense_scripts,
                 min_dense_script_coverage=s.min_dense_script_coverage,
             )
-            row[3] = ndcg(fuse_with(rule, legs, weights))
+            row[3] = ndcg(fuse_with(design, legs, weights, s.rrf_k))
         keys = [q.dataset]
         if ":" in q.query_id:
             keys.append(f"{q.dataset}/{q.query_id.split(':', 1)[0]}")
@@ -206,17 +226,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("legs", type=Path, help="a --save-legs JSONL file of bench.relevance")
     parser.add_argument(
-        "--rule", action="append", choices=sorted(RULES), help="repeatable (default: all)"
+        "--design", action="append", choices=list(DESIGNS), help="repeatable (default: all)"
     )
     options = parser.parse_args(argv)
     queries = list(read_legs(options.legs))
     settings = Settings().search
-    for name in options.rule or list(RULES):
-        result = margins(queries, RULES[name], settings)
+    for name in options.design or list(DESIGNS):
+        result = margins(queries, DESIGNS[name], settings)
         sets = {k: v for k, v in result.items() if "/" not in k}
         below = [f"{k.split('/', 1)[1]} {v:+.3f}" for k, v in result.items() if "/" in k and v < 0]
         cells = "  ".join(f"{k} {v:+.5f}" for k, v in sets.items())
-        print(f"{name:<24} {cells}  | prefixes below: {len(below)} {', '.join(below)}")
+        print(f"{name:<40} {cells}  | prefixes below: {len(below)} {', '.join(below)}")
     return 0
 
 

@@ -93,7 +93,12 @@ class SearchSettings(BaseModel):
     fusion: Literal["adaptive", "rrf", "score"] = Field(
         default="adaptive", description="Default fusion method (docs/fusion.md)."
     )
-    rrf_k: int = Field(default=60, ge=1, le=1000)
+    rrf_k: int = Field(
+        default=60,
+        ge=1,
+        le=1000,
+        description="k of 1 / (k + rank): rrf, and adaptive when no leg's best stands out.",
+    )
     rrf_weights: dict[str, float] = Field(
         default_factory=lambda: _weights(0.7, 0.3),
         description="Leg weights of the rrf and score methods.",

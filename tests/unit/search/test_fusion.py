@@ -150,13 +150,26 @@ def noise_scale(scores: list[float]) -> float:
     return sum(s - low for s in rest) / len(rest)
 
 
-def test_adaptive_single_leg_is_the_signal_posterior() -> None:
+def reciprocal_ranks(n: int, k: int = DEFAULT_RRF_K) -> list[float]:
+    """RRF's weights of ranks 1..n as a distribution, as documented."""
+    raw = [1 / (k + r) for r in range(1, n + 1)]
+    return [r / sum(raw) for r in raw]
+
+
+def test_adaptive_single_leg_mixes_its_posterior_and_its_ranks() -> None:
     scores = [3.0, 1.0, 0.0, -1.0]
     leg = [LegHit(f"d{i}", s) for i, s in enumerate(scores)]
     fused = adaptive_fusion({"only": leg}, weights={"only": 1})
     sigma = noise_scale(scores)  # (2 + 1) / 2
     exps = [math.exp(s / sigma) for s in scores]
-    expected = [e / sum(exps) for e in exps]
+    posterior = [e / sum(exps) for e in exps]
+    confidence = (1 - math.exp(-4.0 / sigma)) ** 3
+    evidence = 2 * confidence - 1
+    assert 0 < evidence < 1  # both regimes take part
+    expected = [
+        (1 - evidence) * r + evidence * p
+        for r, p in zip(reciprocal_ranks(4), posterior, strict=True)
+    ]
     assert ids_of(fused) == ["d0", "d1", "d2", "d3"]
     assert [h.score for h in fused] == pytest.approx(expected)
     assert math.fsum(h.score for h in fused) == pytest.approx(1.0)
@@ -171,9 +184,39 @@ def test_evidence_and_posterior_share_one_noise_scale() -> None:
     assert leg_evidence(scores) == pytest.approx(max(0.0, 2 * confidence - 1))
     posterior = signal_posterior(scores)
     assert posterior[0] / posterior[1] == pytest.approx(math.exp((9.0 - 4.0) / sigma))
-    fused = adaptive_fusion({"only": [LegHit(f"d{s}", s) for s in scores]}, weights={"only": 1})
-    top, second = fused[0].score, fused[1].score
-    assert top / second == pytest.approx(math.exp((9.0 - 4.0) / sigma))
+    assert math.fsum(posterior) == pytest.approx(1.0)
+
+
+def test_adaptive_without_evidence_is_weighted_rrf() -> None:
+    # Evenly spread scores: no standout in either leg, so only the ranks count.
+    dense = [LegHit(f"v{i}", 1.0 - 0.01 * i) for i in range(20)]
+    sparse = [LegHit(f"v{(7 * i) % 20}", 10.0 - 0.1 * i) for i in range(20)]
+    legs, weights = {"dense": dense, "sparse": sparse}, {"dense": 0.7, "sparse": 0.3}
+    assert leg_evidence([h.score for h in dense]) == leg_evidence([h.score for h in sparse]) == 0
+    for k in (1, 60, 1000):
+        fused = adaptive_fusion(legs, weights=weights, k=k)
+        rrf = reciprocal_rank_fusion(legs, weights=weights, k=k)
+        assert ids_of(fused) == ids_of(rrf)
+        # the same scores, up to the normaliser of 20 reciprocal ranks
+        z = math.fsum(1 / (k + r) for r in range(1, 21))
+        assert [h.score for h in fused] == pytest.approx([h.score / z for h in rrf])
+
+
+def test_k_matters_only_without_a_standout() -> None:
+    standout = [LegHit("best", 40.0)] + [LegHit(f"s{i}", 1.0) for i in range(30)]
+    assert leg_evidence([h.score for h in standout]) == 1.0
+    legs = {"sparse": standout}
+    assert adaptive_fusion(legs, weights={"sparse": 1}, k=1) == adaptive_fusion(
+        legs, weights={"sparse": 1}, k=1000
+    )
+    plain = {  # evenly spread scores: no standout
+        "dense": [LegHit(f"v{i}", 1.0 - 0.01 * i) for i in range(20)],
+        "sparse": [LegHit(f"v{(7 * i) % 20}", 10.0 - 0.1 * i) for i in range(20)],
+    }
+    weights = {"dense": 0.6, "sparse": 0.4}
+    sharp = adaptive_fusion(plain, weights=weights, k=1)
+    damped = adaptive_fusion(plain, weights=weights, k=1000)
+    assert sharp[0].score - sharp[-1].score > 10 * (damped[0].score - damped[-1].score)
 
 
 def test_a_flat_leg_spreads_its_mass_a_peaked_leg_concentrates_it() -> None:
@@ -639,6 +682,18 @@ def test_a_dominating_document_is_never_below(
                 assert x.score >= y.score
 
 
+@given(case=case_st(unique=True), seed=st.integers(0, 2**32 - 1))
+def test_adaptive_depends_on_scores_not_on_list_order(
+    case: tuple[Legs, dict[str, float]], seed: int
+) -> None:
+    legs, weights = case
+    rng = random.Random(seed)
+    shuffled = {name: rng.sample(leg, len(leg)) for name, leg in legs.items()}
+    expected = adaptive_fusion(legs, weights=weights)
+    got = adaptive_fusion(shuffled, weights=weights)
+    assert [(h.id, h.score) for h in got] == [(h.id, pytest.approx(h.score)) for h in expected]
+
+
 @given(case=case_st())
 def test_adaptive_scores_are_a_distribution(case: tuple[Legs, dict[str, float]]) -> None:
     fused = adaptive_fusion(case[0], weights=case[1])
@@ -703,10 +758,17 @@ def test_adaptive_leg_weights_are_a_mixture_of_prior_and_evidence(
         return
     assert all(0.0 <= w <= 1.0 + 1e-12 for w in pi.values())
     assert math.fsum(pi.values()) == pytest.approx(1.0)
+    total = math.fsum(weights[n] for n in active)
+    prior = {n: weights[n] / total for n in active}
     evidence = {n: leg_evidence(list(first_scores(legs[n]).values())) for n in active}
-    if max(evidence.values()) == 0:
-        total = math.fsum(weights[n] for n in active)
-        assert pi == {n: pytest.approx(weights[n] / total) for n in active}
+    strongest = max(evidence.values())
+    support = math.fsum(prior[n] * evidence[n] for n in active)
+    expected = {
+        n: (1 - strongest) * prior[n]
+        + (strongest * prior[n] * evidence[n] / support if support > 0 else 0.0)
+        for n in active
+    }
+    assert pi == {n: pytest.approx(w, abs=1e-12) for n, w in expected.items()}
 
 
 @given(

@@ -13,14 +13,16 @@ Methods (:class:`FusionMethod`)
     Weighted min-max score fusion: each leg's scores are mapped to ``[0, 1]`` over its
     candidates, ``score(d) = sum_leg w_leg * (s - min) / (max - min)``.
 ``adaptive`` (the default, :data:`DEFAULT_METHOD`)
-    Evidence-weighted mixture of per-leg distributions, both read from one noise model
-    of the leg's own candidate scores (exponential above the lowest candidate, scale
-    ``sigma`` estimated from the list). Each leg gives ``p_leg = softmax(s / sigma)``,
-    the posterior of which candidate is its signal; the fused score is the mixture
-    ``score(d) = sum_leg pi_leg * p_leg(d)``, where the per-query leg weights ``pi`` move
-    from the configured weights towards the legs whose best candidate stands out from
-    their own candidate list (see :func:`leg_evidence` and :func:`adaptive_leg_weights`).
-    The research behind it, with its measurements and limits, is ``docs/fusion.md``.
+    A two-regime mixture. Each leg's scores are tested for a standout candidate against
+    a noise model of the leg's own list (exponential above the lowest candidate, scale
+    ``sigma`` estimated from the list; :func:`leg_evidence`). With probability ``E``
+    (the strongest evidence) the query has a standout match: the legs that show one
+    speak through ``p_leg = softmax(s / sigma)``, the posterior of which candidate is
+    their signal, weighted by prior x evidence. Otherwise nothing stands out: every leg
+    speaks through its reciprocal ranks ``1 / (k + rank)`` (RRF's weights, normalised),
+    weighted by the configured prior (see :func:`adaptive_fusion` and
+    :func:`adaptive_leg_weights`). The research behind it, with its measurements and
+    limits, is ``docs/fusion.md``.
 
 Conventions shared by every method
 ----------------------------------
@@ -398,15 +400,37 @@ def leg_evidence(scores: Sequence[float]) -> float:
     return max(0.0, 2.0 * noise_confidence(scores) - 1.0)
 
 
-def _adaptive_weights(legs: Sequence[_Leg]) -> dict[str, float]:
+def _rank_distribution(scores: Sequence[float], k: int) -> list[float]:
+    """``1 / (k + rank)`` normalised to sum to 1, rank = 1 + number of higher scores.
+
+    The reciprocal-rank weights of RRF as a distribution over the leg's candidates. Ranks
+    come from the scores (tied scores share the better rank), so the result does not
+    depend on the order of tied candidates.
+    """
+    ordered = sorted(scores, reverse=True)
+    first_position: dict[float, int] = {}
+    for position, score in enumerate(ordered):
+        first_position.setdefault(score, position)
+    raw = [1.0 / (k + 1 + first_position[s]) for s in scores]
+    total = math.fsum(raw)
+    return [r / total for r in raw]
+
+
+def _regimes(legs: Sequence[_Leg]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each leg's share of the no-standout regime and of the standout regime.
+
+    ``plain = (1 - E) * w`` and ``standout = E * w * e / sum(w * e)``, with ``e`` the
+    legs' evidence and ``E = max(e)``; together they sum to 1.
+    """
     evidence = {leg.name: leg_evidence(leg.scores) for leg in legs}
     strongest = max(evidence.values(), default=0.0)
-    total = math.fsum(evidence.values())
-    return {
-        leg.name: (1.0 - strongest) * leg.weight
-        + (strongest * evidence[leg.name] / total if total > 0 else 0.0)
+    support = math.fsum(leg.weight * evidence[leg.name] for leg in legs)
+    plain = {leg.name: (1.0 - strongest) * leg.weight for leg in legs}
+    standout = {
+        leg.name: strongest * leg.weight * evidence[leg.name] / support if support > 0 else 0.0
         for leg in legs
     }
+    return plain, standout
 
 
 def adaptive_leg_weights(
@@ -414,53 +438,70 @@ def adaptive_leg_weights(
     *,
     weights: Mapping[str, float],
 ) -> dict[str, float]:
-    """The per-query leg weights ``pi`` :func:`adaptive_fusion` uses (active legs only).
+    """The share ``pi`` of the fused mass each active leg carries in :func:`adaptive_fusion`.
 
     With ``w`` the configured weights normalised over the active legs, ``e`` each leg's
     :func:`leg_evidence` and ``E = max(e)`` the strongest evidence of the query::
 
-        pi_leg = (1 - E) * w_leg + E * e_leg / sum(e)
+        pi_leg = (1 - E) * w_leg + E * w_leg * e_leg / sum(w * e)
 
-    A mixture of two regimes: when no leg's best candidate stands out (``E = 0``) the
-    configured weights hold unchanged; the stronger the clearest standout, the more the
-    weights follow the legs' relative evidence. The weights sum to 1. Exposed so that a
-    ranking explanation can show why a query leaned on one leg.
+    The first term is the leg's share of the no-standout regime, the second its share of
+    the standout regime (the prior times the evidence, normalised). When no leg's best
+    candidate stands out (``E = 0``) the configured weights hold unchanged; the stronger
+    the clearest standout, the more the weights move to the legs that show one. The
+    weights sum to 1. Exposed so that a ranking explanation can show why a query leaned
+    on one leg.
     """
-    return _adaptive_weights(_prepare(legs, weights))
+    plain, standout = _regimes(_prepare(legs, weights))
+    return {leg: plain[leg] + standout[leg] for leg in plain}
 
 
 def adaptive_fusion(
     legs: Mapping[str, Sequence[LegHit]],
     *,
     weights: Mapping[str, float],
+    k: int = DEFAULT_RRF_K,
 ) -> list[FusedHit]:
-    """Evidence-weighted mixture of per-leg signal posteriors (the default).
+    """Two-regime mixture of per-leg distributions (the default method).
 
-    For each active leg, ``p_leg = softmax((s - s_max) / sigma)`` with ``sigma`` the
-    scale of the leg's exponential noise model (:func:`signal_posterior`): the posterior
-    of which candidate is the leg's signal, under the model :func:`leg_evidence` tests.
-    ``p_leg(d)`` is 0 when the leg does not hold ``d``. The fused score is the mixture::
+    A query either has a standout match or it does not, and the legs' scores are read
+    accordingly. For each active leg:
 
-        score(d) = sum_leg pi_leg * p_leg(d)
+    * ``p_leg = softmax((s - s_max) / sigma)`` (:func:`signal_posterior`): which
+      candidate is the leg's one signal, under the noise model :func:`leg_evidence`
+      tests. The reading when a candidate stands out.
+    * ``r_leg = (1 / (k + rank)) / sum``: the reciprocal-rank weights of RRF as a
+      distribution. The reading when nothing stands out: relevant documents, if any, are
+      many and their scores say little beyond their order.
 
-    with ``pi`` from :func:`adaptive_leg_weights`. Fused scores are in ``[0, 1]`` and sum
-    to 1 over the returned hits. A peaked leg (one candidate far above the rest)
-    concentrates its mass and also gains weight; a flat one (a plateau, as cosine
-    scores often are) spreads its mass thin and barely reorders the other legs. The
-    result depends on scores only (not on the legs' rank order), is invariant to a
-    positive affine change of any leg's scores, and one leg alone is ordered by score.
-    ``weights`` act as the prior used when no leg has evidence; see ``docs/fusion.md``
-    for the measured defaults and for a leg whose encoder cannot read the query (use
+    Both are 0 for documents the leg does not hold. With the regime shares of
+    :func:`adaptive_leg_weights`::
+
+        score(d) = sum_leg (1 - E) * w_leg * r_leg(d) + E * v_leg * p_leg(d)
+        v_leg = w_leg * e_leg / sum(w * e)
+
+    Fused scores are in ``[0, 1]`` and sum to 1 over the returned hits. The result
+    depends on scores only (ranks are computed from them; tied scores share a rank), is
+    invariant to a positive affine change of any leg's scores, and one leg alone is
+    ordered by score. ``weights`` are the prior, ``k`` (1..1000, default 60, as for
+    ``rrf``) damps the first ranks in the no-standout regime; see ``docs/fusion.md`` for
+    the measured defaults and for a leg whose encoder cannot read the query (use
     :func:`script_coverage` to set its weight to 0).
     """
-    return _adaptive(_prepare(legs, weights))[0]
+    return _adaptive(_prepare(legs, weights), _check_k(k))[0]
 
 
-def _adaptive(active: Sequence[_Leg]) -> tuple[list[FusedHit], dict[str, float]]:
-    pi = _adaptive_weights(active)
-    distributions = {leg.name: signal_posterior(leg.scores) for leg in active}
-    mixed = [_Leg(leg.name, pi[leg.name], leg.ids, leg.scores) for leg in active]
-    return _combine(mixed, lambda leg: distributions[leg.name]), pi
+def _adaptive(active: Sequence[_Leg], k: int) -> tuple[list[FusedHit], dict[str, float]]:
+    plain, standout = _regimes(active)
+    terms: dict[str, list[float]] = {}
+    for leg in active:
+        posterior = signal_posterior(leg.scores)
+        ranked = _rank_distribution(leg.scores, k)
+        for doc, p, r in zip(leg.ids, posterior, ranked, strict=True):
+            terms.setdefault(doc, []).extend((plain[leg.name] * r, standout[leg.name] * p))
+    fused = {doc: math.fsum(parts) for doc, parts in terms.items()}
+    applied = {leg.name: plain[leg.name] + standout[leg.name] for leg in active}
+    return _assemble(active, fused), applied
 
 
 # -- dispatcher -------------------------------------------------------------------------
@@ -475,7 +516,7 @@ def fuse(
 ) -> list[FusedHit]:
     """Fuse ``legs`` with ``method`` (a :class:`FusionMethod` or its value).
 
-    ``k`` is validated for every method (1..1000) and used by ``rrf`` only.
+    ``k`` is validated for every method (1..1000) and used by ``rrf`` and ``adaptive``.
     """
     return fuse_explained(legs, method=method, weights=weights, k=k)[0]
 
@@ -502,7 +543,7 @@ def fuse_explained(
     k = _check_k(k)
     active = _prepare(legs, weights)
     if chosen is FusionMethod.ADAPTIVE:
-        return _adaptive(active)
+        return _adaptive(active, k)
     applied = {leg.name: leg.weight for leg in active}
     if chosen is FusionMethod.RRF:
         return _rrf(active, k), applied

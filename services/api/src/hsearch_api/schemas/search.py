@@ -15,7 +15,13 @@ class SearchRequest(BaseModel):
     offset: int = Field(default=0, ge=0, le=10000)
     mode: SearchMode = SearchMode.HYBRID
     fusion: str | None = Field(default=None, description="Fusion method; unset: the default.")
-    rrf_k: int | None = Field(default=None, ge=1, le=1000)
+    rrf_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="k of 1 / (k + rank) for rrf, and for adaptive when no leg's best "
+        "candidate stands out (default: the configured one, 60).",
+    )
     weights: dict[str, float] | None = Field(
         default=None, description='Per-leg weights, e.g. {"dense": 0.7, "sparse": 0.3}.'
     )
