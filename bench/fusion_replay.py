@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,8 @@ class Replay:
     settings: SearchSettings
     fusion: str | None = None
     weights: dict[str, float] | None = None
+    fuse_seconds: float = 0.0  # time spent in fuse() for queries with two legs
+    fused_queries: int = 0
 
     def rank(self, q: QueryLegs, mode: str) -> list[str]:
         """Corpus ids of the first TOP_K hits ``mode`` returns for ``q``."""
@@ -76,7 +79,11 @@ class Replay:
             dense_scripts=q.dense_scripts,
             min_dense_script_coverage=self.settings.min_dense_script_coverage,
         )
+        started = time.perf_counter()
         fused = fuse(legs, method=method, weights=weights, k=self.settings.rrf_k)
+        if len(legs) > 1:
+            self.fuse_seconds += time.perf_counter() - started
+            self.fused_queries += 1
         corpus_id = {chunk: doc for rows in q.legs.values() for chunk, doc, _ in rows}
         return [corpus_id[hit.id] for hit in fused[:TOP_K]]
 
@@ -111,6 +118,7 @@ def evaluate(
         datasets.setdefault(q.dataset, []).append(q)
     results = []
     for name, items in datasets.items():
+        seconds, fused = replay.fuse_seconds, replay.fused_queries
         per_mode = {
             mode: [evaluate_ranking(replay.rank(q, mode), q.qrels) for q in items]
             for mode in LEGS_OF_MODE
@@ -125,6 +133,10 @@ def evaluate(
             "fusion": replay.fusion or replay.settings.fusion,
             "modes": modes,
         }
+        if replay.fused_queries > fused:
+            result["fuse_ms_mean"] = (
+                1000 * (replay.fuse_seconds - seconds) / (replay.fused_queries - fused)
+            )
         check = hybrid_check(result)
         if check is not None:
             result["per_query_vs_best_leg"] = per_query_comparison(
@@ -140,7 +152,7 @@ def render(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
     """nDCG@10 per mode, and hybrid's margin over the better single leg."""
     print(
         f"{'dataset':<24}{'queries':>8}{'semantic':>10}{'keyword':>10}{'hybrid':>10}"
-        f"{'margin':>10}  hybrid >= best leg; queries better/same/worse",
+        f"{'margin':>10}  hybrid >= best leg; queries better/same/worse; mean fuse() time",
         file=out,
     )
     for r in results:
@@ -151,7 +163,8 @@ def render(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
         print(
             f"{r['dataset']:<24}{r['queries']:>8}{m['semantic']:>10.4f}{m['keyword']:>10.4f}"
             f"{m['hybrid']:>10.4f}{margin:>+10.5f}  {'yes' if ok else 'NO'} ({best}); "
-            + "/".join(str(n) for n in r.get("per_query_vs_best_leg", {}).values()),
+            + "/".join(str(n) for n in r.get("per_query_vs_best_leg", {}).values())
+            + (f"; fuse {r['fuse_ms_mean']:.2f} ms" if "fuse_ms_mean" in r else ""),
             file=out,
         )
         groups = r.get("by_prefix") or {}

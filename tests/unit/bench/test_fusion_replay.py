@@ -114,6 +114,7 @@ async def test_replay_scores_like_the_benchmark(
     assert set(result["modes"]) == {"semantic", "keyword", "hybrid"}
     # q4's only relevant id is in no leg: every mode scores 0 on it, so no mean reaches 1.
     assert all(0.0 <= m["ndcg@10"] < 1.0 for m in result["modes"].values())
+    assert result["fuse_ms_mean"] > 0, "the time of the hybrid fuse() calls"
     counts = result["per_query_vs_best_leg"]
     assert sum(counts.values()) == len(QUERIES)
     assert counts["same"] >= 1, "q4 scores 0 in every mode"
