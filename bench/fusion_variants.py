@@ -228,15 +228,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--design", action="append", choices=list(DESIGNS), help="repeatable (default: all)"
     )
+    parser.add_argument("--markdown", action="store_true", help="one Markdown table")
     options = parser.parse_args(argv)
     queries = list(read_legs(options.legs))
     settings = Settings().search
-    for name in options.design or list(DESIGNS):
+    for n, name in enumerate(options.design or list(DESIGNS)):
         result = margins(queries, DESIGNS[name], settings)
         sets = {k: v for k, v in result.items() if "/" not in k}
         below = [f"{k.split('/', 1)[1]} {v:+.3f}" for k, v in result.items() if "/" in k and v < 0]
-        cells = "  ".join(f"{k} {v:+.5f}" for k, v in sets.items())
-        print(f"{name:<40} {cells}  | prefixes below: {len(below)} {', '.join(below)}")
+        if not options.markdown:
+            cells = "  ".join(f"{k} {v:+.5f}" for k, v in sets.items())
+            print(f"{name:<40} {cells}  | prefixes below: {len(below)} {', '.join(below)}")
+            continue
+        if n == 0:
+            print("| design | " + " | ".join(sets) + " | prefixes below the better leg |")
+            print("| --- | " + " | ".join("---:" for _ in sets) + " | --- |")
+        cells = " | ".join(f"{v:+.5f}" for v in sets.values())
+        print(f"| {name} | {cells} | {', '.join(below) or '-'} |")
     return 0
 
 

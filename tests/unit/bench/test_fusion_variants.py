@@ -105,3 +105,8 @@ async def test_margins_agree_with_the_replay(
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["default", "posterior-only"]
     assert "tiny" in lines[0]
+
+    assert main([str(path), "--design", "default", "--design", "posterior-only", "--markdown"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == "| design | tiny | prefixes below the better leg |"
+    assert [row.split(" | ")[0] for row in table[2:]] == ["| default", "| posterior-only"]
