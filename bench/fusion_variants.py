@@ -66,9 +66,18 @@ def _split(
 
 
 def prior_times_evidence(prior: Mapping[str, float], confidence: Mapping[str, float]) -> Shares:
-    """The product: plain ``(1 - E) w``, standout ``E we / sum(we)``."""
+    """The product: plain ``(1 - E) w``, standout ``E we / sum(we)``.
+
+    Written term for term as :mod:`hsearch.search.fusion` computes it, so that the two
+    agree to the last bit (the unit test compares orders, ties included)."""
     e = _evidence(confidence)
-    return _split(1 - max(e.values()), prior, {leg: prior[leg] * e[leg] for leg in prior})
+    strongest = max(e.values())
+    support = math.fsum(prior[leg] * e[leg] for leg in sorted(prior))
+    plain = {leg: (1.0 - strongest) * prior[leg] for leg in prior}
+    standout = {
+        leg: strongest * prior[leg] * e[leg] / support if support > 0 else 0.0 for leg in prior
+    }
+    return plain, standout
 
 
 def evidence_share(prior: Mapping[str, float], confidence: Mapping[str, float]) -> Shares:
