@@ -642,10 +642,10 @@ def render_markdown(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
     print(file=out)
     print(
         "| dataset | best single leg (nDCG@10) | hybrid nDCG@10 | margin | hybrid ≥ best leg "
-        "(nDCG@10) | hybrid ≥ best leg (R@100) |",
+        "(nDCG@10) | hybrid ≥ best leg (R@100) | queries better / same / worse |",
         file=out,
     )
-    print("| --- | --- | ---: | ---: | :---: | :---: |", file=out)
+    print("| --- | --- | ---: | ---: | :---: | :---: | ---: |", file=out)
     for r in results:
         check = hybrid_check(r)
         if check is None:
@@ -658,7 +658,8 @@ def render_markdown(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
             f"{_fmt(r['modes']['hybrid']['ndcg@10'])} | "
             f"{r['modes']['hybrid']['ndcg@10'] - r['modes'][best]['ndcg@10']:+.5f} | "
             f"{'✓' if ok else '✗'} | "
-            f"{'✓' if recall_ok else '✗'} |",
+            f"{'✓' if recall_ok else '✗'} | "
+            f"{' / '.join(str(n) for n in r.get('per_query_vs_best_leg', {}).values()) or '-'} |",
             file=out,
         )
     print(file=out)

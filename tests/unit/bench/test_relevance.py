@@ -92,13 +92,14 @@ def test_hybrid_check_compares_with_the_best_single_leg() -> None:
 def test_render_markdown_from_json_lines(tmp_path: Path) -> None:
     lines = tmp_path / "results.jsonl"
     results = [_result("good", 0.5, 0.7, 0.75), _result("bad", 0.5, 0.7, 0.6)]
+    results[0]["per_query_vs_best_leg"] = {"better": 3, "same": 6, "worse": 1}
     lines.write_text("noise on stdout\n" + "\n".join(json.dumps(r) for r in results) + "\n")
     out = io.StringIO()
     render_markdown(read_results(str(lines)), out)
     text = out.getvalue()
     assert "| good | 10 | 5 | hybrid | 0.750 | 0.750 | 0.750 | 3.0 |" in text
-    assert "| good | keyword 0.700 | 0.750 | +0.05000 | ✓ | ✓ |" in text
-    assert "| bad | keyword 0.700 | 0.600 | -0.10000 | ✗ | ✗ |" in text
+    assert "| good | keyword 0.700 | 0.750 | +0.05000 | ✓ | ✓ | 3 / 6 / 1 |" in text
+    assert "| bad | keyword 0.700 | 0.600 | -0.10000 | ✗ | ✗ | - |" in text
     assert "| good | 5 | - | - | 10 x 3 | - | - |" in text
 
 
