@@ -395,7 +395,8 @@ def leg_evidence(scores: Sequence[float]) -> float:
     positive affine change of the scores, so legs on different scales compare. Fewer
     than 3 candidates, or all scores equal, carry no evidence (0). It measures one
     standout match: a query with many equally relevant documents gives little evidence
-    in every leg, and :func:`adaptive_leg_weights` then keeps the configured weights.
+    in every leg, and :func:`adaptive_fusion` then reads the legs by their ranks, with
+    the configured weights.
     """
     return max(0.0, 2.0 * noise_confidence(scores) - 1.0)
 
