@@ -24,7 +24,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -51,13 +51,22 @@ class QueryLegs:
     dense_scripts: frozenset[str] | None  # the encoder's (EncoderInfo.dense_scripts)
 
 
+Fuser = Callable[[Mapping[str, Sequence[LegHit]], Mapping[str, float], int], list[str]]
+"""(legs, weights, k) -> ids in fused order: a fusion other than the product's."""
+
+
 @dataclass
 class Replay:
-    """What to fuse with: the configured search settings, optionally overridden."""
+    """What to fuse with: the configured search settings, optionally overridden.
+
+    ``fuser`` replaces the product's :func:`fuse` for two-leg modes (research designs,
+    ``bench.fusion_variants``); the weight rule stays the service's.
+    """
 
     settings: SearchSettings
     fusion: str | None = None
     weights: dict[str, float] | None = None
+    fuser: Fuser | None = None
     fuse_seconds: float = 0.0  # time spent in fuse() for queries with two legs
     fused_queries: int = 0
 
@@ -79,13 +88,17 @@ class Replay:
             dense_scripts=q.dense_scripts,
             min_dense_script_coverage=self.settings.min_dense_script_coverage,
         )
+        k = self.settings.rrf_k
         started = time.perf_counter()
-        fused = fuse(legs, method=method, weights=weights, k=self.settings.rrf_k)
+        if self.fuser is not None and len(legs) > 1:
+            ids = self.fuser(legs, weights, k)
+        else:
+            ids = [hit.id for hit in fuse(legs, method=method, weights=weights, k=k)]
         if len(legs) > 1:
             self.fuse_seconds += time.perf_counter() - started
             self.fused_queries += 1
         corpus_id = {chunk: doc for rows in q.legs.values() for chunk, doc, _ in rows}
-        return [corpus_id[hit.id] for hit in fused[:TOP_K]]
+        return [corpus_id[doc] for doc in ids[:TOP_K]]
 
 
 def read_legs(path: Path) -> Iterator[QueryLegs]:

@@ -35,12 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.fusion_replay import QueryLegs, read_legs
-from bench.metrics import evaluate_ranking
-from bench.relevance import TOP_K
+from bench.fusion_replay import QueryLegs, Replay, evaluate, read_legs
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, noise_confidence, signal_posterior
-from hsearch.search.service import query_weights
 
 Shares = tuple[dict[str, float], dict[str, float]]
 """(plain share, standout share) per active leg; together they sum to 1."""
@@ -192,41 +189,27 @@ def fuse_with(
 def margins(
     queries: Sequence[QueryLegs], design: Design, settings: SearchSettings
 ) -> dict[str, float]:
-    """Hybrid nDCG@10 minus the better single leg's, per dataset and per ``dataset/prefix``."""
-    s = settings
-    sums: dict[str, list[float]] = {}  # key -> [queries, dense, sparse, hybrid]
-    for q in queries:
-        if not any(g > 0 for g in q.qrels.values()):
-            continue  # as the benchmark: queries without a positive are skipped
-        legs = {leg: [LegHit(c, sc) for c, _, sc in rows] for leg, rows in q.legs.items() if rows}
-        corpus = {c: d for rows in q.legs.values() for c, d, _ in rows}
+    """Hybrid nDCG@10 minus the better single leg's, per dataset and per ``dataset/prefix``.
 
-        def ndcg(ids: Sequence[str], q: QueryLegs = q, corpus: dict[str, str] = corpus) -> float:
-            return evaluate_ranking([corpus[i] for i in ids[:TOP_K]], q.qrels)["ndcg@10"]
+    Scored by the replay (:func:`bench.fusion_replay.evaluate`) with ``design`` as its
+    fuser, so queries, weights and metrics are the benchmark's.
+    """
 
-        row = [
-            1.0,
-            ndcg([c for c, _, _ in q.legs.get("dense", [])]),
-            ndcg([c for c, _, _ in q.legs.get("sparse", [])]),
-            0.0,
-        ]
-        if legs:
-            weights = query_weights(
-                q.query,
-                legs,
-                configured=s.default_weights("adaptive"),
-                dense_scripts=q.dense_scripts,
-                min_dense_script_coverage=s.min_dense_script_coverage,
-            )
-            row[3] = ndcg(fuse_with(design, legs, weights, s.rrf_k))
-        keys = [q.dataset]
-        if ":" in q.query_id:
-            keys.append(f"{q.dataset}/{q.query_id.split(':', 1)[0]}")
-        for key in keys:
-            acc = sums.setdefault(key, [0.0, 0.0, 0.0, 0.0])
-            for i, value in enumerate(row):
-                acc[i] += value
-    return {key: (h - max(d, sp)) / n for key, (n, d, sp, h) in sums.items()}
+    def fuser(
+        legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float], k: int
+    ) -> list[str]:
+        return fuse_with(design, legs, weights, k)
+
+    replay = Replay(settings=settings, fusion="adaptive", fuser=fuser)
+    result: dict[str, float] = {}
+    for r in evaluate(queries, replay, by_prefix=True):
+        groups = r["by_prefix"] if len(r["by_prefix"]) > 1 else {}
+        for key, modes in [(r["dataset"], r["modes"])] + [
+            (f"{r['dataset']}/{prefix}", g["modes"]) for prefix, g in groups.items()
+        ]:
+            ndcg = {mode: m["ndcg@10"] for mode, m in modes.items()}
+            result[key] = ndcg["hybrid"] - max(ndcg["semantic"], ndcg["keyword"])
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
