@@ -33,8 +33,8 @@ from bench.metrics import evaluate_ranking
 from bench.relevance import TOP_K, ModeRun, hybrid_check, per_query_comparison, summarise
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, fuse
-from hsearch.search.models import MODE_LEGS
 from hsearch.search.service import query_weights
+from hsearch.types import MODE_LEGS, FusionMethod
 
 LEGS_OF_MODE = {mode.value: tuple(leg.value for leg in legs) for mode, legs in MODE_LEGS.items()}
 
@@ -79,8 +79,10 @@ class Replay:
         }
         if not legs:
             return []
-        method = self.fusion or self.settings.fusion
-        configured = self.weights or self.settings.default_weights(method)
+        method = FusionMethod(self.fusion or self.settings.fusion)
+        configured = self.weights or {
+            leg.value: w for leg, w in self.settings.default_weights(method).items()
+        }
         weights = query_weights(
             q.query,
             legs,

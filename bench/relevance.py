@@ -369,8 +369,9 @@ async def run_queries(
     single-leg modes (see :func:`leg_record`) for ``bench.fusion_replay``.
     """
     from hsearch.errors import HsearchError  # noqa: PLC0415
-    from hsearch.search.models import SearchMode, SearchQuery  # noqa: PLC0415
+    from hsearch.search.models import SearchQuery  # noqa: PLC0415
     from hsearch.search.service import SearchService  # noqa: PLC0415
+    from hsearch.types import SearchMode  # noqa: PLC0415
 
     service = SearchService(
         embedder=resources.embedder,

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from hsearch.config import EncoderKind, SearchSettings, Settings
+from hsearch.types import FusionMethod, Leg
 
 
 def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -25,9 +26,13 @@ def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
 def test_default_weights_follow_the_method() -> None:
     s = SearchSettings(adaptive_weights={"dense": 0.9, "sparse": 0.1})
-    assert s.default_weights("adaptive") == {"dense": 0.9, "sparse": 0.1}
-    assert s.default_weights("rrf") == s.default_weights("score") == {"dense": 0.7, "sparse": 0.3}
-    s.default_weights("rrf")["dense"] = 0.0
+    assert s.default_weights(FusionMethod.ADAPTIVE) == {"dense": 0.9, "sparse": 0.1}
+    assert (
+        s.default_weights(FusionMethod.RRF)
+        == s.default_weights(FusionMethod.SCORE)
+        == {"dense": 0.7, "sparse": 0.3}
+    )
+    s.default_weights(FusionMethod.RRF)[Leg.DENSE] = 0.0
     assert s.rrf_weights["dense"] == 0.7, "callers get a copy"
 
 
@@ -50,4 +55,22 @@ def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("HSEARCH_INGEST__CHUNK_OVERLAP_CHARS", "5000")
     monkeypatch.setenv("HSEARCH_INGEST__CHUNK_MAX_CHARS", "1000")
     with pytest.raises(ValidationError, match="chunk_overlap_chars"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dence": 0.7, "sparse": 0.3}', "rrf_weights.dence"),
+        ("HSEARCH_SEARCH__ADAPTIVE_WEIGHTS", '{"dense": 1.5, "sparse": 0.1}', "adaptive_weights"),
+        ("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dense": 0, "sparse": 0}', "rrf_weights"),
+        ("HSEARCH_SEARCH__FUSION", "magic", "fusion"),
+    ],
+)
+def test_misconfigured_search_fails_at_start(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    """A typo in a setting stops the server at start instead of failing every search."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError, match=message):
         Settings(_env_file=None)  # type: ignore[call-arg]

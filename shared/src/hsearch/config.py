@@ -12,10 +12,11 @@ from __future__ import annotations
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hsearch.types import FusionMethod, Leg, LegWeights
 
 
 class EncoderKind(StrEnum):
@@ -85,13 +86,13 @@ class EncoderSettings(BaseModel):
     )
 
 
-def _weights(dense: float, sparse: float) -> dict[str, float]:
-    return {"dense": dense, "sparse": sparse}
+def _weights(dense: float, sparse: float) -> dict[Leg, float]:
+    return {Leg.DENSE: dense, Leg.SPARSE: sparse}
 
 
 class SearchSettings(BaseModel):
-    fusion: Literal["adaptive", "rrf", "score"] = Field(
-        default="adaptive", description="Default fusion method (docs/fusion.md)."
+    fusion: FusionMethod = Field(
+        default=FusionMethod.ADAPTIVE, description="Default fusion method (docs/fusion.md)."
     )
     rrf_k: int = Field(
         default=60,
@@ -99,11 +100,11 @@ class SearchSettings(BaseModel):
         le=1000,
         description="k of 1 / (k + rank): rrf, and adaptive when no leg's best stands out.",
     )
-    rrf_weights: dict[str, float] = Field(
+    rrf_weights: LegWeights = Field(
         default_factory=lambda: _weights(0.7, 0.3),
         description="Leg weights of the rrf and score methods.",
     )
-    adaptive_weights: dict[str, float] = Field(
+    adaptive_weights: LegWeights = Field(
         default_factory=lambda: _weights(0.95, 0.05),
         description="Prior leg weights of the adaptive method (used as they are when no "
         "leg's scores show evidence; see docs/fusion.md).",
@@ -122,10 +123,10 @@ class SearchSettings(BaseModel):
     max_candidates: int = Field(default=500, ge=1, le=16384)
     max_top_k: int = Field(default=100, ge=1, le=1000)
 
-    def default_weights(self, method: str) -> dict[str, float]:
+    def default_weights(self, method: FusionMethod) -> dict[Leg, float]:
         """The configured leg weights of fusion ``method`` (a copy): the prior for
         ``adaptive``, ``rrf_weights`` for ``rrf`` and ``score``."""
-        return dict(self.adaptive_weights if method == "adaptive" else self.rrf_weights)
+        return dict(self.adaptive_weights if method is FusionMethod.ADAPTIVE else self.rrf_weights)
 
 
 class RerankSettings(BaseModel):

@@ -15,8 +15,9 @@ from hsearch.db.engine import transaction
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.service import IndexingService, submit_documents
-from hsearch.search.models import SearchMode, SearchQuery
+from hsearch.search.models import SearchQuery
 from hsearch.search.service import SearchService
+from hsearch.types import SearchMode
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 
 TENANT = "t"

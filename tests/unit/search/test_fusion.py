@@ -12,12 +12,10 @@ from hypothesis import strategies as st
 
 from hsearch.errors import InvalidFusionError, InvalidRequestError
 from hsearch.search.fusion import (
-    DEFAULT_METHOD,
     DEFAULT_RRF_K,
     MAX_RRF_K,
     MIN_RRF_K,
     FusedHit,
-    FusionMethod,
     LegHit,
     adaptive_fusion,
     adaptive_leg_weights,
@@ -31,6 +29,7 @@ from hsearch.search.fusion import (
     script_coverage,
     signal_posterior,
 )
+from hsearch.types import FusionMethod
 
 Legs = dict[str, list[LegHit]]
 
@@ -71,12 +70,6 @@ SCORE_METHODS = [FusionMethod.SCORE, FusionMethod.ADAPTIVE]
 
 
 # -- worked examples ----------------------------------------------------------------------
-
-
-def test_default_method_is_adaptive() -> None:
-    assert DEFAULT_METHOD is FusionMethod.ADAPTIVE
-    assert DEFAULT_RRF_K == 60
-    assert {m.value for m in FusionMethod} == {"rrf", "score", "adaptive"}
 
 
 def test_rrf_worked_example() -> None:
@@ -355,11 +348,11 @@ def test_fuse_dispatches_and_accepts_values() -> None:
     assert fuse(legs, method=FusionMethod.SCORE, weights=weights) == min_max_score_fusion(
         legs, weights=weights
     )
-    assert fuse(legs, weights=weights) == adaptive_fusion(legs, weights=weights)
+    assert fuse(legs, method="adaptive", weights=weights) == adaptive_fusion(legs, weights=weights)
 
 
 def test_fused_hits_are_frozen() -> None:
-    hit = fuse({"a": ranked("x")}, weights={"a": 1})[0]
+    hit = fuse({"a": ranked("x")}, method="adaptive", weights={"a": 1})[0]
     with pytest.raises(AttributeError):
         hit.score = 2.0  # type: ignore[misc]  # the point: frozen dataclasses refuse it
 
@@ -421,12 +414,16 @@ def test_all_zero_weights_are_refused() -> None:
     with pytest.raises(InvalidFusionError, match="at least one weight must be > 0"):
         normalise_weights({})
     with pytest.raises(InvalidFusionError, match="at least one weight must be > 0"):
-        fuse({}, weights={})
+        fuse({}, method="rrf", weights={})
 
 
 def test_weights_for_unknown_legs_are_refused_with_the_allowed_legs() -> None:
     with pytest.raises(InvalidFusionError) as info:
-        fuse({"dense": ranked("a"), "sparse": []}, weights={"dense": 1, "sparse": 1, "colbert": 1})
+        fuse(
+            {"dense": ranked("a"), "sparse": []},
+            method="rrf",
+            weights={"dense": 1, "sparse": 1, "colbert": 1},
+        )
     assert info.value.message == "weights: unknown leg(s) colbert; allowed legs: dense, sparse"
     assert isinstance(info.value, InvalidRequestError)
     assert info.value.status_code == 422
@@ -435,7 +432,7 @@ def test_weights_for_unknown_legs_are_refused_with_the_allowed_legs() -> None:
 
 def test_legs_without_a_weight_are_refused() -> None:
     with pytest.raises(InvalidFusionError) as info:
-        fuse({"dense": ranked("a"), "sparse": ranked("b")}, weights={"dense": 1})
+        fuse({"dense": ranked("a"), "sparse": ranked("b")}, method="rrf", weights={"dense": 1})
     assert info.value.message == (
         "weights: no weight for leg(s) sparse; give one weight >= 0 for each leg: dense, sparse"
     )
@@ -450,11 +447,11 @@ def test_non_finite_scores_are_refused(score: float) -> None:
 
 def test_malformed_legs_are_refused() -> None:
     with pytest.raises(InvalidFusionError, match="must hold LegHit items"):
-        fuse({"dense": [("a", 1.0)]}, weights={"dense": 1})  # type: ignore[list-item]
+        fuse({"dense": [("a", 1.0)]}, method="rrf", weights={"dense": 1})  # type: ignore[list-item]
     with pytest.raises(InvalidFusionError, match="non-numeric score"):
-        fuse({"dense": [LegHit("a", "1")]}, weights={"dense": 1})  # type: ignore[arg-type]
+        fuse({"dense": [LegHit("a", "1")]}, method="rrf", weights={"dense": 1})  # type: ignore[arg-type]
     with pytest.raises(InvalidFusionError, match="leg names must be non-empty strings"):
-        fuse({"": ranked("a")}, weights={"": 1})
+        fuse({"": ranked("a")}, method="rrf", weights={"": 1})
 
 
 @pytest.mark.parametrize("method", ["magic", "", "RRF", None])

@@ -16,9 +16,10 @@ from hsearch.errors import InvalidFilterError, InvalidRequestError, SearchUnavai
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.service import IndexingService, submit_documents
 from hsearch.search.fusion import LegHit
-from hsearch.search.models import SearchMode, SearchQuery
+from hsearch.search.models import SearchQuery
 from hsearch.search.rerank import FakeReranker
 from hsearch.search.service import SearchService, query_weights
+from hsearch.types import SearchMode
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 
 TENANT = "t"
@@ -111,8 +112,6 @@ async def test_dense_leg_is_ignored_for_queries_its_encoder_cannot_read(
         ({"top_k": 0}, "top_k"),
         ({"top_k": 5, "candidates": 2}, "candidates"),
         ({"leg_timeout_s": 100.0}, "leg_timeout_ms"),
-        ({"fusion": "magic"}, "fusion"),
-        ({"weights": {"graph": 1.0}}, "weights"),
         ({"weights": {"dense": 2.0}}, "weights.dense"),
         ({"weights": {"dense": 0.0, "sparse": 1.0}, "mode": SearchMode.SEMANTIC}, "weights"),
         ({"rerank": True}, "rerank"),

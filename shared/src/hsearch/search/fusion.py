@@ -4,7 +4,7 @@ Pure: no I/O, no clock, no randomness. Every function takes the legs as a mappin
 leg name (``"dense"``, ``"sparse"``, any later signal) to that leg's candidate list, a
 sequence of :class:`LegHit` in rank order (rank = position + 1, higher score = better).
 
-Methods (:class:`FusionMethod`)
+Methods (:class:`hsearch.types.FusionMethod`)
 -------------------------------
 ``rrf``
     Weighted reciprocal rank fusion: ``score(d) = sum_leg w_leg / (k + rank_leg(d))``.
@@ -12,7 +12,7 @@ Methods (:class:`FusionMethod`)
 ``score``
     Weighted min-max score fusion: each leg's scores are mapped to ``[0, 1]`` over its
     candidates, ``score(d) = sum_leg w_leg * (s - min) / (max - min)``.
-``adaptive`` (the default, :data:`DEFAULT_METHOD`)
+``adaptive`` (the offline encoder's default, ``settings.search.fusion``)
     A two-regime mixture. Each leg's scores are tested for a standout candidate against
     a noise model of the leg's own list (exponential above the lowest candidate, scale
     ``sigma`` estimated from the list; :func:`leg_evidence`). With probability ``E``
@@ -54,18 +54,16 @@ import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from hsearch.embedding.lexical import CJK_RANGES
 from hsearch.errors import InvalidFusionError
+from hsearch.types import FusionMethod
 
 __all__ = [
-    "DEFAULT_METHOD",
     "DEFAULT_RRF_K",
     "MAX_RRF_K",
     "MIN_RRF_K",
     "FusedHit",
-    "FusionMethod",
     "LegHit",
     "adaptive_fusion",
     "adaptive_leg_weights",
@@ -83,20 +81,6 @@ __all__ = [
 MIN_RRF_K = 1
 MAX_RRF_K = 1000
 DEFAULT_RRF_K = 60
-
-
-class FusionMethod(StrEnum):
-    """How the legs are combined; the values are what the API accepts."""
-
-    RRF = "rrf"
-    """Weighted reciprocal rank fusion (ranks only)."""
-    SCORE = "score"
-    """Weighted min-max normalised score fusion."""
-    ADAPTIVE = "adaptive"
-    """Evidence-weighted mixture of per-leg signal posteriors (default)."""
-
-
-DEFAULT_METHOD = FusionMethod.ADAPTIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,7 +495,7 @@ def _adaptive(active: Sequence[_Leg], k: int) -> tuple[list[FusedHit], dict[str,
 def fuse(
     legs: Mapping[str, Sequence[LegHit]],
     *,
-    method: FusionMethod | str = DEFAULT_METHOD,
+    method: FusionMethod | str,
     weights: Mapping[str, float],
     k: int = DEFAULT_RRF_K,
 ) -> list[FusedHit]:
@@ -525,7 +509,7 @@ def fuse(
 def fuse_explained(
     legs: Mapping[str, Sequence[LegHit]],
     *,
-    method: FusionMethod | str = DEFAULT_METHOD,
+    method: FusionMethod | str,
     weights: Mapping[str, float],
     k: int = DEFAULT_RRF_K,
 ) -> tuple[list[FusedHit], dict[str, float]]:

@@ -3,28 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from hsearch.search.facets import FacetRequest, FacetResult
-
-
-class SearchMode(StrEnum):
-    HYBRID = "hybrid"
-    SEMANTIC = "semantic"  # dense leg only
-    KEYWORD = "keyword"  # sparse leg only
-
-
-class Leg(StrEnum):
-    DENSE = "dense"
-    SPARSE = "sparse"
-
-
-MODE_LEGS: dict[SearchMode, tuple[Leg, ...]] = {
-    SearchMode.HYBRID: (Leg.DENSE, Leg.SPARSE),
-    SearchMode.SEMANTIC: (Leg.DENSE,),
-    SearchMode.KEYWORD: (Leg.SPARSE,),
-}
+from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +16,9 @@ class SearchQuery:
     top_k: int = 10
     offset: int = 0
     mode: SearchMode = SearchMode.HYBRID
-    fusion: str | None = None  # FusionMethod value; None = the configured default
+    fusion: FusionMethod | None = None  # None: the configured default
     rrf_k: int | None = None
-    weights: dict[str, float] | None = None
+    weights: dict[Leg, float] | None = None
     filter: object | None = None
     candidates: int | None = None
     leg_timeout_s: float | None = None
@@ -49,7 +31,7 @@ class SearchQuery:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    method: str
+    method: FusionMethod
     fused_score: float
     dense_rank: int | None
     sparse_rank: int | None
@@ -78,7 +60,7 @@ class SearchHit:
 @dataclass(frozen=True, slots=True)
 class LegReport:
     leg: Leg
-    status: str  # ok | timeout | error | skipped
+    status: LegStatus
     took_ms: float
     candidates: int
     error: str | None = None
@@ -88,7 +70,7 @@ class LegReport:
 class SearchResult:
     query: str
     mode: SearchMode
-    method: str
+    method: FusionMethod
     hits: tuple[SearchHit, ...]
     total_candidates: int
     offset: int
@@ -97,10 +79,10 @@ class SearchResult:
     legs: tuple[LegReport, ...]
     took_ms: float
     rerank_ms: float | None = None
-    weights: dict[str, float] = field(default_factory=dict)
+    weights: dict[Leg, float] = field(default_factory=dict)
     """Per leg that answered: the weight the query was fused with (configured or
     requested, after the script-coverage rule)."""
-    applied_weights: dict[str, float] = field(default_factory=dict)
+    applied_weights: dict[Leg, float] = field(default_factory=dict)
     """Per active leg: the weight it carried in this query's fusion (sum 1); for
     ``adaptive`` the per-query mixture weights, moved from ``weights`` towards the legs
     whose best candidate stands out."""

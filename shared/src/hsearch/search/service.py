@@ -27,22 +27,20 @@ from hsearch.search.facets import compute_facets, validate_facet_requests
 from hsearch.search.filters import parse_filter
 from hsearch.search.fusion import (
     FusedHit,
-    FusionMethod,
     LegHit,
     fuse_explained,
     script_coverage,
 )
 from hsearch.search.highlight import make_snippet
 from hsearch.search.models import (
-    MODE_LEGS,
     Explanation,
-    Leg,
     LegReport,
     SearchHit,
     SearchQuery,
     SearchResult,
 )
 from hsearch.search.rerank import Reranker, rerank
+from hsearch.types import MODE_LEGS, FusionMethod, Leg, LegStatus
 from hsearch.vectorstore.protocol import StoredHit, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -133,7 +131,7 @@ class SearchService:
         result = SearchResult(
             query=query.query,
             mode=query.mode,
-            method=params.method.value,
+            method=params.method,
             hits=page_hits,
             total_candidates=len(units),
             facets=tuple(facets),
@@ -143,8 +141,8 @@ class SearchService:
             legs=tuple(o.report for o in outcomes),
             took_ms=(time.perf_counter() - started) * 1000,
             rerank_ms=rerank_ms,
-            weights=weights,
-            applied_weights=applied,
+            weights={Leg(leg): w for leg, w in weights.items()},
+            applied_weights={Leg(leg): w for leg, w in applied.items()},
         )
         logger.info(
             "search.done tenant=%s mode=%s hits=%d degraded=%s took_ms=%.1f",
@@ -194,7 +192,7 @@ class SearchService:
         weights = query_weights(
             query,
             leg_hits,
-            configured=params.weights,
+            configured={leg.value: w for leg, w in params.weights.items()},
             dense_scripts=self._embedder.info.dense_scripts,
             min_dense_script_coverage=self._settings.min_dense_script_coverage,
         )
@@ -245,12 +243,12 @@ class SearchService:
         try:
             hits = await asyncio.wait_for(run(), timeout + DEADLINE_MARGIN_S)
         except TimeoutError:
-            status, error = "timeout", f"no answer within {timeout:.3f}s"
+            status, error = LegStatus.TIMEOUT, f"no answer within {timeout:.3f}s"
         except BackendError as exc:  # a failing backend degrades the leg, not the request
-            status, error = "error", f"{type(exc).__name__}: {exc.message}"
+            status, error = LegStatus.ERROR, f"{type(exc).__name__}: {exc.message}"
         else:
             took = (time.perf_counter() - started) * 1000
-            return _LegOutcome(leg, hits, LegReport(leg, "ok", took, len(hits)))
+            return _LegOutcome(leg, hits, LegReport(leg, LegStatus.OK, took, len(hits)))
         took = (time.perf_counter() - started) * 1000
         logger.warning("search.leg.degraded leg=%s status=%s error=%s", leg, status, error)
         return _LegOutcome(leg, None, LegReport(leg, status, took, 0, error))
@@ -273,7 +271,7 @@ class SearchService:
             text=str(fields.get("text", "")),
             score=fused.score if rerank_score is None else rerank_score,
             explanation=Explanation(
-                method=method.value,
+                method=method,
                 fused_score=fused.score,
                 dense_rank=fused.ranks.get(Leg.DENSE.value),
                 sparse_rank=fused.ranks.get(Leg.SPARSE.value),
@@ -315,21 +313,12 @@ class SearchService:
             )
         parse_filter(query.filter)  # InvalidFilterError names the offending part
         validate_facet_requests(query.facets)
-        try:
-            method = FusionMethod(query.fusion or s.fusion)
-        except ValueError:
-            allowed = ", ".join(m.value for m in FusionMethod)
-            raise InvalidRequestError(f"fusion: must be one of {allowed}") from None
-        weights = dict(query.weights) if query.weights else s.default_weights(method.value)
-        unknown = set(weights) - {leg.value for leg in Leg}
-        if unknown:
-            raise InvalidRequestError(
-                f"weights: unknown leg(s) {sorted(unknown)}; allowed: dense, sparse"
-            )
+        method = query.fusion or s.fusion
+        weights = dict(query.weights) if query.weights else s.default_weights(method)
         for leg, weight in weights.items():
             if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
                 raise InvalidRequestError(f"weights.{leg}: must be between 0 and 1")
-        if not any(weights.get(leg.value, 0.0) > 0 for leg in MODE_LEGS[query.mode]):
+        if not any(weights.get(leg, 0.0) > 0 for leg in MODE_LEGS[query.mode]):
             raise InvalidRequestError(
                 f"weights: at least one leg of mode {query.mode.value!r} needs a weight above 0"
             )
@@ -347,7 +336,7 @@ class _Params:
     candidates: int
     timeout: float
     method: FusionMethod
-    weights: dict[str, float]
+    weights: dict[Leg, float]
     rrf_k: int
 
 

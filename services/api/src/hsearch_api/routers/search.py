@@ -24,7 +24,7 @@ router = APIRouter(prefix="/v1", tags=["search"])
 async def search(
     body: SearchRequest, tenant: TenantDep, service: SearchServiceDep
 ) -> SearchResponse:
-    """Hybrid search: dense and sparse legs in parallel, fused (weighted RRF by default)."""
+    """Hybrid search: dense and sparse legs in parallel under deadlines, fused."""
     result = await service.search(
         SearchQuery(
             tenant_id=tenant,
@@ -56,10 +56,10 @@ def search_response(result: SearchResult) -> SearchResponse:
         offset=result.offset,
         top_k=result.top_k,
         total_candidates=result.total_candidates,
-        degraded=[leg.value for leg in result.degraded],
+        degraded=list(result.degraded),
         legs=[
             LegRead(
-                leg=r.leg.value,
+                leg=r.leg,
                 status=r.status,
                 took_ms=r.took_ms,
                 candidates=r.candidates,

@@ -4,7 +4,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hsearch.search.models import SearchMode
+from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
 
 
 class SearchRequest(BaseModel):
@@ -14,7 +14,9 @@ class SearchRequest(BaseModel):
     top_k: int = Field(default=10, ge=1, le=1000, description="Hits per page.")
     offset: int = Field(default=0, ge=0, le=10000)
     mode: SearchMode = SearchMode.HYBRID
-    fusion: str | None = Field(default=None, description="Fusion method; unset: the default.")
+    fusion: FusionMethod | None = Field(
+        default=None, description="Fusion method; unset: the configured default."
+    )
     rrf_k: int | None = Field(
         default=None,
         ge=1,
@@ -22,7 +24,7 @@ class SearchRequest(BaseModel):
         description="k of 1 / (k + rank) for rrf, and for adaptive when no leg's best "
         "candidate stands out (default: the configured one, 60).",
     )
-    weights: dict[str, float] | None = Field(
+    weights: dict[Leg, float] | None = Field(
         default=None, description='Per-leg weights, e.g. {"dense": 0.7, "sparse": 0.3}.'
     )
     filter: dict[str, Any] | None = None
@@ -42,7 +44,7 @@ class SearchRequest(BaseModel):
 
 
 class ExplanationRead(BaseModel):
-    method: str
+    method: FusionMethod
     fused_score: float
     dense_rank: int | None
     sparse_rank: int | None
@@ -68,8 +70,8 @@ class HitRead(BaseModel):
 
 
 class LegRead(BaseModel):
-    leg: str
-    status: str
+    leg: Leg
+    status: LegStatus
     took_ms: float
     candidates: int
     error: str | None
@@ -92,19 +94,19 @@ class FacetRead(BaseModel):
 class SearchResponse(BaseModel):
     query: str
     mode: SearchMode
-    method: str
+    method: FusionMethod
     offset: int
     top_k: int
     total_candidates: int
-    degraded: list[str]
+    degraded: list[Leg]
     legs: list[LegRead]
     took_ms: float
     rerank_ms: float | None
-    weights: dict[str, float] = Field(
+    weights: dict[Leg, float] = Field(
         description="Per leg that answered: the weight the query was fused with "
         "(configured or requested; 0 for a dense encoder that cannot read the query)."
     )
-    applied_weights: dict[str, float] = Field(
+    applied_weights: dict[Leg, float] = Field(
         description="Per active leg: its share of this query's fusion (sums to 1). "
         "For adaptive fusion, moved from `weights` towards the legs whose best "
         "candidate stands out (docs/fusion.md)."

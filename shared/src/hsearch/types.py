@@ -1,0 +1,76 @@
+"""The core vocabulary: legs, search modes, fusion methods and leg statuses.
+
+One module that settings, domain code and the API import, so a value exists once and
+the OpenAPI document lists the allowed values of every field typed with these enums.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+
+class Leg(StrEnum):
+    """A retrieval signal whose ranked candidates are fused."""
+
+    DENSE = "dense"
+    SPARSE = "sparse"
+
+
+class SearchMode(StrEnum):
+    """Which legs a search runs."""
+
+    HYBRID = "hybrid"
+    SEMANTIC = "semantic"  # dense leg only
+    KEYWORD = "keyword"  # sparse leg only
+
+
+MODE_LEGS: Mapping[SearchMode, tuple[Leg, ...]] = MappingProxyType(
+    {
+        SearchMode.HYBRID: (Leg.DENSE, Leg.SPARSE),
+        SearchMode.SEMANTIC: (Leg.DENSE,),
+        SearchMode.KEYWORD: (Leg.SPARSE,),
+    }
+)
+
+
+class FusionMethod(StrEnum):
+    """How the legs are combined (``docs/fusion.md``)."""
+
+    RRF = "rrf"
+    """Weighted reciprocal rank fusion (ranks only)."""
+    SCORE = "score"
+    """Weighted min-max normalised score fusion."""
+    ADAPTIVE = "adaptive"
+    """Two regimes: signal posteriors when a leg's best stands out, ranks otherwise."""
+
+
+class LegStatus(StrEnum):
+    """How a leg of one search ended."""
+
+    OK = "ok"
+    TIMEOUT = "timeout"  # no answer within its deadline
+    ERROR = "error"  # the backend failed
+    SKIPPED = "skipped"  # not run (e.g. weight 0)
+
+
+def _check_leg_weights(weights: dict[Leg, float]) -> dict[Leg, float]:
+    for leg, weight in weights.items():
+        if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
+            msg = f"{leg.value}: weight must be between 0 and 1, got {weight!r}"
+            raise ValueError(msg)
+    if not any(w > 0 for w in weights.values()):
+        msg = "at least one leg needs a weight above 0"
+        raise ValueError(msg)
+    return weights
+
+
+LegWeights = Annotated[dict[Leg, float], AfterValidator(_check_leg_weights)]
+"""Weights by leg: keys are :class:`Leg` values (an unknown leg is refused with the
+allowed ones listed), each weight finite and in ``[0, 1]``, at least one above 0.
+Validated wherever it is parsed: settings at start, request bodies per request."""
