@@ -1,5 +1,5 @@
-"""The ingest endpoints over HTTP on embedded parts: the request owns the transaction
-and sends the job only after its commit.
+"""The ingest endpoints over HTTP on embedded parts: the request owns the transaction,
+sends the job only after its commit, and enforces the limits the settings name.
 
 The app's lifespan is not run (no Milvus, no encoder): its dependencies are overridden
 with a migrated SQLite database and an in-memory job queue."""
@@ -139,6 +139,46 @@ async def test_a_failed_send_is_a_503_and_fails_the_job(
     assert job.status is JobStatus.FAILED
     assert job.error is not None
     assert "connection refused" in job.error
+
+
+TOO_MANY = [DOC, {**DOC, "external_id": "b"}, {**DOC, "external_id": "c"}]
+TOO_LONG = [{**DOC, "text": "short"}, {**DOC, "external_id": "b", "text": "x" * 11}]
+
+
+@pytest.mark.parametrize(
+    ("limits", "documents", "field"),
+    [
+        ({"max_documents_per_request": 2}, TOO_MANY, "documents: at most 2 documents"),
+        ({"max_document_chars": 10}, TOO_LONG, "documents[1].text: at most 10 characters"),
+    ],
+)
+async def test_the_limits_come_from_settings(
+    api: ClientFactory,
+    sessions: sessionmaker[Session],
+    limits: dict[str, int],
+    documents: list[dict[str, str]],
+    field: str,
+) -> None:
+    queue = InMemoryJobQueue()
+    async with api(queue, settings=settings_with(**limits)) as client:
+        resp = await client.post("/v1/documents", json={"documents": documents})
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["error"] == "invalid_request"
+        assert resp.json()["detail"].startswith(field)
+        assert (queue.sent, jobs_in(sessions)) == ([], [])
+        within = await client.post("/v1/documents", json={"documents": documents[:-1]})
+    assert within.status_code == 202, within.text
+
+
+def test_the_openapi_document_states_no_bound_the_settings_own() -> None:
+    app = create_app(settings_with(max_documents_per_request=2, max_document_chars=10))
+    schemas = app.openapi()["components"]["schemas"]
+    documents = schemas["DocumentBatchCreate"]["properties"]["documents"]
+    text = schemas["DocumentCreate"]["properties"]["text"]
+    assert "maxItems" not in documents
+    assert "maxLength" not in text
+    assert "ingest.max_documents_per_request" in documents["description"]
+    assert "ingest.max_document_chars" in text["description"]
 
 
 async def test_documents_input_maps_every_field(

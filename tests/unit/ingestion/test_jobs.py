@@ -1,5 +1,5 @@
-"""The job service on SQLite: what a submitted batch writes, what it queues and how a
-job reads back."""
+"""The job service on SQLite: what a submitted batch writes, what it queues, the limits
+it enforces (from settings) and how a job reads back."""
 
 from __future__ import annotations
 
@@ -81,6 +81,24 @@ def test_submit_rejects_duplicates_and_empty_batches(sessions: sessionmaker[Sess
     a = DocumentInput(external_id="a", text="Rivers flow to the sea.")
     with pytest.raises(InvalidRequestError, match=r"documents\[1\]"):
         submit(sessions, [a, a])
+
+
+def test_the_batch_limit_comes_from_settings(sessions: sessionmaker[Session]) -> None:
+    settings = IngestSettings(max_documents_per_request=2)
+    queue = InMemoryJobQueue()
+    with pytest.raises(InvalidRequestError, match=r"^documents: at most 2 documents per request"):
+        submit(sessions, docs("a", "b", "c"), settings=settings, queue=queue)
+    assert (job_count(sessions), queue.sent) == (0, [])
+    assert submit(sessions, docs("a", "b"), settings=settings).total == 2
+
+
+def test_the_document_size_limit_comes_from_settings(sessions: sessionmaker[Session]) -> None:
+    settings = IngestSettings(max_document_chars=10)
+    with pytest.raises(InvalidRequestError, match=r"^documents\[1\]\.text: at most 10 characters"):
+        submit(sessions, docs("short", "x" * 11), settings=settings)
+    assert job_count(sessions) == 0
+    # Characters, not bytes: ten CJK characters are thirty UTF-8 bytes and fit.
+    assert submit(sessions, docs("short", "東" * 10), settings=settings).total == 2
 
 
 def test_get_reads_the_job_of_its_own_tenant_only(sessions: sessionmaker[Session]) -> None:

@@ -38,8 +38,9 @@ class JobService:
     def submit(self, *, tenant_id: str, documents: Sequence[DocumentInput]) -> JobView:
         """Write a job and its items (one per document) and queue it for the workers.
 
-        Raises :class:`InvalidRequestError`, naming the field, for an empty batch or
-        an external id repeated within the batch.
+        Raises :class:`InvalidRequestError`, naming the field, for an empty or
+        oversized batch (``ingest.max_documents_per_request``), a text longer than
+        ``ingest.max_document_chars`` or an external id repeated within the batch.
         """
         self._validate(documents)
         session = self._uow.session
@@ -96,10 +97,20 @@ class JobService:
         return _view(job, errors=errors)
 
     def _validate(self, documents: Sequence[DocumentInput]) -> None:
+        # The limits are settings, so the request schema cannot state them: checked here,
+        # with the same words as a schema error (the field first).
         if not documents:
             raise InvalidRequestError("documents: at least one document is required")
+        limit = self._settings.max_documents_per_request
+        if len(documents) > limit:
+            msg = f"documents: at most {limit} documents per request, got {len(documents)}"
+            raise InvalidRequestError(msg)
+        max_chars = self._settings.max_document_chars
         seen: dict[str, int] = {}
         for i, doc in enumerate(documents):
+            if len(doc.text) > max_chars:
+                msg = f"documents[{i}].text: at most {max_chars} characters, got {len(doc.text)}"
+                raise InvalidRequestError(msg)
             if doc.external_id in seen:
                 msg = (
                     f"documents[{i}].external_id: {doc.external_id!r} repeats "
