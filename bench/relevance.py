@@ -8,9 +8,10 @@ Each dataset goes through the product's own code, in a fresh, throw-away stack:
 * :func:`hsearch.runtime.build_resources` on settings built here (unique collection,
   the chosen encoder); every other knob is the product default or ``HSEARCH_*`` from
   the environment, so a candidate setting can be measured without code changes;
-* ingestion: :func:`hsearch.ingestion.service.submit_documents` in jobs of 500 documents,
-  each committed, then :meth:`IndexingService.process_job` per job: the code the Celery
-  worker runs (the broker hop is left out);
+* ingestion: :meth:`hsearch.ingestion.jobs.JobService.submit` in jobs of 500 documents,
+  each in its own committed unit of work, then :meth:`IndexingService.process_job` per
+  job: the code the Celery worker runs (the broker hop is left out: the jobs go to an
+  in-process queue);
 * search: :meth:`hsearch.search.service.SearchService.search` per query and mode
   (semantic, keyword, hybrid) with ``top_k=100`` (for recall@100) at the candidate depth
   a default request gets (:func:`default_candidates`), so nDCG@10 measures what a
@@ -229,24 +230,23 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
 
 def ingest(resources: Resources, corpus: Sequence[Mapping[str, str]]) -> dict[str, Any]:
     """Submit the corpus in jobs of DOCUMENTS_PER_JOB and index them job by job."""
-    from hsearch.db.engine import transaction  # noqa: PLC0415
+    from hsearch.ingestion.dispatch import unit_of_work  # noqa: PLC0415
+    from hsearch.ingestion.indexer import IndexingService  # noqa: PLC0415
+    from hsearch.ingestion.jobs import JobService  # noqa: PLC0415
     from hsearch.ingestion.models import DocumentInput  # noqa: PLC0415
-    from hsearch.ingestion.service import (  # noqa: PLC0415
-        IndexingService,
-        get_job,
-        submit_documents,
-    )
+    from hsearch.ingestion.queue import InMemoryJobQueue  # noqa: PLC0415
 
     settings = resources.settings
     started = time.perf_counter()
-    job_ids = []
+    queue = InMemoryJobQueue()
     for start in range(0, len(corpus), DOCUMENTS_PER_JOB):
         documents = [
             DocumentInput(external_id=d["_id"], title=d["title"], text=d["text"])
             for d in corpus[start : start + DOCUMENTS_PER_JOB]
         ]
-        with transaction(resources.sessions) as session:
-            job_ids.append(submit_documents(session, tenant_id=TENANT, documents=documents).id)
+        with unit_of_work(resources.sessions, queue=queue) as uow:
+            JobService(uow, settings=settings.ingest).submit(tenant_id=TENANT, documents=documents)
+    job_ids = queue.sent
     indexing = IndexingService(
         session_factory=resources.sessions,
         embedder=resources.embedder,
@@ -257,8 +257,8 @@ def ingest(resources: Resources, corpus: Sequence[Mapping[str, str]]) -> dict[st
     indexed = failed = 0
     for n, job_id in enumerate(job_ids, 1):
         status = indexing.process_job(job_id)
-        with resources.sessions() as session:
-            view = get_job(session, job_id=job_id, tenant_id=TENANT)
+        with unit_of_work(resources.sessions, queue=queue) as uow:
+            view = JobService(uow, settings=settings.ingest).get(job_id, tenant_id=TENANT)
         indexed += view.indexed
         failed += view.failed
         for error in view.errors[:5]:
@@ -792,8 +792,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Import every hsearch module up front: the process then runs one consistent version
     # of the code even if the working tree changes during a long run.
-    for module in ("hsearch.runtime", "hsearch.db.migrate", "hsearch.ingestion.service",
-                   "hsearch.search.service", "hsearch.errors"):  # fmt: skip
+    for module in ("hsearch.runtime", "hsearch.db.migrate", "hsearch.ingestion.jobs",
+                   "hsearch.ingestion.indexer", "hsearch.search.service",
+                   "hsearch.errors"):  # fmt: skip
         importlib.import_module(module)
 
     if args.all:

@@ -186,6 +186,20 @@ async def test_duplicate_external_ids_in_one_batch_are_rejected(client: httpx.As
     assert "documents[1].external_id" in resp.json()["detail"]
 
 
+async def test_batch_limits_are_the_configured_settings(stack: Stack, tenant: str) -> None:
+    ingest_settings = stack.settings.ingest.model_copy(
+        update={"max_documents_per_request": 2, "max_document_chars": 20}
+    )
+    settings = stack.settings.model_copy(update={"ingest": ingest_settings})
+    async with api_client(settings, tenant=tenant) as c:
+        resp = await c.post("/v1/documents", json={"documents": DOCS[:3]})
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["detail"].startswith("documents: at most 2 documents")
+        resp = await c.post("/v1/documents", json={"documents": DOCS[:2]})
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["detail"].startswith("documents[0].text: at most 20 characters")
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

@@ -10,11 +10,13 @@ from bench.fusion_replay import Replay, evaluate, main, read_legs
 from bench.relevance import TOP_K, Dataset, leg_candidates, leg_record, per_query_comparison
 from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.config import SearchSettings
-from hsearch.db.engine import transaction
+from hsearch.config import IngestSettings, SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.dispatch import unit_of_work
+from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
-from hsearch.ingestion.service import IndexingService, submit_documents
+from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.search.models import SearchQuery
 from hsearch.search.service import SearchService
 from hsearch.types import SearchMode
@@ -40,9 +42,9 @@ async def record_legs(sessions: sessionmaker[Session], path: Path) -> dict[str, 
     the service's own hybrid ranking (corpus ids) per query."""
     # A small dimension makes the hashed dense vectors noisy: the legs disagree.
     embedder, store = FakeEmbedder(dimension=4), InMemoryVectorStore()
-    with transaction(sessions) as session:
-        job = submit_documents(
-            session,
+    queue = InMemoryJobQueue()
+    with unit_of_work(sessions, queue=queue) as uow:
+        JobService(uow, settings=IngestSettings()).submit(
             tenant_id=TENANT,
             documents=[DocumentInput(external_id=k, title=k, text=v) for k, v in TEXTS.items()],
         )
@@ -52,7 +54,7 @@ async def record_legs(sessions: sessionmaker[Session], path: Path) -> dict[str, 
         store=store,
         chunk_max_chars=500,
         chunk_overlap_chars=0,
-    ).process_job(job.id)
+    ).process_job(queue.sent[0])
     service = SearchService(
         embedder=embedder, store=store, session_factory=sessions, settings=SETTINGS
     )

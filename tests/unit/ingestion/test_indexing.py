@@ -12,14 +12,18 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.config import IngestSettings
 from hsearch.db.engine import transaction
 from hsearch.db.models import Document, JobStatus, LexicalCorpusStats, LexicalTermStats
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import EncoderError, VectorStoreError
+from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.ids import document_id
-from hsearch.ingestion.models import DocumentInput
-from hsearch.ingestion.service import IndexingService, get_job, submit_documents
+from hsearch.ingestion.indexer import IndexingService, fail_job
+from hsearch.ingestion.jobs import JobService
+from hsearch.ingestion.models import DocumentInput, JobView
+from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 
@@ -30,14 +34,26 @@ def docs(*pairs: tuple[str, str]) -> list[DocumentInput]:
     return [DocumentInput(external_id=e, title=e.upper(), text=t) for e, t in pairs]
 
 
+def submit(
+    sessions: sessionmaker[Session], batch: list[DocumentInput], tenant: str = TENANT
+) -> uuid.UUID:
+    with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
+        jobs = JobService(uow, settings=IngestSettings())
+        return jobs.submit(tenant_id=tenant, documents=batch).id
+
+
+def get_job(sessions: sessionmaker[Session], job_id: uuid.UUID, tenant: str = TENANT) -> JobView:
+    with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
+        return JobService(uow, settings=IngestSettings()).get(job_id, tenant_id=tenant)
+
+
 def run(
     sessions: sessionmaker[Session],
     service: IndexingService,
     batch: list[DocumentInput],
     tenant: str = TENANT,
 ) -> uuid.UUID:
-    with transaction(sessions) as session:
-        job_id = submit_documents(session, tenant_id=tenant, documents=batch).id
+    job_id = submit(sessions, batch, tenant)
     service.process_job(job_id)
     return job_id
 
@@ -76,8 +92,7 @@ C = ("c", "東京は日本の首都です。")
 def test_index_counts_and_job_status(sessions: sessionmaker[Session]) -> None:
     store = InMemoryVectorStore()
     job_id = run(sessions, make_service(sessions, store), docs(A, B, C))
-    with sessions() as s:
-        job = get_job(s, job_id=job_id, tenant_id=TENANT)
+    job = get_job(sessions, job_id)
     assert (job.status, job.indexed, job.skipped, job.failed) == (JobStatus.SUCCEEDED, 3, 0, 0)
     a_chunks = store.chunk_ids(tenant_id=TENANT, document_id=str(document_id(TENANT, "a")))
     assert len(a_chunks) > 1, "the long document is chunked"
@@ -91,8 +106,7 @@ def test_rerun_and_resubmit_do_no_work(sessions: sessionmaker[Session]) -> None:
     before = (store.count(tenant_id=TENANT), stats(sessions))
     assert service.process_job(job_id) is JobStatus.SUCCEEDED  # a re-delivered task
     job2 = run(sessions, service, docs(A, B))
-    with sessions() as s:
-        view = get_job(s, job_id=job2, tenant_id=TENANT)
+    view = get_job(sessions, job2)
     assert (view.indexed, view.skipped) == (0, 2)
     assert (store.count(tenant_id=TENANT), stats(sessions)) == before
 
@@ -130,8 +144,8 @@ def test_a_bad_document_fails_alone_and_keeps_its_previous_version(
     job_id = run(
         sessions, make_service(sessions, store, FlakyEmbedder()), docs(("b", "poison text"), C)
     )
+    view = get_job(sessions, job_id)
     with sessions() as s:
-        view = get_job(s, job_id=job_id, tenant_id=TENANT)
         doc = s.get(Document, document_id(TENANT, "b"))
     assert (view.status, view.indexed, view.failed) == (JobStatus.PARTIAL, 1, 1)
     assert view.errors[0].external_id == "b"
@@ -163,44 +177,26 @@ def test_a_crash_mid_job_loses_nothing_and_duplicates_nothing(
 ) -> None:
     store = CrashingStore()
     service = make_service(sessions, store)
-    with transaction(sessions) as session:
-        job_id = submit_documents(session, tenant_id=TENANT, documents=docs(A, B, C)).id
+    job_id = submit(sessions, docs(A, B, C))
     with pytest.raises(VectorStoreError):
         service.process_job(job_id)
-    with sessions() as s:
-        assert get_job(s, job_id=job_id, tenant_id=TENANT).status is JobStatus.RUNNING
+    assert get_job(sessions, job_id).status is JobStatus.RUNNING
     assert service.process_job(job_id) is JobStatus.SUCCEEDED  # the retry
 
     clean = InMemoryVectorStore()
     run(sessions, make_service(sessions, clean), docs(A, B, C), tenant="t2")
     assert store.count(tenant_id=TENANT) == clean.count(tenant_id="t2")
     assert stats(sessions) == stats(sessions, "t2")
-    with sessions() as s:
-        view = get_job(s, job_id=job_id, tenant_id=TENANT)
+    view = get_job(sessions, job_id)
     assert (view.indexed, view.failed, view.attempts) == (3, 0, 2)
-
-
-def test_submit_rejects_duplicates_and_empty_batches(sessions: sessionmaker[Session]) -> None:
-    from hsearch.errors import InvalidRequestError
-
-    with transaction(sessions) as session, pytest.raises(InvalidRequestError, match="documents"):
-        submit_documents(session, tenant_id=TENANT, documents=[])
-    with (
-        transaction(sessions) as session,
-        pytest.raises(InvalidRequestError, match=r"documents\[1\]"),
-    ):
-        submit_documents(session, tenant_id=TENANT, documents=docs(A, A))
 
 
 def test_chunks_of_an_abandoned_attempt_are_removed_by_the_next_version(
     sessions: sessionmaker[Session],
 ) -> None:
-    from hsearch.ingestion.service import fail_job
-
     store = CrashingStore()
     service = make_service(sessions, store)
-    with transaction(sessions) as session:
-        abandoned = submit_documents(session, tenant_id=TENANT, documents=docs(A)).id
+    abandoned = submit(sessions, docs(A))
     with pytest.raises(VectorStoreError):
         service.process_job(abandoned)
     doc = str(document_id(TENANT, "a"))

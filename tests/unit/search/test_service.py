@@ -8,13 +8,15 @@ import math
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.config import SearchSettings
-from hsearch.db.engine import transaction
+from hsearch.config import IngestSettings, SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import InvalidFilterError, InvalidRequestError, SearchUnavailableError
+from hsearch.ingestion.dispatch import unit_of_work
+from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
-from hsearch.ingestion.service import IndexingService, submit_documents
+from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.search.fusion import LegHit
 from hsearch.search.models import SearchQuery
 from hsearch.search.rerank import FakeReranker
@@ -58,9 +60,10 @@ def build(
         chunk_max_chars=500,
         chunk_overlap_chars=0,
     )
-    with transaction(sessions) as session:
-        job_id = submit_documents(session, tenant_id=TENANT, documents=DOCS).id
-    indexing.process_job(job_id)
+    queue = InMemoryJobQueue()
+    with unit_of_work(sessions, queue=queue) as uow:
+        JobService(uow, settings=IngestSettings()).submit(tenant_id=TENANT, documents=DOCS)
+    indexing.process_job(queue.sent[0])
     service = SearchService(
         embedder=embedder,
         store=store,

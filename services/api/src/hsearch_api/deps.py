@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import Settings
+from hsearch.ingestion.dispatch import UnitOfWork, unit_of_work
+from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.queue import JobQueue
 from hsearch.runtime import Resources
 from hsearch.search.service import SearchService
@@ -22,34 +24,46 @@ def get_settings_dep(request: Request) -> Settings:
     return get_resources(request).settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """One session per request; the boundary commits on success, rolls back on error."""
-    with get_resources(request).sessions() as session:
-        try:
-            yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
-
-
-def get_search_service(request: Request) -> SearchService:
-    return cast("SearchService", request.state.search)
+def get_session_factory(request: Request) -> sessionmaker[Session]:
+    return get_resources(request).sessions
 
 
 def get_job_queue(request: Request) -> JobQueue:
     return cast("JobQueue", request.state.queue)
 
 
-def get_tenant(request: Request) -> str:
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
+JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
+
+
+def get_unit_of_work(sessions: SessionFactoryDep, queue: JobQueueDep) -> Iterator[UnitOfWork]:
+    """The request's transaction: committed when the endpoint returns, rolled back if it
+    raises; the jobs queued during the request are sent only after the commit."""
+    with unit_of_work(sessions, queue=queue) as uow:
+        yield uow
+
+
+# scope="function": the commit and the sends finish before the response is sent, so a
+# failed commit or send is the response (503), never a 202 for work that was lost.
+UnitOfWorkDep = Annotated[UnitOfWork, Depends(get_unit_of_work, scope="function")]
+
+
+def get_job_service(uow: UnitOfWorkDep, settings: SettingsDep) -> JobService:
+    return JobService(uow, settings=settings.ingest)
+
+
+def get_search_service(request: Request) -> SearchService:
+    return cast("SearchService", request.state.search)
+
+
+def get_tenant(settings: SettingsDep) -> str:
     """The tenant of the request. Until API keys land (roadmap: multi-tenant API) every
     request belongs to the configured default tenant; never taken from the body."""
-    return get_resources(request).settings.api.default_tenant
+    return settings.api.default_tenant
 
 
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
-SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
-SessionDep = Annotated[Session, Depends(get_session)]
+JobServiceDep = Annotated[JobService, Depends(get_job_service)]
 SearchServiceDep = Annotated[SearchService, Depends(get_search_service)]
-JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
 TenantDep = Annotated[str, Depends(get_tenant)]

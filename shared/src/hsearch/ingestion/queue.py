@@ -15,7 +15,12 @@ INGEST_JOB_TASK = "ingest.job"
 
 
 class JobQueue(Protocol):
-    def enqueue_job(self, job_id: uuid.UUID) -> None: ...
+    """Where ingest jobs go to be indexed. Callers never send directly: a unit of work
+    (:mod:`hsearch.ingestion.dispatch`) sends its jobs once their rows are committed."""
+
+    def enqueue_job(self, job_id: uuid.UUID) -> None:
+        """Send ``job_id`` to the workers; raises :class:`BackendError` if it cannot."""
+        ...
 
 
 def create_celery(broker_url: str, *, name: str = "hsearch") -> Celery:
@@ -56,3 +61,14 @@ class CeleryJobQueue:
             )
         except Exception as exc:  # kombu raises many unrelated types for a dead broker
             raise BackendError(f"could not enqueue ingest job {job_id}: {exc}") from exc
+
+
+class InMemoryJobQueue:
+    """Keeps the sent job ids in order, for a consumer in the same process: unit tests,
+    and the benchmark, which indexes the jobs itself."""
+
+    def __init__(self) -> None:
+        self.sent: list[uuid.UUID] = []
+
+    def enqueue_job(self, job_id: uuid.UUID) -> None:
+        self.sent.append(job_id)

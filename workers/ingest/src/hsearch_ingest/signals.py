@@ -10,7 +10,7 @@ from typing import Any
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 from hsearch.config import get_settings
-from hsearch.ingestion.service import IndexingService
+from hsearch.ingestion.indexer import IndexingService
 from hsearch.runtime import Resources, build_resources
 
 logger = logging.getLogger(__name__)

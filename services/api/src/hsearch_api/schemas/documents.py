@@ -19,7 +19,12 @@ class DocumentCreate(BaseModel):
         min_length=1, max_length=512, description="Your id; unique per tenant."
     )
     title: str = Field(default="", max_length=TITLE_MAX_LENGTH)
-    text: str = Field(min_length=1, max_length=1_000_000)
+    # The upper bound is a setting (ingest.max_document_chars), enforced by the job
+    # service: a bound written here would be a second, possibly different, number.
+    text: str = Field(
+        min_length=1,
+        description="At most `ingest.max_document_chars` characters (a server setting).",
+    )
     source: str = Field(default="", max_length=512)
     lang: str = Field(default="", max_length=16)
     tags: list[Tag] = Field(default_factory=list, max_length=64)
@@ -29,7 +34,11 @@ class DocumentCreate(BaseModel):
 class DocumentBatchCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    documents: list[DocumentCreate] = Field(min_length=1, max_length=5000)
+    # The upper bound is a setting (ingest.max_documents_per_request), see ``text``.
+    documents: list[DocumentCreate] = Field(
+        min_length=1,
+        description="At most `ingest.max_documents_per_request` documents (a server setting).",
+    )
 
 
 class ItemErrorRead(BaseModel):

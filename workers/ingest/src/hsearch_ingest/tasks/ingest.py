@@ -8,8 +8,8 @@ from celery import Task
 
 from hsearch.db.engine import transaction
 from hsearch.errors import BackendError
+from hsearch.ingestion.indexer import fail_job
 from hsearch.ingestion.queue import INGEST_JOB_TASK
-from hsearch.ingestion.service import fail_job
 from hsearch_ingest.celery_app import app
 from hsearch_ingest.signals import get_indexing_service, get_resources
 

@@ -1,4 +1,7 @@
-"""The ingest service: accepting batches (API side) and indexing jobs (worker side).
+"""The worker side of ingestion: indexing a job's pending items into chunks.
+
+The API side (accepting a batch, reading a job) is :mod:`hsearch.ingestion.jobs`; the
+two meet only through the job rows and the job id the queue carries.
 
 Indexing a job is safe to run twice and to kill at any point:
 * documents and chunks have deterministic ids and are written with upsert;
@@ -13,7 +16,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,74 +31,12 @@ from hsearch.embedding.bm25 import bm25_document_weights
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
 from hsearch.ingestion.chunking import chunk_text
-from hsearch.ingestion.ids import chunk_id, content_hash, document_id
-from hsearch.ingestion.models import DocumentInput, ItemError, JobView
+from hsearch.ingestion.ids import chunk_id, document_id
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 logger = logging.getLogger(__name__)
 
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED})
-
-
-def submit_documents(
-    session: Session, *, tenant_id: str, documents: Sequence[DocumentInput]
-) -> IngestionJob:
-    """Write a job and its items (one per document); the caller commits, then enqueues."""
-    if not documents:
-        raise InvalidRequestError("documents: at least one document is required")
-    seen: dict[str, int] = {}
-    for i, doc in enumerate(documents):
-        if doc.external_id in seen:
-            msg = (
-                f"documents[{i}].external_id: {doc.external_id!r} repeats "
-                f"documents[{seen[doc.external_id]}] in the same batch"
-            )
-            raise InvalidRequestError(msg)
-        seen[doc.external_id] = i
-    TenantRepository(session).ensure(tenant_id)
-    job = IngestionJob(
-        id=uuid.uuid4(),
-        tenant_id=tenant_id,
-        status=JobStatus.QUEUED,
-        total=len(documents),
-        indexed=0,
-        skipped=0,
-        failed=0,
-        attempts=0,
-    )
-    job.items = [
-        JobItem(
-            ordinal=i,
-            external_id=doc.external_id,
-            title=doc.title,
-            source=doc.source,
-            lang=doc.lang,
-            tags=list(doc.tags),
-            metadata_=dict(doc.metadata),
-            content=doc.text,
-            content_hash=content_hash(
-                title=doc.title,
-                text=doc.text,
-                source=doc.source,
-                lang=doc.lang,
-                tags=list(doc.tags),
-                metadata=doc.metadata,
-            ),
-            status=JobItemStatus.PENDING,
-        )
-        for i, doc in enumerate(documents)
-    ]
-    JobRepository(session).add(job)
-    return job
-
-
-def mark_enqueue_failed(session: Session, *, job_id: uuid.UUID, error: str) -> None:
-    job = JobRepository(session).get(job_id)
-    if job is not None and job.status is JobStatus.QUEUED:
-        job.status = JobStatus.FAILED
-        job.error = error
-        job.finished_at = utcnow()
-        session.flush()
 
 
 def fail_job(session: Session, *, job_id: uuid.UUID, error: str) -> None:
@@ -113,32 +53,6 @@ def fail_job(session: Session, *, job_id: uuid.UUID, error: str) -> None:
     job.error = error
     job.finished_at = utcnow()
     session.flush()
-
-
-def get_job(session: Session, *, job_id: uuid.UUID, tenant_id: str) -> JobView:
-    repo = JobRepository(session)
-    job = repo.get(job_id, tenant_id=tenant_id)
-    if job is None:
-        raise JobNotFoundError(f"job {job_id} not found")
-    errors = tuple(
-        ItemError(ordinal=i.ordinal, external_id=i.external_id, error=i.error or "")
-        for i in repo.failed_items(job_id)
-    )
-    return JobView(
-        id=job.id,
-        tenant_id=job.tenant_id,
-        status=job.status,
-        total=job.total,
-        indexed=job.indexed,
-        skipped=job.skipped,
-        failed=job.failed,
-        error=job.error,
-        attempts=job.attempts,
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-        errors=errors,
-    )
 
 
 @dataclass(frozen=True, slots=True)

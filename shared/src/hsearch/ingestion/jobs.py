@@ -1,0 +1,138 @@
+"""The API side of ingestion: ingestion jobs as clients see them.
+
+A job is written with one item per submitted document (the payload waits on the item
+until it is indexed, see docs/architecture.md) and queued on the unit of work, which
+sends it to the workers after the commit. The worker side is
+:mod:`hsearch.ingestion.indexer`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from hsearch.config import IngestSettings
+from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.db.repositories.jobs import JobRepository
+from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.errors import InvalidRequestError, JobNotFoundError
+from hsearch.ingestion.dispatch import UnitOfWork
+from hsearch.ingestion.ids import content_hash
+from hsearch.ingestion.models import DocumentInput, ItemError, JobView
+
+
+class JobService:
+    """Submit a batch and read a job, inside one unit of work (the caller's transaction).
+
+    The service writes and flushes; the boundary that opened the unit of work commits
+    it and sends the queued jobs. Cancelling a job and listing a tenant's jobs belong
+    here too (not built yet), scoped to the tenant like :meth:`get`.
+    """
+
+    def __init__(self, uow: UnitOfWork, *, settings: IngestSettings) -> None:
+        self._uow = uow
+        self._settings = settings
+
+    # Commands: submit; cancel comes here.
+
+    def submit(self, *, tenant_id: str, documents: Sequence[DocumentInput]) -> JobView:
+        """Write a job and its items (one per document) and queue it for the workers.
+
+        Raises :class:`InvalidRequestError`, naming the field, for an empty or
+        oversized batch (``ingest.max_documents_per_request``), a text longer than
+        ``ingest.max_document_chars`` or an external id repeated within the batch.
+        """
+        self._validate(documents)
+        session = self._uow.session
+        TenantRepository(session).ensure(tenant_id)
+        job = IngestionJob(
+            id=uuid.uuid4(),
+            tenant_id=tenant_id,
+            status=JobStatus.QUEUED,
+            total=len(documents),
+            indexed=0,
+            skipped=0,
+            failed=0,
+            attempts=0,
+        )
+        job.items = [
+            JobItem(
+                ordinal=i,
+                external_id=doc.external_id,
+                title=doc.title,
+                source=doc.source,
+                lang=doc.lang,
+                tags=list(doc.tags),
+                metadata_=dict(doc.metadata),
+                content=doc.text,
+                content_hash=content_hash(
+                    title=doc.title,
+                    text=doc.text,
+                    source=doc.source,
+                    lang=doc.lang,
+                    tags=list(doc.tags),
+                    metadata=doc.metadata,
+                ),
+                status=JobItemStatus.PENDING,
+            )
+            for i, doc in enumerate(documents)
+        ]
+        JobRepository(session).add(job)
+        self._uow.jobs.enqueue(job.id)
+        return _view(job)
+
+    # Queries: get; list comes here.
+
+    def get(self, job_id: uuid.UUID, *, tenant_id: str) -> JobView:
+        """The job's status, counters and first per-document errors; a job of another
+        tenant is not found."""
+        repo = JobRepository(self._uow.session)
+        job = repo.get(job_id, tenant_id=tenant_id)
+        if job is None:
+            raise JobNotFoundError(f"job {job_id} not found")
+        errors = tuple(
+            ItemError(ordinal=i.ordinal, external_id=i.external_id, error=i.error or "")
+            for i in repo.failed_items(job_id)
+        )
+        return _view(job, errors=errors)
+
+    def _validate(self, documents: Sequence[DocumentInput]) -> None:
+        # The limits are settings, so the request schema cannot state them: checked here,
+        # with the same words as a schema error (the field first).
+        if not documents:
+            raise InvalidRequestError("documents: at least one document is required")
+        limit = self._settings.max_documents_per_request
+        if len(documents) > limit:
+            msg = f"documents: at most {limit} documents per request, got {len(documents)}"
+            raise InvalidRequestError(msg)
+        max_chars = self._settings.max_document_chars
+        seen: dict[str, int] = {}
+        for i, doc in enumerate(documents):
+            if len(doc.text) > max_chars:
+                msg = f"documents[{i}].text: at most {max_chars} characters, got {len(doc.text)}"
+                raise InvalidRequestError(msg)
+            if doc.external_id in seen:
+                msg = (
+                    f"documents[{i}].external_id: {doc.external_id!r} repeats "
+                    f"documents[{seen[doc.external_id]}] in the same batch"
+                )
+                raise InvalidRequestError(msg)
+            seen[doc.external_id] = i
+
+
+def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:
+    return JobView(
+        id=job.id,
+        tenant_id=job.tenant_id,
+        status=job.status,
+        total=job.total,
+        indexed=job.indexed,
+        skipped=job.skipped,
+        failed=job.failed,
+        error=job.error,
+        attempts=job.attempts,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        errors=errors,
+    )
