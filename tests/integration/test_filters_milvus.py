@@ -113,6 +113,10 @@ BASE: list[dict[str, Any]] = [
         "source": "blog", "lang": "ja", "tags": ["faq"], "created_at": 175, "document_id": "doc-5",
         "metadata": {"score": 10, "flag": "yes", "arr": []},
     },
+    {
+        "source": "news", "lang": "ja", "tags": ["x"], "created_at": 400, "document_id": "doc-6",
+        "metadata": {"year": -7, "arr": [-7, "r", -2.5]},
+    },
 ]  # fmt: skip
 
 
@@ -366,6 +370,11 @@ CASES: list[tuple[str, Any, Predicate]] = [
         "json contains num",
         {"metadata.arr": {"contains": 1}},
         lambda r: any(isinstance(e, int | float) and e == 1 for e in ja(r, "arr")),
+    ),
+    (
+        "json contains negative",
+        {"metadata.arr": {"contains": -7}},
+        lambda r: any(isinstance(e, int | float) and e == -7 for e in ja(r, "arr")),
     ),
     (
         "json contains_any",

@@ -250,6 +250,8 @@ def test_no_filter_is_the_tenant_alone() -> None:
             'not (metadata["x"] == "a" or metadata["x"] == 2.5)',
         ),
         ({"metadata.arr": {"contains": 3}}, 'ARRAY_CONTAINS(metadata["arr"], 3)'),
+        ({"metadata.arr": {"contains": -3}}, 'ARRAY_CONTAINS(metadata["arr"], (-3))'),
+        ({"metadata.arr": {"contains": -0.5}}, 'ARRAY_CONTAINS(metadata["arr"], (-0.5))'),
         (
             {"metadata.arr": {"contains_any": ["a", 1]}},
             'ARRAY_CONTAINS_ANY(metadata["arr"], ["a", 1])',
@@ -317,7 +319,10 @@ def test_float_literals_round_trip() -> None:
 
 
 def benign(value: Any) -> Any:
-    """The same filter with every literal value made harmless (keys and booleans kept)."""
+    """The same filter with every literal value made harmless (keys and booleans kept).
+
+    Numbers keep their sign, zeros themselves (``-0.0`` too), so range bounds stay in
+    order and a negative ``contains`` operand is still parenthesised."""
     if isinstance(value, dict):
         return {k: benign(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -325,7 +330,7 @@ def benign(value: Any) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        return 1
+        return value if value == 0 else -1 if value < 0 else 1
     if isinstance(value, str):
         return "x"
     raise AssertionError(value)

@@ -1,13 +1,15 @@
 """A parsed filter rendered as a Milvus boolean expression, tenant condition first.
 
-Pure: no I/O, no pymilvus. It takes the tree :func:`~hsearch.vectorstore.filters.parse_filter`
-built (never raw JSON: the request was validated once, upstream) and the tenant.
+Pure: no I/O, no pymilvus. It takes the tree that
+:func:`~hsearch.vectorstore.filters.parse_filter` built (never raw JSON: the request
+was validated once, upstream) and the tenant.
 
 Every sub-expression is parenthesised; string literals are double-quoted by
 :func:`quote_string` (Milvus has no filter templating, so user text is only ever put
 inside a quoted literal); ``in``/``nin`` on a metadata path become an ``or`` of
-equalities (Milvus Lite rejects ``in`` on JSON paths). The expressions are checked
-against Milvus Lite by ``tests/integration/test_filters_milvus.py``.
+equalities (Milvus Lite rejects ``in`` on JSON paths); a negative number given to
+``contains`` is parenthesised (Milvus rejects ``ARRAY_CONTAINS(x, -1)``). The
+expressions are checked against Milvus Lite by ``tests/integration/test_filters_milvus.py``.
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ def _render_leaf(node: Comparison | Membership | Contains | Exists) -> str:
     if isinstance(node, Contains):
         if node.mode is ContainsMode.ONE:
             operand = _literal(node.values[0])
+            if operand.startswith("-"):
+                # Milvus reads no unary minus in a function argument: (-50) parses.
+                operand = f"({operand})"
         else:
             operand = _list_literal(node.values)
         return f"{_FUNCTIONS[node.mode]}({ref}, {operand})"
