@@ -1,7 +1,7 @@
 """Compiled filters against a real Milvus Lite (a ``.db`` file): every operator,
 combinators, metadata paths and hostile strings return exactly the rows a Python
 reference predicate picks, never another tenant's, and the Python evaluator
-(:func:`hsearch.search.filters.matches`) agrees with Milvus row for row.
+(:func:`hsearch.vectorstore.filters.matches`) agrees with Milvus row for row.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pymilvus import DataType, MilvusClient
 
-from hsearch.search.filters import compile_filter, matches, parse_filter, quote_string
+from hsearch.vectorstore.filters import matches, parse_filter
+from hsearch.vectorstore.milvus_filters import compile_filter, quote_string
 from hsearch.vectorstore.schema import (
     DENSE_FIELD,
     PRIMARY_FIELD,
@@ -111,6 +112,10 @@ BASE: list[dict[str, Any]] = [
     {
         "source": "blog", "lang": "ja", "tags": ["faq"], "created_at": 175, "document_id": "doc-5",
         "metadata": {"score": 10, "flag": "yes", "arr": []},
+    },
+    {
+        "source": "news", "lang": "ja", "tags": ["x"], "created_at": 400, "document_id": "doc-6",
+        "metadata": {"year": -7, "arr": [-7, "r", -2.5]},
     },
 ]  # fmt: skip
 
@@ -367,6 +372,11 @@ CASES: list[tuple[str, Any, Predicate]] = [
         lambda r: any(isinstance(e, int | float) and e == 1 for e in ja(r, "arr")),
     ),
     (
+        "json contains negative",
+        {"metadata.arr": {"contains": -7}},
+        lambda r: any(isinstance(e, int | float) and e == -7 for e in ja(r, "arr")),
+    ),
+    (
         "json contains_any",
         {"metadata.arr": {"contains_any": ["q", 2]}},
         lambda r: any(e in ("q", 2) for e in ja(r, "arr")),
@@ -443,10 +453,10 @@ for _i, _value in enumerate(TRICKY):
 def test_filter_returns_exactly_the_reference_rows(
     client: MilvusClient, filter: Any, predicate: Predicate
 ) -> None:
+    node = parse_filter(filter)
     for tenant in (TENANT_A, TENANT_B):
         expected = expected_ids(predicate, tenant)
-        assert query_ids(client, compile_filter(filter, tenant_id=tenant)) == expected
-        node = parse_filter(filter)
+        assert query_ids(client, compile_filter(node, tenant_id=tenant)) == expected
         assert {
             r[PRIMARY_FIELD] for r in ROWS if r[TENANT_FIELD] == tenant and matches(node, r)
         } == expected
@@ -463,13 +473,14 @@ def test_cases_are_selective() -> None:
 def test_tricky_strings_match_exactly_one_row(client: MilvusClient, value: str) -> None:
     index = TRICKY.index(value)
     for field in ("source", "metadata.s"):
-        expr = compile_filter({field: {"eq": value}}, tenant_id=TENANT_A)
+        expr = compile_filter(parse_filter({field: {"eq": value}}), tenant_id=TENANT_A)
         assert query_ids(client, expr) == {f"at{index:02d}"}
 
 
 def test_no_filter_is_the_whole_tenant(client: MilvusClient) -> None:
     assert query_ids(client, compile_filter(None, tenant_id=TENANT_A)) == tenant_ids(TENANT_A)
-    assert query_ids(client, compile_filter({}, tenant_id=TENANT_B)) == tenant_ids(TENANT_B)
+    empty = compile_filter(parse_filter({}), tenant_id=TENANT_B)
+    assert query_ids(client, empty) == tenant_ids(TENANT_B)
     assert query_ids(client, compile_filter(None, tenant_id="nobody")) == set()
 
 
@@ -486,7 +497,7 @@ HOSTILE_FILTERS = [
 @pytest.mark.parametrize("filter", HOSTILE_FILTERS)
 def test_a_tenant_never_sees_another_tenants_rows(client: MilvusClient, filter: Any) -> None:
     for tenant in (TENANT_A, TENANT_B):
-        found = query_ids(client, compile_filter(filter, tenant_id=tenant))
+        found = query_ids(client, compile_filter(parse_filter(filter), tenant_id=tenant))
         assert found
         assert found <= tenant_ids(tenant)
 
@@ -553,7 +564,7 @@ def test_python_evaluation_agrees_with_milvus(
 ) -> None:
     node = parse_filter(filter)
     expected = {r[PRIMARY_FIELD] for r in ROWS if r[TENANT_FIELD] == tenant and matches(node, r)}
-    assert query_ids(client, compile_filter(filter, tenant_id=tenant)) == expected
+    assert query_ids(client, compile_filter(node, tenant_id=tenant)) == expected
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
@@ -561,7 +572,7 @@ def test_python_evaluation_agrees_with_milvus(
 def test_any_string_round_trips_through_milvus(client: MilvusClient, value: str) -> None:
     client.upsert(STRINGS, [_row("probe", TENANT_A, source=value, metadata={"s": value})])
     for field in ("source", "metadata.s"):
-        expr = compile_filter({field: {"eq": value}}, tenant_id=TENANT_A)
+        expr = compile_filter(parse_filter({field: {"eq": value}}), tenant_id=TENANT_A)
         found = client.query(STRINGS, filter=expr, output_fields=[PRIMARY_FIELD, "source"])
         expected = {"probe", "decoy"} if value == "x" else {"probe"}
         assert {r[PRIMARY_FIELD] for r in found} == expected

@@ -10,6 +10,7 @@ import pytest
 
 from hsearch.embedding.protocol import EncoderInfo, SparseKind, SparseVector
 from hsearch.errors import EncoderMismatchError, InvalidFilterError
+from hsearch.vectorstore.filters import parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
@@ -129,8 +130,9 @@ async def test_sparse_search_finds_rows_sharing_terms(store: VectorStore) -> Non
 
 
 async def test_filters_and_tenants_apply_to_both_legs(store: VectorStore) -> None:
+    blog = parse_filter({"source": {"eq": "blog"}})
     hits = await store.search_dense(
-        unit(1, 0, 0, 0), tenant_id="a", filter={"source": {"eq": "blog"}}, limit=10, timeout=5
+        unit(1, 0, 0, 0), tenant_id="a", filter=blog, limit=10, timeout=5
     )
     assert [h.chunk_id for h in hits] == ["c2"]
     hits = await store.search_sparse(
@@ -140,15 +142,14 @@ async def test_filters_and_tenants_apply_to_both_legs(store: VectorStore) -> Non
     hits = await store.search_sparse(
         SparseVector.from_mapping({1: 1.0}),
         tenant_id="a",
-        filter={"tags": {"contains": "x"}},
+        filter=parse_filter({"tags": {"contains": "x"}}),
         limit=10,
         timeout=5,
     )
     assert [h.chunk_id for h in hits] == ["c1"]
+    # A store takes a parsed tree: an invalid filter is refused before any store sees it.
     with pytest.raises(InvalidFilterError):
-        await store.search_dense(
-            unit(1, 0, 0, 0), tenant_id="a", filter={"nope": {"eq": 1}}, limit=10, timeout=5
-        )
+        parse_filter({"nope": {"eq": 1}})
 
 
 async def test_rows_without_terms_are_stored(store: VectorStore) -> None:

@@ -4,6 +4,7 @@ validation, fusion weights, the language check, grouping and reranking."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -22,7 +23,9 @@ from hsearch.search.models import SearchQuery
 from hsearch.search.rerank import FakeReranker
 from hsearch.search.service import SearchService, query_weights
 from hsearch.types import SearchMode
+from hsearch.vectorstore.filters import FilterNode, Not, parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.protocol import StoredHit
 
 TENANT = "t"
 DOCS = [
@@ -135,6 +138,43 @@ async def test_invalid_filter_is_rejected_before_any_leg_runs(
     service, _ = build(sessions)
     with pytest.raises(InvalidFilterError, match=r"filter\.or"):
         await service.search(SearchQuery(tenant_id=TENANT, query="x", filter={"or": 1}))
+
+
+class RecordingStore(InMemoryVectorStore):
+    """Remembers the filter each leg was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filters: list[FilterNode | None] = []
+
+    async def search_dense(self, *args: Any, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+        self.filters.append(kwargs["filter"])
+        return await super().search_dense(*args, **kwargs)
+
+    async def search_sparse(self, *args: Any, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+        self.filters.append(kwargs["filter"])
+        return await super().search_sparse(*args, **kwargs)
+
+
+async def test_the_filter_is_parsed_once_and_both_legs_get_the_tree(
+    sessions: sessionmaker[Session],
+) -> None:
+    _, store = build(sessions)
+    recording = RecordingStore()
+    recording.upsert(list(store._rows.values()))
+    service = SearchService(
+        embedder=FakeEmbedder(),
+        store=recording,
+        session_factory=sessions,
+        settings=SearchSettings(),
+    )
+    raw = {"not": {"source": {"eq": "nowhere"}}}
+    result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers", filter=raw))
+    assert result.hits
+    dense, sparse = recording.filters
+    assert isinstance(dense, Not)
+    assert dense == parse_filter(raw)
+    assert sparse is dense, "one parse per request: the legs share the tree"
 
 
 class BrokenStore(InMemoryVectorStore):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from hsearch.errors import HsearchError, InvalidRequestError
-from hsearch.search.filters import MISSING, FieldRef, lookup_value, resolve_field
+from hsearch.vectorstore.filters import MISSING, FieldRef, lookup_value, resolve_field
 from hsearch.vectorstore.schema import FieldType
 
 __all__ = [

@@ -24,7 +24,6 @@ from hsearch.embedding.bm25 import bm25_query_weights
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
 from hsearch.search.facets import compute_facets, validate_facet_requests
-from hsearch.search.filters import parse_filter
 from hsearch.search.fusion import (
     FusedHit,
     LegHit,
@@ -41,6 +40,7 @@ from hsearch.search.models import (
 )
 from hsearch.search.rerank import Reranker, rerank
 from hsearch.types import MODE_LEGS, FusionMethod, Leg, LegStatus
+from hsearch.vectorstore.filters import FilterNode, parse_filter
 from hsearch.vectorstore.protocol import StoredHit, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -163,14 +163,14 @@ class SearchService:
             Leg.DENSE: lambda: self._store.search_dense(
                 embedding.dense,
                 tenant_id=query.tenant_id,
-                filter=query.filter,
+                filter=params.filter,
                 limit=params.candidates,
                 timeout=params.timeout,
             ),
             Leg.SPARSE: lambda: self._store.search_sparse(
                 embedding.sparse,
                 tenant_id=query.tenant_id,
-                filter=query.filter,
+                filter=params.filter,
                 limit=params.candidates,
                 timeout=params.timeout,
             ),
@@ -311,7 +311,8 @@ class SearchService:
             raise InvalidRequestError(
                 f"leg_timeout_ms: must be in (0, {int(s.max_leg_timeout_s * 1000)}]"
             )
-        parse_filter(query.filter)  # InvalidFilterError names the offending part
+        # Parsed once here; both legs get the tree. InvalidFilterError names the part.
+        filter = parse_filter(query.filter)
         validate_facet_requests(query.facets)
         method = query.fusion or s.fusion
         weights = dict(query.weights) if query.weights else s.default_weights(method)
@@ -328,6 +329,7 @@ class SearchService:
             method=method,
             weights=weights,
             rrf_k=query.rrf_k or s.rrf_k,
+            filter=filter,
         )
 
 
@@ -338,6 +340,7 @@ class _Params:
     method: FusionMethod
     weights: dict[Leg, float]
     rrf_k: int
+    filter: FilterNode | None
 
 
 def query_weights(

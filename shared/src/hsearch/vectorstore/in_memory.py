@@ -1,7 +1,7 @@
 """An in-memory :class:`~hsearch.vectorstore.protocol.VectorStore` for fast tests.
 
 Exact (brute-force) inner-product search over both vector kinds, with the same
-filter semantics as Milvus (``hsearch.search.filters.matches``). It passes the same
+filter semantics as Milvus (``hsearch.vectorstore.filters.matches``). It passes the same
 contract suite as the Milvus store (tests/contract).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from hsearch.embedding.protocol import EncoderInfo, SparseVector
 from hsearch.errors import EncoderMismatchError
-from hsearch.search.filters import matches, parse_filter
+from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
 from hsearch.vectorstore.schema import OUTPUT_FIELDS
 
@@ -69,7 +69,7 @@ class InMemoryVectorStore:
         vector: Sequence[float],
         *,
         tenant_id: str,
-        filter: object | None,
+        filter: FilterNode | None,
         limit: int,
         timeout: float,
     ) -> list[StoredHit]:
@@ -83,7 +83,7 @@ class InMemoryVectorStore:
         vector: SparseVector,
         *,
         tenant_id: str,
-        filter: object | None,
+        filter: FilterNode | None,
         limit: int,
         timeout: float,
     ) -> list[StoredHit]:
@@ -106,18 +106,17 @@ class InMemoryVectorStore:
         score: Any,
         *,
         tenant_id: str,
-        filter: object | None,
+        filter: FilterNode | None,
         limit: int,
         positive_only: bool = False,
     ) -> list[StoredHit]:
         await asyncio.sleep(0)  # a real suspension point, like a network call
-        node = parse_filter(filter)
         scored = []
         for row in self._rows.values():
             if row.tenant_id != tenant_id:
                 continue
             fields = _fields(row)
-            if not matches(node, fields):
+            if not matches(filter, fields):
                 continue
             s = float(score(row))
             if positive_only and s <= 0:

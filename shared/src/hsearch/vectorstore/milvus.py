@@ -18,7 +18,8 @@ from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
 
 from hsearch.embedding.protocol import EncoderInfo, SparseVector
 from hsearch.errors import EncoderMismatchError, VectorStoreError
-from hsearch.search.filters import compile_filter, quote_string
+from hsearch.vectorstore.filters import FilterNode
+from hsearch.vectorstore.milvus_filters import compile_filter, quote_string
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
 from hsearch.vectorstore.schema import (
     DENSE_FIELD,
@@ -238,7 +239,7 @@ class MilvusVectorStore:
         vector: Sequence[float],
         *,
         tenant_id: str,
-        filter: object | None,
+        filter: FilterNode | None,
         limit: int,
         timeout: float,
     ) -> list[StoredHit]:
@@ -257,7 +258,7 @@ class MilvusVectorStore:
         vector: SparseVector,
         *,
         tenant_id: str,
-        filter: object | None,
+        filter: FilterNode | None,
         limit: int,
         timeout: float,
     ) -> list[StoredHit]:
@@ -281,7 +282,7 @@ class MilvusVectorStore:
         anns_field: str,
         params: dict[str, Any],
         tenant_id: str,
-        filter: object | None,
+        filter: FilterNode | None,
         limit: int,
         timeout: float,
     ) -> list[StoredHit]:

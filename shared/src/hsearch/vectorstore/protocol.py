@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hsearch.embedding.protocol import EncoderInfo, SparseVector
+from hsearch.vectorstore.filters import FilterNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,12 @@ class StoredHit:
 
 
 class VectorStore(Protocol):
-    """Writes are synchronous (workers); the search legs are coroutines (API)."""
+    """Writes are synchronous (workers); the search legs are coroutines (API).
+
+    A leg's ``filter`` is the tree :func:`~hsearch.vectorstore.filters.parse_filter`
+    built from the request (``None``: no filter); a store renders or evaluates it, and
+    always restricts the search to ``tenant_id`` as well.
+    """
 
     def ensure_collection(self, encoder: EncoderInfo) -> None:
         """Create the collection for ``encoder`` or verify the existing one was built
@@ -67,7 +73,7 @@ class VectorStore(Protocol):
         vector: Sequence[float],
         *,
         tenant_id: str,
-        filter: object | None,
+        filter: FilterNode | None,
         limit: int,
         timeout: float,
     ) -> list[StoredHit]: ...
@@ -77,7 +83,7 @@ class VectorStore(Protocol):
         vector: SparseVector,
         *,
         tenant_id: str,
-        filter: object | None,
+        filter: FilterNode | None,
         limit: int,
         timeout: float,
     ) -> list[StoredHit]: ...

@@ -1,87 +1,33 @@
-"""The JSON filter language, compiled to a Milvus boolean expression.
+"""The JSON filter language: a typed tree, its parser and a Python evaluator.
 
-Pure: no I/O. A request body's ``filter`` goes through :func:`parse_filter` (validation
-against the whitelist in :mod:`hsearch.vectorstore.schema`, giving a typed tree) and
-:func:`render_expression` (the Milvus expression). :func:`compile_filter` does both and
-always puts the tenant condition first; :func:`matches` evaluates the same tree on a row
-in Python (for the in-memory vector store and for tests), with the semantics Milvus has.
+Pure: no I/O. :func:`parse_filter` validates a request's ``filter`` (raw JSON) against
+the field whitelist of :mod:`hsearch.vectorstore.schema` and returns a typed tree, or
+``None`` when it filters nothing; the search service parses once per request and hands
+the tree to every leg. A store renders it for its engine
+(:mod:`hsearch.vectorstore.milvus_filters`) or evaluates it with :func:`matches`, which
+has the semantics Milvus has (the in-memory store and the tests use it).
 
-Grammar
--------
-::
+The tree is immutable and hashable: every node is a frozen dataclass and list operands
+are tuples, so a parsed filter can be part of a cache key. Equality is by value, with
+Python's equality on operands (``1 == 1.0 == True``), which is also how the filter
+compares them (booleans are the numbers 0/1): equal trees select the same rows.
 
-    filter     := null | {} | node                  null and {} filter nothing
-    node       := {"and": [node, ...]}              every node holds exactly ONE key
-                | {"or":  [node, ...]}
-                | {"not": node}
-                | {PATH: {OP: operand, ...}}        several operators on one path are AND-ed
-    PATH       := FIELD | "metadata." KEY ("." KEY)*
-    KEY        := 1-64 characters of A-Z a-z 0-9 _ -   (at most 8 keys)
-
-``FIELD`` is a filterable field of ``USER_FIELDS``; ``tenant_id`` never is (the tenant
-comes from the API key and is added by :func:`compile_filter`).
-
-=========================================  ===============================================
-operator                                   operand, and where it applies
-=========================================  ===============================================
-``eq`` ``ne``                              a value of the field's type
-``gt`` ``gte`` ``lt`` ``lte``              a number or a string (not on booleans)
-``range``                                  ``{"gte"|"gt": low, "lte"|"lt": high}``, one
-                                           or both bounds: sugar for the comparisons
-``in`` ``nin``                             a non-empty list of values (at most 1024)
-``contains``                               one element; string-array fields
-                                           (``ARRAY_CONTAINS``) and metadata paths
-``contains_any`` ``contains_all``          a non-empty list of elements (at most 1024)
-``exists``                                 ``true``/``false``; metadata paths only
-=========================================  ===============================================
-
-Values: strings for string fields, numbers (never booleans) for int/float fields,
-booleans for bool fields; metadata paths take strings, numbers and booleans. String-array
-fields (``tags``) accept only the ``contains`` family. Numbers are finite; integers fit in
-64 bits; strings are valid Unicode of at most 4096 UTF-8 bytes.
-
-Examples::
-
-    {"source": {"eq": "wiki"}}
-    {"and": [{"tags": {"contains_any": ["faq", "howto"]}},
-             {"created_at": {"range": {"gte": 1700000000, "lt": 1710000000}}}]}
-    {"or": [{"metadata.author.name": {"in": ["Ada", "Grace"]}},
-            {"not": {"metadata.draft": {"exists": true}}}]}
-
-Limits: 16 levels of nesting, 256 conditions (each operator and each and/or/not counts),
-2048 literal values in all. Errors are :class:`~hsearch.errors.InvalidFilterError` whose
-message starts with the location of the offending part, such as
-``filter.or[2].metadata.year.gt: ...``, and lists what is allowed there.
-
-Semantics of metadata paths (JSON), as Milvus evaluates them (checked against Milvus Lite
-by ``tests/integration/test_filters_milvus.py``):
-
-* A missing key, a path through a non-object, or a JSON ``null`` is *unknown*, and logic
-  is three-valued (SQL-like): ``ne``, ``nin`` and ``not`` do not match documents lacking
-  the key. To include them, ``or`` the condition with ``{"exists": false}``.
-* ``eq``/``ne`` between different JSON types is false/true (``"2000"`` is not ``2000``);
-  an ordering between different types is unknown. Booleans compare as the numbers 0/1,
-  as in JSON-to-C++ and in Python.
-* ``contains*`` is false, never unknown, when the value is missing or not an array.
-* ``exists`` is true when the key is present and not ``null``.
-
-Compilation: every sub-expression is parenthesised, string literals are double-quoted by
-:func:`quote_string` (Milvus has no filter templating, so user text is only ever put inside
-a quoted literal), and ``in``/``nin`` on a metadata path become an ``or`` of equalities
-(Milvus Lite rejects ``in`` on JSON paths).
+The language for users (grammar, operators, value rules, limits, metadata-path
+semantics, error messages) is described in ``docs/filters.md``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any, Final, Literal, TypeAlias, TypeGuard, assert_never
 
-from hsearch.errors import HsearchError, InvalidFilterError, InvalidRequestError
+from hsearch.errors import InvalidFilterError, InvalidRequestError
 from hsearch.vectorstore.schema import (
     METADATA_FIELD,
     TENANT_FIELD,
@@ -113,14 +59,10 @@ __all__ = [
     "Not",
     "Or",
     "Scalar",
-    "compile_filter",
     "lookup_value",
     "matches",
     "parse_filter",
-    "quote_string",
-    "render_expression",
     "resolve_field",
-    "tenant_expression",
 ]
 
 MAX_DEPTH: Final = 16
@@ -165,19 +107,6 @@ class ContainsMode(StrEnum):
 
 
 _ORDERING: Final = frozenset({CompareOp.GT, CompareOp.GTE, CompareOp.LT, CompareOp.LTE})
-_SYMBOLS: Final = {
-    CompareOp.EQ: "==",
-    CompareOp.NE: "!=",
-    CompareOp.GT: ">",
-    CompareOp.GTE: ">=",
-    CompareOp.LT: "<",
-    CompareOp.LTE: "<=",
-}
-_FUNCTIONS: Final = {
-    ContainsMode.ONE: "ARRAY_CONTAINS",
-    ContainsMode.ANY: "ARRAY_CONTAINS_ANY",
-    ContainsMode.ALL: "ARRAY_CONTAINS_ALL",
-}
 
 # Operators by kind of path, in the order error messages list them.
 _SCALAR_OPS: Final = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "range")
@@ -205,11 +134,6 @@ class FieldRef:
     @property
     def is_json(self) -> bool:
         return self.spec.type is FieldType.JSON
-
-    @property
-    def expression(self) -> str:
-        """The Milvus form: ``metadata["author"]["name"]``."""
-        return self.spec.name + "".join(f"[{quote_string(key)}]" for key in self.keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,99 +181,6 @@ class Not:
 
 
 FilterNode: TypeAlias = Comparison | Membership | Contains | Exists | And | Or | Not
-
-
-# --------------------------------------------------------------------------- literals
-
-
-def quote_string(value: str) -> str:
-    """``value`` as a double-quoted Milvus string literal.
-
-    Escapes backslash, double quote, line feed, carriage return and tab; the Milvus
-    parser knows no other escapes (no ``\\u``, no ``\\x``) and takes every other
-    character, control characters included, literally. A bare line feed or carriage
-    return would end the literal, which is why those two are escaped.
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        msg = f"string {_show(value)} is not valid Unicode (it holds a lone surrogate)"
-        raise InvalidRequestError(msg) from None
-    return '"' + value.translate(_ESCAPES) + '"'
-
-
-_ESCAPES: Final = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
-
-
-def _literal(value: Scalar) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        # repr is the shortest round-trip form (1e+16, 5e-324, -0.0); values are finite.
-        return repr(value)
-    return quote_string(value)
-
-
-def tenant_expression(tenant_id: str) -> str:
-    """The tenant condition every compiled filter starts with."""
-    if not isinstance(tenant_id, str) or not tenant_id:
-        msg = f"tenant_id must be a non-empty string, got {tenant_id!r}"
-        raise HsearchError(msg)
-    return f"{TENANT_FIELD} == {quote_string(tenant_id)}"
-
-
-# --------------------------------------------------------------------------- compiling
-
-
-def compile_filter(filter: object | None, *, tenant_id: str) -> str:
-    """Compile a request's JSON filter into a Milvus boolean expression.
-
-    The result is ``tenant_id == "<tenant>"``, followed by ``and (<user expression>)``
-    when the filter is not empty, so no filter can widen the search beyond the tenant.
-    Raises :class:`~hsearch.errors.InvalidFilterError` naming the offending part.
-    """
-    tenant = tenant_expression(tenant_id)
-    node = parse_filter(filter)
-    if node is None:
-        return tenant
-    return f"{tenant} and ({render_expression(node)})"
-
-
-def render_expression(node: FilterNode) -> str:
-    """The Milvus expression for a parsed filter (without the tenant condition)."""
-    if isinstance(node, And):
-        return " and ".join(f"({render_expression(c)})" for c in node.children)
-    if isinstance(node, Or):
-        return " or ".join(f"({render_expression(c)})" for c in node.children)
-    if isinstance(node, Not):
-        return f"not ({render_expression(node.child)})"
-    return _render_leaf(node)
-
-
-def _render_leaf(node: Comparison | Membership | Contains | Exists) -> str:
-    ref = node.ref.expression
-    if isinstance(node, Comparison):
-        return f"{ref} {_SYMBOLS[node.op]} {_literal(node.value)}"
-    if isinstance(node, Membership):
-        if node.ref.is_json:
-            either = " or ".join(f"{ref} == {_literal(v)}" for v in node.values)
-            return f"not ({either})" if node.negated else f"({either})"
-        keyword = "not in" if node.negated else "in"
-        return f"{ref} {keyword} {_list_literal(node.values)}"
-    if isinstance(node, Contains):
-        if node.mode is ContainsMode.ONE:
-            operand = _literal(node.values[0])
-        else:
-            operand = _list_literal(node.values)
-        return f"{_FUNCTIONS[node.mode]}({ref}, {operand})"
-    test = f"exists {ref}"
-    return test if node.present else f"not ({test})"
-
-
-def _list_literal(values: Sequence[Scalar]) -> str:
-    return "[" + ", ".join(_literal(v) for v in values) + "]"
 
 
 # --------------------------------------------------------------------------- parsing
@@ -524,9 +355,7 @@ def _parse_range(ref: FieldRef, raw: object, loc: str, budget: _Budget) -> Filte
             msg = f"{loc}: both bounds must be numbers or both strings"
             raise InvalidFilterError(msg)
         if _ORDER_FUNCTIONS[CompareOp.GT](low, high):
-            msg = (
-                f"{loc}: the lower bound {_literal(low)} is above the upper bound {_literal(high)}"
-            )
+            msg = f"{loc}: the lower bound {_json(low)} is above the upper bound {_json(high)}"
             raise InvalidFilterError(msg)
         budget.node(loc)  # the implicit "and"
         return And(tuple(parts))
@@ -686,8 +515,8 @@ def lookup_value(ref: FieldRef, row: Mapping[str, object]) -> object:
 
 
 def matches(node: FilterNode | None, row: Mapping[str, object]) -> bool:
-    """Whether a row passes a parsed filter, with the semantics Milvus applies (see the
-    module docstring): an unknown result, as for a missing metadata key, does not pass.
+    """Whether a row passes a parsed filter, with the semantics Milvus applies (see
+    docs/filters.md): an unknown result, as for a missing metadata key, does not pass.
 
     The tenant is not checked here: the caller keeps rows of one tenant only.
     """
@@ -779,6 +608,11 @@ def _describe(value: object) -> str:
     if _is_list(value):
         return "a list" if value else "an empty list"
     return f"a {type(value).__name__}"
+
+
+def _json(value: Scalar) -> str:
+    """A value as the user wrote it in the request (JSON)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _show(value: object, limit: int = 64) -> str:
