@@ -39,7 +39,11 @@ class StoredHit:
 
 
 class VectorStore(Protocol):
-    """Writes are synchronous (workers); the search legs are coroutines (API)."""
+    """Writes are synchronous (workers); the search legs are coroutines (API).
+
+    Lifecycle: :meth:`ensure_collection` once at start, :meth:`ping` for readiness,
+    :meth:`aclose` on the event loop that ran the searches, then :meth:`close`.
+    """
 
     def ensure_collection(self, encoder: EncoderInfo) -> None:
         """Create the collection for ``encoder`` or verify the existing one was built
@@ -62,6 +66,17 @@ class VectorStore(Protocol):
 
     def chunk_ids(self, *, tenant_id: str, document_id: str) -> set[str]: ...
 
+    def flush(self) -> None:
+        """Make the writes so far fast to search (Milvus: seal the growing segments,
+        which are searched brute force, 10-40x slower than indexed ones). Writes are
+        searchable without it; call it after a batch of writes, not after each."""
+        ...
+
+    def ping(self) -> None:
+        """Return when the store answers; raise
+        :class:`~hsearch.errors.VectorStoreError` when it does not (readiness)."""
+        ...
+
     async def search_dense(
         self,
         vector: Sequence[float],
@@ -82,4 +97,11 @@ class VectorStore(Protocol):
         timeout: float,
     ) -> list[StoredHit]: ...
 
-    def close(self) -> None: ...
+    async def aclose(self) -> None:
+        """Release what the search legs opened on the running event loop (connections
+        bound to it); the store stays usable, a later search opens them again."""
+        ...
+
+    def close(self) -> None:
+        """Release the synchronous connection; the store is unusable afterwards."""
+        ...
