@@ -12,7 +12,8 @@ from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
-from hsearch.search.rerank import Reranker, create_reranker
+from hsearch.rerank.factory import create_reranker
+from hsearch.rerank.protocol import Reranker
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.milvus import MilvusVectorStore
 

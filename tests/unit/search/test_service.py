@@ -15,9 +15,9 @@ from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import InvalidFilterError, InvalidRequestError, SearchUnavailableError
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.service import IndexingService, submit_documents
+from hsearch.rerank.fake import FakeReranker
 from hsearch.search.fusion import LegHit
 from hsearch.search.models import SearchQuery
-from hsearch.search.rerank import FakeReranker
 from hsearch.search.service import SearchService, query_weights
 from hsearch.types import SearchMode
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
