@@ -5,7 +5,7 @@ Each dataset goes through the product's own code, in a fresh, throw-away stack:
 * a temporary data directory with an SQLite metadata database migrated by Alembic
   (:func:`hsearch.db.migrate.upgrade_database`) and a Milvus Lite gRPC server process on
   a free port (stopped at the end, also on Ctrl-C or SIGTERM);
-* :func:`hsearch.runtime.build_resources` on settings built here (unique collection,
+* :func:`hsearch.runtime.build_services` on settings built here (unique collection,
   the chosen encoder); every other knob is the product default or ``HSEARCH_*`` from
   the environment, so a candidate setting can be measured without code changes;
 * ingestion: :func:`hsearch.ingestion.service.submit_documents` in jobs of 500 documents,
@@ -55,7 +55,7 @@ from bench.metrics import evaluate_ranking, mean_metrics, percentile, relevant
 
 if TYPE_CHECKING:
     from hsearch.config import Settings
-    from hsearch.runtime import Resources
+    from hsearch.runtime import Services
     from hsearch.search.models import SearchResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -227,17 +227,12 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
     )
 
 
-def ingest(resources: Resources, corpus: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def ingest(resources: Services, corpus: Sequence[Mapping[str, str]]) -> dict[str, Any]:
     """Submit the corpus in jobs of DOCUMENTS_PER_JOB and index them job by job."""
     from hsearch.db.engine import transaction  # noqa: PLC0415
     from hsearch.ingestion.models import DocumentInput  # noqa: PLC0415
-    from hsearch.ingestion.service import (  # noqa: PLC0415
-        IndexingService,
-        get_job,
-        submit_documents,
-    )
+    from hsearch.ingestion.service import get_job, submit_documents  # noqa: PLC0415
 
-    settings = resources.settings
     started = time.perf_counter()
     job_ids = []
     for start in range(0, len(corpus), DOCUMENTS_PER_JOB):
@@ -247,13 +242,7 @@ def ingest(resources: Resources, corpus: Sequence[Mapping[str, str]]) -> dict[st
         ]
         with transaction(resources.sessions) as session:
             job_ids.append(submit_documents(session, tenant_id=TENANT, documents=documents).id)
-    indexing = IndexingService(
-        session_factory=resources.sessions,
-        embedder=resources.embedder,
-        store=resources.store,
-        chunk_max_chars=settings.ingest.chunk_max_chars,
-        chunk_overlap_chars=settings.ingest.chunk_overlap_chars,
-    )
+    indexing = resources.indexing()
     indexed = failed = 0
     for n, job_id in enumerate(job_ids, 1):
         status = indexing.process_job(job_id)
@@ -356,7 +345,7 @@ def default_candidates(settings: Settings) -> int:
 
 
 async def run_queries(
-    resources: Resources,
+    resources: Services,
     dataset: Dataset,
     query_ids: Sequence[str],
     modes: Sequence[str],
@@ -370,15 +359,9 @@ async def run_queries(
     """
     from hsearch.errors import HsearchError  # noqa: PLC0415
     from hsearch.search.models import SearchQuery  # noqa: PLC0415
-    from hsearch.search.service import SearchService  # noqa: PLC0415
     from hsearch.types import SearchMode  # noqa: PLC0415
 
-    service = SearchService(
-        embedder=resources.embedder,
-        store=resources.store,
-        session_factory=resources.sessions,
-        settings=resources.settings.search,
-    )
+    service = resources.search
     runs = {mode: ModeRun() for mode in modes}
     candidates = default_candidates(resources.settings)
     started = last_report = time.perf_counter()
@@ -461,7 +444,7 @@ def summarise(
 def evaluate_dataset(path: Path, options: Options) -> dict[str, Any]:
     """Build a fresh stack, ingest ``path``'s corpus, run its queries, tear down."""
     from hsearch.db.migrate import upgrade_database  # noqa: PLC0415
-    from hsearch.runtime import build_resources  # noqa: PLC0415
+    from hsearch.runtime import build_services  # noqa: PLC0415
 
     wall = time.perf_counter()
     dataset = load_dataset(path)
@@ -474,13 +457,13 @@ def evaluate_dataset(path: Path, options: Options) -> dict[str, Any]:
     )
     tmp = Path(tempfile.mkdtemp(prefix=f"hsearch-bench-{dataset.name}-"))
     server: MilvusLiteServer | None = None
-    resources: Resources | None = None
+    resources: Services | None = None
     try:
         server = MilvusLiteServer(tmp / "milvus", tmp / "milvus.log")
         settings = build_settings(tmp, server.uri, options)
         upgrade_database(settings.database_url)
         t0 = time.perf_counter()
-        resources = build_resources(settings)
+        resources = build_services(settings)
         setup_seconds = time.perf_counter() - t0
         encoder = resources.embedder.info.fingerprint
         progress(f"  stack ready in {setup_seconds:.1f} s: milvus {server.uri}, encoder {encoder}")

@@ -15,7 +15,11 @@ INGEST_JOB_TASK = "ingest.job"
 
 
 class JobQueue(Protocol):
-    def enqueue_job(self, job_id: uuid.UUID) -> None: ...
+    """Hands a committed job to the workers."""
+
+    def enqueue_job(self, job_id: uuid.UUID) -> None:
+        """Send ``job_id``; raises :class:`~hsearch.errors.BackendError` when it cannot."""
+        ...
 
 
 def create_celery(broker_url: str, *, name: str = "hsearch") -> Celery:
@@ -56,3 +60,14 @@ class CeleryJobQueue:
             )
         except Exception as exc:  # kombu raises many unrelated types for a dead broker
             raise BackendError(f"could not enqueue ingest job {job_id}: {exc}") from exc
+
+
+class InMemoryJobQueue:
+    """Records the enqueued job ids, in order, and sends nothing: for tests, which then
+    run the jobs themselves (``Services.indexing().process_job``)."""
+
+    def __init__(self) -> None:
+        self.job_ids: list[uuid.UUID] = []
+
+    def enqueue_job(self, job_id: uuid.UUID) -> None:
+        self.job_ids.append(job_id)

@@ -8,7 +8,7 @@ from hsearch.db.engine import transaction
 from hsearch.errors import BackendError
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.service import get_job, mark_enqueue_failed, submit_documents
-from hsearch_api.deps import JobQueueDep, ResourcesDep, SessionDep, TenantDep
+from hsearch_api.deps import JobQueueDep, ServicesDep, SessionDep, TenantDep
 from hsearch_api.schemas.documents import DocumentBatchCreate, ItemErrorRead, JobAccepted, JobRead
 
 router = APIRouter(prefix="/v1", tags=["ingestion"])
@@ -16,7 +16,7 @@ router = APIRouter(prefix="/v1", tags=["ingestion"])
 
 @router.post("/documents", status_code=status.HTTP_202_ACCEPTED)
 def create_documents(
-    body: DocumentBatchCreate, tenant: TenantDep, resources: ResourcesDep, queue: JobQueueDep
+    body: DocumentBatchCreate, tenant: TenantDep, services: ServicesDep, queue: JobQueueDep
 ) -> JobAccepted:
     """Accept a batch of documents for indexing; answers with the job to poll."""
     docs = [
@@ -32,13 +32,13 @@ def create_documents(
         for d in body.documents
     ]
     # The job must be committed before a worker can see it: enqueue after commit.
-    with transaction(resources.sessions) as session:
+    with transaction(services.sessions) as session:
         job = submit_documents(session, tenant_id=tenant, documents=docs)
         job_id, total, job_status = job.id, job.total, job.status
     try:
         queue.enqueue_job(job_id)
     except BackendError as exc:
-        with transaction(resources.sessions) as session:
+        with transaction(services.sessions) as session:
             mark_enqueue_failed(session, job_id=job_id, error=exc.message)
         raise
     return JobAccepted(
