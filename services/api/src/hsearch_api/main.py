@@ -37,5 +37,5 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(documents.router)
-    app.include_router(search.router)
+    app.include_router(search.create_router(settings.search))
     return app
