@@ -5,7 +5,7 @@ Each dataset goes through the product's own code, in a fresh, throw-away stack:
 * a temporary data directory with an SQLite metadata database migrated by Alembic
   (:func:`hsearch.db.migrate.upgrade_database`) and a Milvus Lite gRPC server process on
   a free port (stopped at the end, also on Ctrl-C or SIGTERM);
-* :func:`hsearch.runtime.build_resources` on settings built here (unique collection,
+* :func:`hsearch.runtime.build_services` on settings built here (unique collection,
   the chosen encoder); every other knob is the product default or ``HSEARCH_*`` from
   the environment, so a candidate setting can be measured without code changes;
 * ingestion: :meth:`hsearch.ingestion.jobs.JobService.submit` in jobs of 500 documents,
@@ -56,7 +56,7 @@ from bench.metrics import evaluate_ranking, mean_metrics, percentile, relevant
 
 if TYPE_CHECKING:
     from hsearch.config import Settings
-    from hsearch.runtime import Resources
+    from hsearch.runtime import Services
     from hsearch.search.models import SearchResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -228,15 +228,13 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
     )
 
 
-def ingest(resources: Resources, corpus: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def ingest(resources: Services, corpus: Sequence[Mapping[str, str]]) -> dict[str, Any]:
     """Submit the corpus in jobs of DOCUMENTS_PER_JOB and index them job by job."""
     from hsearch.ingestion.dispatch import unit_of_work  # noqa: PLC0415
-    from hsearch.ingestion.indexer import IndexingService  # noqa: PLC0415
     from hsearch.ingestion.jobs import JobService  # noqa: PLC0415
     from hsearch.ingestion.models import DocumentInput  # noqa: PLC0415
     from hsearch.ingestion.queue import InMemoryJobQueue  # noqa: PLC0415
 
-    settings = resources.settings
     started = time.perf_counter()
     queue = InMemoryJobQueue()
     for start in range(0, len(corpus), DOCUMENTS_PER_JOB):
@@ -245,20 +243,16 @@ def ingest(resources: Resources, corpus: Sequence[Mapping[str, str]]) -> dict[st
             for d in corpus[start : start + DOCUMENTS_PER_JOB]
         ]
         with unit_of_work(resources.sessions, queue=queue) as uow:
-            JobService(uow, settings=settings.ingest).submit(tenant_id=TENANT, documents=documents)
+            JobService(uow, settings=resources.settings.ingest).submit(
+                tenant_id=TENANT, documents=documents
+            )
     job_ids = queue.sent
-    indexing = IndexingService(
-        session_factory=resources.sessions,
-        embedder=resources.embedder,
-        store=resources.store,
-        chunk_max_chars=settings.ingest.chunk_max_chars,
-        chunk_overlap_chars=settings.ingest.chunk_overlap_chars,
-    )
+    indexing = resources.indexing()
     indexed = failed = 0
     for n, job_id in enumerate(job_ids, 1):
         status = indexing.process_job(job_id)
         with unit_of_work(resources.sessions, queue=queue) as uow:
-            view = JobService(uow, settings=settings.ingest).get(job_id, tenant_id=TENANT)
+            view = JobService(uow, settings=resources.settings.ingest).get(job_id, tenant_id=TENANT)
         indexed += view.indexed
         failed += view.failed
         for error in view.errors[:5]:
@@ -356,7 +350,7 @@ def default_candidates(settings: Settings) -> int:
 
 
 async def run_queries(
-    resources: Resources,
+    resources: Services,
     dataset: Dataset,
     query_ids: Sequence[str],
     modes: Sequence[str],
@@ -370,15 +364,9 @@ async def run_queries(
     """
     from hsearch.errors import HsearchError  # noqa: PLC0415
     from hsearch.search.models import SearchQuery  # noqa: PLC0415
-    from hsearch.search.service import SearchService  # noqa: PLC0415
     from hsearch.types import SearchMode  # noqa: PLC0415
 
-    service = SearchService(
-        embedder=resources.embedder,
-        store=resources.store,
-        session_factory=resources.sessions,
-        settings=resources.settings.search,
-    )
+    service = resources.search
     runs = {mode: ModeRun() for mode in modes}
     candidates = default_candidates(resources.settings)
     started = last_report = time.perf_counter()
@@ -461,7 +449,7 @@ def summarise(
 def evaluate_dataset(path: Path, options: Options) -> dict[str, Any]:
     """Build a fresh stack, ingest ``path``'s corpus, run its queries, tear down."""
     from hsearch.db.migrate import upgrade_database  # noqa: PLC0415
-    from hsearch.runtime import build_resources  # noqa: PLC0415
+    from hsearch.runtime import build_services  # noqa: PLC0415
 
     wall = time.perf_counter()
     dataset = load_dataset(path)
@@ -474,13 +462,13 @@ def evaluate_dataset(path: Path, options: Options) -> dict[str, Any]:
     )
     tmp = Path(tempfile.mkdtemp(prefix=f"hsearch-bench-{dataset.name}-"))
     server: MilvusLiteServer | None = None
-    resources: Resources | None = None
+    resources: Services | None = None
     try:
         server = MilvusLiteServer(tmp / "milvus", tmp / "milvus.log")
         settings = build_settings(tmp, server.uri, options)
         upgrade_database(settings.database_url)
         t0 = time.perf_counter()
-        resources = build_resources(settings)
+        resources = build_services(settings)
         setup_seconds = time.perf_counter() - t0
         encoder = resources.embedder.info.fingerprint
         progress(f"  stack ready in {setup_seconds:.1f} s: milvus {server.uri}, encoder {encoder}")

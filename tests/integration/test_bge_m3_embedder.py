@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from hsearch.config import EncoderKind, EncoderSettings
 from hsearch.embedding.bge_m3 import BgeM3Embedder
+from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import EncoderError
 from tests.fixtures.tiny_bge_m3 import HIDDEN_SIZE, build_tiny_bge_m3
@@ -120,3 +122,20 @@ def test_load_failures_become_encoder_errors(checkpoint: Path, tmp_path: Path) -
     (corrupt / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(EncoderError, match="cannot load BGE-M3"):
         BgeM3Embedder(corrupt)
+
+
+def test_the_factory_builds_it_with_the_encoder_settings(
+    checkpoint: Path, embedder: BgeM3Embedder
+) -> None:
+    def settings(max_length: int) -> EncoderSettings:
+        return EncoderSettings(
+            kind=EncoderKind.BGE_M3, bge_m3_path=checkpoint, batch_size=4, max_length=max_length
+        )
+
+    built = create_embedder(settings(64))
+    assert isinstance(built, BgeM3Embedder)
+    assert built.info == embedder.info
+    assert built.embed_documents(TEXTS) == embedder.embed_documents(TEXTS)
+    # max_length reaches the model: the long text is cut elsewhere.
+    shorter = create_embedder(settings(16))
+    assert shorter.embed_query(TEXTS[-1]) != embedder.embed_query(TEXTS[-1])

@@ -6,12 +6,15 @@ the sparse side (MiniLM is English-only; CJK bigrams + BM25 carry Japanese).
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
 import pytest
 
+from hsearch.config import EncoderSettings
 from hsearch.embedding.bm25 import bm25_document_weights, bm25_query_weights
+from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.lexical import ANALYZER_VERSION, term_frequencies
 from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, SparseVector
@@ -138,3 +141,21 @@ def test_japanese_queries_find_their_passage_by_bm25(embedder: OfflineEmbedder) 
 def test_not_a_model_directory(tmp_path: Path) -> None:
     with pytest.raises(EncoderError, match=r"modules\.json"):
         OfflineEmbedder(tmp_path)
+
+
+def test_auto_falls_back_to_it_and_warns_about_an_incomplete_bge_m3(
+    embedder: OfflineEmbedder, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="hsearch.embedding.factory")
+    half = tmp_path / "bge-m3"
+    half.mkdir()
+    (half / "config.json").write_text("{}")
+    built = create_embedder(EncoderSettings(bge_m3_path=half, batch_size=3))
+    assert isinstance(built, OfflineEmbedder)
+    assert built.info == embedder.info
+    passages = list(ENGLISH.values())
+    assert built.embed_documents(passages) == embedder.embed_documents(passages)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"encoder.bge_m3_incomplete path={half} missing=")
+    assert f"encoder.selected name={embedder.info.name}" in caplog.text

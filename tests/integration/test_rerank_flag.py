@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from hsearch.errors import EncoderError
-from hsearch.search.rerank import FlagRerankerAdapter, Reranker, create_reranker, rerank
+from hsearch.rerank.factory import create_reranker
+from hsearch.rerank.flag import FlagRerankerAdapter
+from hsearch.rerank.protocol import Reranker
+from hsearch.search.ranking import rerank
 from tests.fixtures.tiny_reranker import build_tiny_reranker
 
 pytestmark = pytest.mark.integration

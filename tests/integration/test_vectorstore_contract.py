@@ -159,3 +159,40 @@ async def test_rows_without_terms_are_stored(store: VectorStore) -> None:
         unit(0, 0, 0, 1), tenant_id="a", filter=None, limit=1, timeout=5
     )
     assert hits[0].chunk_id == "c9"
+
+
+async def test_flush_keeps_every_row_searchable(store: VectorStore) -> None:
+    store.flush()
+    store.flush()  # nothing new to seal: still fine
+    assert store.count(tenant_id="a") == 3
+    store.upsert([record("c5", doc="d5", dense=unit(0, 0, 1, 0), sparse={5: 1.0})])
+    store.flush()
+    assert store.count(tenant_id="a") == 4
+    dense = await store.search_dense(
+        unit(0, 0, 1, 0), tenant_id="a", filter=None, limit=1, timeout=5
+    )
+    sparse = await store.search_sparse(
+        SparseVector.from_mapping({5: 1.0}), tenant_id="a", filter=None, limit=10, timeout=5
+    )
+    assert [h.chunk_id for h in dense] == [h.chunk_id for h in sparse] == ["c5"]
+
+
+def test_ping_answers(store: VectorStore) -> None:
+    store.ping()
+
+
+async def test_aclose_releases_the_legs_and_a_later_search_reopens_them(
+    store: VectorStore,
+) -> None:
+    async def ids() -> list[str]:
+        hits = await store.search_dense(
+            unit(1, 0, 0, 0), tenant_id="a", filter=None, limit=10, timeout=5
+        )
+        return [h.chunk_id for h in hits]
+
+    before = await ids()
+    await store.aclose()
+    await store.aclose()  # idempotent
+    assert await ids() == before
+    # The synchronous side is untouched by aclose.
+    assert store.count(tenant_id="a") == 3

@@ -123,6 +123,23 @@ class SearchSettings(BaseModel):
     max_candidates: int = Field(default=500, ge=1, le=16384)
     max_top_k: int = Field(default=100, ge=1, le=1000)
 
+    @model_validator(mode="after")
+    def _limits_fit_together(self) -> SearchSettings:
+        # The API advertises these maxima; each must be reachable with the others' defaults.
+        if self.max_top_k > self.max_candidates:
+            msg = (
+                f"search.max_top_k ({self.max_top_k}) must not exceed search.max_candidates "
+                f"({self.max_candidates}): a page cannot be larger than the candidates"
+            )
+            raise ValueError(msg)
+        if self.leg_timeout_s > self.max_leg_timeout_s:
+            msg = (
+                f"search.leg_timeout_s ({self.leg_timeout_s}) must not exceed "
+                f"search.max_leg_timeout_s ({self.max_leg_timeout_s})"
+            )
+            raise ValueError(msg)
+        return self
+
     def default_weights(self, method: FusionMethod) -> dict[Leg, float]:
         """The configured leg weights of fusion ``method`` (a copy): the prior for
         ``adaptive``, ``rrf_weights`` for ``rrf`` and ``score``."""

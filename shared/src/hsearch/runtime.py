@@ -1,9 +1,17 @@
-"""Process-wide resources built from settings, shared by the API and the workers."""
+"""Wiring: one function builds what a process needs from the settings.
+
+The API lifespan, the worker's per-process resources and the relevance benchmark all
+call :func:`build_services`, so the three run the same assembly of adapters and
+services. Tests (and anything else) swap an implementation by passing it in: an
+in-memory store, the fake encoder, an in-memory job queue.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -12,52 +20,123 @@ from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
-from hsearch.search.rerank import Reranker, create_reranker
+from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
+from hsearch.rerank.factory import create_reranker
+from hsearch.rerank.protocol import Reranker
+from hsearch.search.service import SearchService
 from hsearch.vectorstore.factory import create_vector_store
-from hsearch.vectorstore.milvus import MilvusVectorStore
+from hsearch.vectorstore.protocol import VectorStore
+
+__all__ = ["Services", "build_services"]
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class Resources:
+@dataclass(frozen=True, kw_only=True)
+class Services:
+    """A process's resources and the services built on them.
+
+    The adapters are typed by their protocols, so any implementation fits. Whoever
+    built a ``Services`` closes it (:meth:`aclose` or :meth:`close`), which releases
+    everything it holds, the injected parts included.
+    """
+
     settings: Settings
     engine: Engine
     sessions: sessionmaker[Session]
     embedder: Embedder
-    store: MilvusVectorStore
-    reranker: Reranker | None = None
+    store: VectorStore
+    reranker: Reranker | None
+    search: SearchService
+    queue_factory: Callable[[], JobQueue] = field(repr=False)
+
+    @cached_property
+    def queue(self) -> JobQueue:
+        """Where ingest jobs are sent; made on first use, so a worker or a benchmark,
+        which never enqueues, creates no second Celery app in its process."""
+        return self.queue_factory()
+
+    def indexing(self) -> IndexingService:
+        """A new indexing service on these resources: what a worker runs per job."""
+        return IndexingService(
+            session_factory=self.sessions,
+            embedder=self.embedder,
+            store=self.store,
+            chunk_max_chars=self.settings.ingest.chunk_max_chars,
+            chunk_overlap_chars=self.settings.ingest.chunk_overlap_chars,
+        )
+
+    async def aclose(self) -> None:
+        """Release the search legs' connections (on the event loop that ran them), then
+        everything else (:meth:`close`)."""
+        await self.store.aclose()
+        self.close()
 
     def close(self) -> None:
         self.store.close()
         self.engine.dispose()
 
 
-def build_resources(settings: Settings, *, with_reranker: bool = False) -> Resources:
-    """Connect to the metadata database and Milvus, load the encoder and make sure the
-    collection exists and was built with that encoder."""
+def build_services(
+    settings: Settings,
+    *,
+    store: VectorStore | None = None,
+    embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+    queue: JobQueue | None = None,
+    with_reranker: bool = False,
+) -> Services:
+    """Connect to the metadata database and the vector store, load the encoder, check
+    that the collection exists and was built with that encoder, and build the services.
+
+    Each of ``store``, ``embedder``, ``reranker`` and ``queue`` replaces what the settings
+    would build. Without ``reranker``, one is loaded only ``with_reranker`` (the API; the
+    worker and the benchmark never rerank) and only when a model path is configured.
+
+    Raises:
+        ConfigurationError: A model path in the settings is not usable.
+        EncoderMismatchError: The collection was built with another encoder.
+        BackendError: The vector store cannot be reached.
+    """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = create_db_engine(
         settings.database_url, pool_size=settings.database.pool_size, echo=settings.database.echo
     )
-    embedder = create_embedder(settings.encoder)
-    store = create_vector_store(settings.milvus, uri=settings.milvus_uri)
+    if embedder is None:
+        embedder = create_embedder(settings.encoder)
+    if store is None:
+        store = create_vector_store(settings.milvus, uri=settings.milvus_uri)
     store.ensure_collection(embedder.info)
-    reranker = (
-        create_reranker(
+    if reranker is None and with_reranker:
+        reranker = create_reranker(
             settings.rerank.model_path,
             device=settings.encoder.device,
             batch_size=settings.rerank.batch_size,
             max_length=settings.rerank.max_length,
         )
-        if with_reranker
-        else None
+    sessions = create_session_factory(engine)
+    search = SearchService(
+        embedder=embedder,
+        store=store,
+        session_factory=sessions,
+        settings=settings.search,
+        reranker=reranker,
+        rerank_depth=settings.rerank.depth,
     )
-    return Resources(
+    return Services(
         settings=settings,
         engine=engine,
-        sessions=create_session_factory(engine),
+        sessions=sessions,
         embedder=embedder,
         store=store,
         reranker=reranker,
+        search=search,
+        queue_factory=_queue_factory(settings, queue),
     )
+
+
+def _queue_factory(settings: Settings, queue: JobQueue | None) -> Callable[[], JobQueue]:
+    if queue is not None:
+        return lambda: queue
+    return lambda: CeleryJobQueue(create_celery(settings.broker_url, name="hsearch-api"))

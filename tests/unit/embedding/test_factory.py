@@ -5,14 +5,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import hsearch.embedding.factory
 from hsearch.config import EncoderKind, EncoderSettings
 from hsearch.embedding.bge_m3 import is_bge_m3_dir, missing_bge_m3_files
-from hsearch.embedding.factory import create_embedder, describe_encoder_choice
+from hsearch.embedding.factory import (
+    EncoderChoice,
+    choose_encoder,
+    create_embedder,
+    describe_encoder_choice,
+)
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.errors import ConfigurationError
 
@@ -25,31 +28,6 @@ _COMPLETE = (
     "sparse_linear.pt",
     "colbert_linear.pt",
 )
-
-
-class _Recorder(FakeEmbedder):
-    """Stands in for a model-backed encoder: records how the factory built it."""
-
-    def __init__(self, path: Path | None, **kwargs: Any) -> None:
-        super().__init__()
-        self.path = path
-        self.kwargs = kwargs
-
-
-class _OfflineStub(_Recorder):
-    pass
-
-
-class _BgeM3Stub(_Recorder):
-    pass
-
-
-@pytest.fixture
-def stubs(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Models take seconds to load: unit tests check which class the factory builds, and
-    # with what, and leave loading to the integration suite.
-    monkeypatch.setattr(hsearch.embedding.factory, "OfflineEmbedder", _OfflineStub)
-    monkeypatch.setattr(hsearch.embedding.factory, "BgeM3Embedder", _BgeM3Stub)
 
 
 def _checkpoint(root: Path, files: tuple[str, ...] = _COMPLETE) -> Path:
@@ -83,7 +61,6 @@ def test_missing_files_are_listed(tmp_path: Path) -> None:
     assert not is_bge_m3_dir(tmp_path / "absent")
 
 
-@pytest.mark.usefixtures("stubs")
 def test_fake(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=_FACTORY_LOGGER)
     embedder = create_embedder(EncoderSettings(kind=EncoderKind.FAKE))
@@ -91,44 +68,37 @@ def test_fake(caplog: pytest.LogCaptureFixture) -> None:
     assert "encoder.selected name=fake" in caplog.text
 
 
-@pytest.mark.usefixtures("stubs")
-def test_offline_gets_its_settings(tmp_path: Path) -> None:
+# The choice is decided from the settings and the files on disk; loading the chosen model
+# is the integration suite's job (tests/integration/test_*_embedder.py).
+
+
+def test_offline_with_its_model_directory(tmp_path: Path) -> None:
     (tmp_path / "modules.json").write_text("[]")
-    settings = EncoderSettings(
-        kind=EncoderKind.OFFLINE, offline_model_path=tmp_path, device="cuda:1", batch_size=7
-    )
-    embedder = create_embedder(settings)
-    assert isinstance(embedder, _OfflineStub)
-    assert embedder.path == tmp_path
-    assert embedder.kwargs == {"device": "cuda:1", "batch_size": 7}
+    settings = EncoderSettings(kind=EncoderKind.OFFLINE, offline_model_path=tmp_path)
+    assert choose_encoder(settings) == EncoderChoice(EncoderKind.OFFLINE, "configured")
 
 
-@pytest.mark.usefixtures("stubs")
 def test_offline_with_a_wrong_model_path_names_the_setting(tmp_path: Path) -> None:
     settings = EncoderSettings(kind=EncoderKind.OFFLINE, offline_model_path=tmp_path)
     with pytest.raises(ConfigurationError, match="HSEARCH_ENCODER__OFFLINE_MODEL_PATH"):
-        create_embedder(settings)
+        choose_encoder(settings)
+    with pytest.raises(ConfigurationError, match="HSEARCH_ENCODER__OFFLINE_MODEL_PATH"):
+        create_embedder(settings)  # refused before anything loads
 
 
-@pytest.mark.usefixtures("stubs")
 def test_explicit_bge_m3(tmp_path: Path) -> None:
     path = _checkpoint(tmp_path / "m3")
-    settings = EncoderSettings(
-        kind=EncoderKind.BGE_M3, bge_m3_path=path, batch_size=4, max_length=128
+    settings = EncoderSettings(kind=EncoderKind.BGE_M3, bge_m3_path=path)
+    assert choose_encoder(settings) == EncoderChoice(
+        EncoderKind.BGE_M3, "configured", bge_m3_path=path
     )
-    embedder = create_embedder(settings)
-    assert isinstance(embedder, _BgeM3Stub)
-    assert embedder.path == path
-    assert embedder.kwargs == {"device": "cpu", "batch_size": 4, "max_length": 128}
 
 
-@pytest.mark.usefixtures("stubs")
 def test_explicit_bge_m3_without_path_names_the_setting() -> None:
     with pytest.raises(ConfigurationError, match="HSEARCH_ENCODER__BGE_M3_PATH is not set"):
         create_embedder(EncoderSettings(kind=EncoderKind.BGE_M3))
 
 
-@pytest.mark.usefixtures("stubs")
 def test_explicit_bge_m3_with_incomplete_dir_lists_what_is_missing(tmp_path: Path) -> None:
     path = _checkpoint(tmp_path / "m3", ("config.json",))
     with pytest.raises(ConfigurationError, match="HSEARCH_ENCODER__BGE_M3_PATH") as caught:
@@ -136,35 +106,44 @@ def test_explicit_bge_m3_with_incomplete_dir_lists_what_is_missing(tmp_path: Pat
     assert "sparse_linear.pt" in caught.value.message
 
 
-@pytest.mark.usefixtures("stubs")
-def test_auto_prefers_a_complete_bge_m3(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=_FACTORY_LOGGER)
+def test_auto_prefers_a_complete_bge_m3(tmp_path: Path) -> None:
     path = _checkpoint(tmp_path / "m3")
-    embedder = create_embedder(EncoderSettings(bge_m3_path=path))
-    assert isinstance(embedder, _BgeM3Stub)
-    assert "encoder.selected" in caplog.text
-    assert "checkpoint found" in caplog.text
+    choice = choose_encoder(EncoderSettings(bge_m3_path=path))
+    assert (choice.kind, choice.bge_m3_path, choice.bge_m3_missing) == (
+        EncoderKind.BGE_M3,
+        path,
+        (),
+    )
+    assert choice.reason == f"auto: checkpoint found at {path}"
 
 
-@pytest.mark.usefixtures("stubs")
-def test_auto_without_path_is_offline(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=_FACTORY_LOGGER)
-    embedder = create_embedder(EncoderSettings())
-    assert isinstance(embedder, _OfflineStub)
-    assert "not set" in caplog.text
+def test_auto_without_path_is_offline() -> None:
+    assert choose_encoder(EncoderSettings()) == EncoderChoice(
+        EncoderKind.OFFLINE, "auto: HSEARCH_ENCODER__BGE_M3_PATH not set"
+    )
 
 
-@pytest.mark.usefixtures("stubs")
-def test_auto_with_incomplete_dir_falls_back_and_warns(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger=_FACTORY_LOGGER)
-    path = _checkpoint(tmp_path / "m3", ("config.json",))
-    embedder = create_embedder(EncoderSettings(bge_m3_path=path))
-    assert isinstance(embedder, _OfflineStub)
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1
-    assert "encoder.bge_m3_incomplete" in warnings[0].getMessage()
+def test_auto_with_incomplete_dir_falls_back_and_says_what_is_missing(tmp_path: Path) -> None:
+    path = _checkpoint(tmp_path / "m3", ("config.json", "tokenizer.json"))
+    choice = choose_encoder(EncoderSettings(bge_m3_path=path))
+    assert choice.kind is EncoderKind.OFFLINE
+    assert choice.bge_m3_path is None
+    # What create_embedder's encoder.bge_m3_incomplete warning lists.
+    assert choice.bge_m3_missing == tuple(missing_bge_m3_files(path))
+    assert "sparse_linear.pt" in choice.bge_m3_missing
+    assert choice.reason.startswith(f"auto: {path} is not a complete BGE-M3 checkpoint")
+
+
+def test_auto_falling_back_checks_the_offline_path(tmp_path: Path) -> None:
+    settings = EncoderSettings(
+        bge_m3_path=_checkpoint(tmp_path / "m3", ("config.json",)),
+        offline_model_path=tmp_path / "not-a-model",
+    )
+    with pytest.raises(ConfigurationError, match="HSEARCH_ENCODER__OFFLINE_MODEL_PATH"):
+        choose_encoder(settings)
+    # With a complete checkpoint the offline path is never used, so never checked.
+    settings = settings.model_copy(update={"bge_m3_path": _checkpoint(tmp_path / "full")})
+    assert choose_encoder(settings).kind is EncoderKind.BGE_M3
 
 
 def test_importing_the_factory_loads_no_model_library() -> None:
@@ -182,7 +161,6 @@ def test_importing_the_factory_loads_no_model_library() -> None:
 
 
 def test_describe_does_not_load_anything(tmp_path: Path) -> None:
-    # No stubs: describing must never construct an encoder.
     path = _checkpoint(tmp_path / "m3")
     assert describe_encoder_choice(EncoderSettings(bge_m3_path=path)) == (
         f"bge-m3 (auto: checkpoint found at {path})"

@@ -18,9 +18,9 @@ from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.rerank.fake import FakeReranker
 from hsearch.search.fusion import LegHit
 from hsearch.search.models import SearchQuery
-from hsearch.search.rerank import FakeReranker
 from hsearch.search.service import SearchService, query_weights
 from hsearch.types import SearchMode
 from hsearch.vectorstore.filters import FilterNode, Not, parse_filter

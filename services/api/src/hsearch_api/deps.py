@@ -12,29 +12,35 @@ from hsearch.config import Settings
 from hsearch.ingestion.dispatch import UnitOfWork, unit_of_work
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.queue import JobQueue
-from hsearch.runtime import Resources
+from hsearch.runtime import Services
 from hsearch.search.service import SearchService
 
 
-def get_resources(request: Request) -> Resources:
-    return cast("Resources", request.state.resources)
+def get_services(request: Request) -> Services:
+    return cast("Services", request.state.services)
 
 
 def get_settings_dep(request: Request) -> Settings:
-    return get_resources(request).settings
+    return get_services(request).settings
 
 
 def get_session_factory(request: Request) -> sessionmaker[Session]:
-    return get_resources(request).sessions
+    return get_services(request).sessions
+
+
+def get_search_service(request: Request) -> SearchService:
+    return get_services(request).search
 
 
 def get_job_queue(request: Request) -> JobQueue:
-    return cast("JobQueue", request.state.queue)
+    return get_services(request).queue
 
 
+ServicesDep = Annotated[Services, Depends(get_services)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
+SearchServiceDep = Annotated[SearchService, Depends(get_search_service)]
 
 
 def get_unit_of_work(sessions: SessionFactoryDep, queue: JobQueueDep) -> Iterator[UnitOfWork]:
@@ -53,17 +59,11 @@ def get_job_service(uow: UnitOfWorkDep, settings: SettingsDep) -> JobService:
     return JobService(uow, settings=settings.ingest)
 
 
-def get_search_service(request: Request) -> SearchService:
-    return cast("SearchService", request.state.search)
-
-
 def get_tenant(settings: SettingsDep) -> str:
     """The tenant of the request. Until API keys land (roadmap: multi-tenant API) every
     request belongs to the configured default tenant; never taken from the body."""
     return settings.api.default_tenant
 
 
-ResourcesDep = Annotated[Resources, Depends(get_resources)]
 JobServiceDep = Annotated[JobService, Depends(get_job_service)]
-SearchServiceDep = Annotated[SearchService, Depends(get_search_service)]
 TenantDep = Annotated[str, Depends(get_tenant)]

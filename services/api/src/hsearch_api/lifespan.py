@@ -10,36 +10,28 @@ from fastapi import FastAPI
 
 from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
-from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
-from hsearch.runtime import Resources, build_resources
-from hsearch.search.service import SearchService
+from hsearch.runtime import Services, build_services
 
 
 class State(TypedDict):
-    resources: Resources
-    search: SearchService
-    queue: JobQueue
+    services: Services
 
 
-def make_lifespan(settings: Settings, *, migrate: bool = True):  # type: ignore[no-untyped-def]  # FastAPI's lifespan type is a private alias
+def make_lifespan(settings: Settings, *, migrate: bool = True, services: Services | None = None):  # type: ignore[no-untyped-def]  # FastAPI's lifespan type is a private alias
+    """Migrate (optionally), then serve ``services``: the given ones, which their builder
+    closes, or ones built from ``settings`` here and closed at shut-down."""
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[State]:
         if migrate:
             upgrade_database(settings.database_url)
-        resources = build_resources(settings, with_reranker=True)
-        search = SearchService(
-            embedder=resources.embedder,
-            store=resources.store,
-            session_factory=resources.sessions,
-            settings=settings.search,
-            reranker=resources.reranker,
-            rerank_depth=settings.rerank.depth,
-        )
-        queue = CeleryJobQueue(create_celery(settings.broker_url, name="hsearch-api"))
+        if services is not None:
+            yield {"services": services}
+            return
+        built = build_services(settings, with_reranker=True)
         try:
-            yield {"resources": resources, "search": search, "queue": queue}
+            yield {"services": built}
         finally:
-            await resources.store.aclose()
-            resources.close()
+            await built.aclose()
 
     return lifespan

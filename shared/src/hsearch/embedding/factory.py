@@ -18,7 +18,7 @@ from hsearch.embedding.offline import OfflineEmbedder
 from hsearch.embedding.protocol import Embedder
 from hsearch.errors import ConfigurationError
 
-__all__ = ["create_embedder", "describe_encoder_choice"]
+__all__ = ["EncoderChoice", "choose_encoder", "create_embedder", "describe_encoder_choice"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,14 +27,32 @@ _OFFLINE_PATH_SETTING = "HSEARCH_ENCODER__OFFLINE_MODEL_PATH"
 
 
 @dataclass(frozen=True, slots=True)
-class _Choice:
-    kind: EncoderKind  # never AUTO
+class EncoderChoice:
+    """Which encoder the settings select, and why: decided from the settings and the
+    files on disk, before anything is loaded."""
+
+    kind: EncoderKind
+    """Never ``AUTO``: what ``auto`` resolved to."""
     reason: str
-    bge_m3_path: Path | None = None  # set when kind is BGE_M3
-    bge_m3_missing: tuple[str, ...] = ()  # AUTO fell back although a BGE-M3 path is set
+    """For logs and start-up banners: ``"configured"`` or ``"auto: ..."``."""
+    bge_m3_path: Path | None = None
+    """The checkpoint to load; set exactly when ``kind`` is ``BGE_M3``."""
+    bge_m3_missing: tuple[str, ...] = ()
+    """``auto`` fell back to offline although a BGE-M3 path is set: what it lacks."""
 
 
-def _choose(settings: EncoderSettings) -> _Choice:
+def choose_encoder(settings: EncoderSettings) -> EncoderChoice:
+    """The encoder :func:`create_embedder` builds for ``settings``, loading nothing.
+
+    ``auto`` picks BGE-M3 when ``bge_m3_path`` holds a complete checkpoint, else the
+    offline encoder.
+
+    Raises:
+        ConfigurationError: ``bge-m3`` was asked for explicitly and
+            ``HSEARCH_ENCODER__BGE_M3_PATH`` is unset or not a complete checkpoint; or the
+            offline encoder is chosen and ``HSEARCH_ENCODER__OFFLINE_MODEL_PATH`` is set
+            to something that is not a sentence-transformers directory.
+    """
     kind = settings.kind
     path = settings.bge_m3_path
     if kind is not EncoderKind.AUTO:
@@ -49,19 +67,19 @@ def _choose(settings: EncoderSettings) -> _Choice:
                     f"complete BGE-M3 checkpoint; missing: {', '.join(missing)}"
                 )
                 raise ConfigurationError(msg)
-            return _Choice(kind, "configured", bge_m3_path=path)
+            return EncoderChoice(kind, "configured", bge_m3_path=path)
         if kind is EncoderKind.OFFLINE:
             _check_offline_path(settings)
-        return _Choice(kind, "configured")
+        return EncoderChoice(kind, "configured")
     if path is None:
         _check_offline_path(settings)
-        return _Choice(EncoderKind.OFFLINE, f"auto: {_BGE_M3_PATH_SETTING} not set")
+        return EncoderChoice(EncoderKind.OFFLINE, f"auto: {_BGE_M3_PATH_SETTING} not set")
     missing = missing_bge_m3_files(path)
     if missing:
         _check_offline_path(settings)
         reason = f"auto: {path} is not a complete BGE-M3 checkpoint (missing {', '.join(missing)})"
-        return _Choice(EncoderKind.OFFLINE, reason, bge_m3_missing=tuple(missing))
-    return _Choice(EncoderKind.BGE_M3, f"auto: checkpoint found at {path}", bge_m3_path=path)
+        return EncoderChoice(EncoderKind.OFFLINE, reason, bge_m3_missing=tuple(missing))
+    return EncoderChoice(EncoderKind.BGE_M3, f"auto: checkpoint found at {path}", bge_m3_path=path)
 
 
 def _check_offline_path(settings: EncoderSettings) -> None:
@@ -82,7 +100,7 @@ def describe_encoder_choice(settings: EncoderSettings) -> str:
     Raises:
         ConfigurationError: As :func:`create_embedder` would.
     """
-    choice = _choose(settings)
+    choice = choose_encoder(settings)
     return f"{choice.kind.value} ({choice.reason})"
 
 
@@ -99,7 +117,7 @@ def create_embedder(settings: EncoderSettings) -> Embedder:
             to something that is not a sentence-transformers directory.
         EncoderError: The chosen model failed to load.
     """
-    choice = _choose(settings)
+    choice = choose_encoder(settings)
     if choice.bge_m3_missing:
         # Set but unusable is likely a mistake (a half-finished download): say so loudly.
         logger.warning(

@@ -23,6 +23,7 @@ from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.embedding.bm25 import bm25_query_weights
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
+from hsearch.rerank.protocol import Reranker
 from hsearch.search.facets import compute_facets, validate_facet_requests
 from hsearch.search.fusion import (
     FusedHit,
@@ -38,7 +39,7 @@ from hsearch.search.models import (
     SearchQuery,
     SearchResult,
 )
-from hsearch.search.rerank import Reranker, rerank
+from hsearch.search.ranking import rerank
 from hsearch.types import MODE_LEGS, FusionMethod, Leg, LegStatus
 from hsearch.vectorstore.filters import FilterNode, parse_filter
 from hsearch.vectorstore.protocol import StoredHit, VectorStore

@@ -2,7 +2,7 @@
 
 Exact (brute-force) inner-product search over both vector kinds, with the same
 filter semantics as Milvus (``hsearch.vectorstore.filters.matches``). It passes the same
-contract suite as the Milvus store (tests/contract).
+contract suite as the Milvus store (tests/integration/test_vectorstore_contract.py).
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ class InMemoryVectorStore:
             if r.tenant_id == tenant_id and r.document_id == document_id
         }
 
+    def flush(self) -> None:
+        """Nothing to seal: every row is searched exactly as soon as it is written."""
+
+    def ping(self) -> None:
+        """Always answers: it lives in this process."""
+
     async def search_dense(
         self,
         vector: Sequence[float],
@@ -124,6 +130,9 @@ class InMemoryVectorStore:
             scored.append(StoredHit(chunk_id=row.chunk_id, score=s, fields=fields))
         scored.sort(key=lambda h: (-h.score, h.chunk_id))
         return scored[:limit]
+
+    async def aclose(self) -> None:
+        """No connections to release."""
 
     def close(self) -> None:
         self._rows.clear()

@@ -228,6 +228,18 @@ class MilvusVectorStore:
             raise VectorStoreError(f"Milvus query failed: {exc}") from exc
         return {str(r[PRIMARY_FIELD]) for r in rows}
 
+    def flush(self) -> None:
+        """Seal the collection's growing segments so the legs search indexed data.
+
+        Milvus seals segments by itself by size or age; until then they are searched
+        brute force (a sparse leg over 1.1k chunks took 230 ms before a flush, 45 ms
+        after). No timeout: it waits for the seal, seconds on a large collection.
+        """
+        try:
+            self._client.flush(self._collection)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus flush failed: {exc}") from exc
+
     def ping(self) -> None:
         try:
             self._client.list_collections(timeout=2.0)

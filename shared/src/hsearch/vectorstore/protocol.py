@@ -45,6 +45,9 @@ class VectorStore(Protocol):
     A leg's ``filter`` is the tree :func:`~hsearch.vectorstore.filters.parse_filter`
     built from the request (``None``: no filter); a store renders or evaluates it, and
     always restricts the search to ``tenant_id`` as well.
+
+    Lifecycle: :meth:`ensure_collection` once at start, :meth:`ping` for readiness,
+    :meth:`aclose` on the event loop that ran the searches, then :meth:`close`.
     """
 
     def ensure_collection(self, encoder: EncoderInfo) -> None:
@@ -68,6 +71,17 @@ class VectorStore(Protocol):
 
     def chunk_ids(self, *, tenant_id: str, document_id: str) -> set[str]: ...
 
+    def flush(self) -> None:
+        """Make the writes so far fast to search (Milvus: seal the growing segments,
+        which are searched brute force, 10-40x slower than indexed ones). Writes are
+        searchable without it; call it after a batch of writes, not after each."""
+        ...
+
+    def ping(self) -> None:
+        """Return when the store answers; raise
+        :class:`~hsearch.errors.VectorStoreError` when it does not (readiness)."""
+        ...
+
     async def search_dense(
         self,
         vector: Sequence[float],
@@ -88,4 +102,11 @@ class VectorStore(Protocol):
         timeout: float,
     ) -> list[StoredHit]: ...
 
-    def close(self) -> None: ...
+    async def aclose(self) -> None:
+        """Release what the search legs opened on the running event loop (connections
+        bound to it); the store stays usable, a later search opens them again."""
+        ...
+
+    def close(self) -> None:
+        """Release the synchronous connection; the store is unusable afterwards."""
+        ...

@@ -11,41 +11,34 @@ from celery.signals import worker_process_shutdown, worker_shutdown
 
 from hsearch.config import get_settings
 from hsearch.ingestion.indexer import IndexingService
-from hsearch.runtime import Resources, build_resources
+from hsearch.runtime import Services, build_services
 
 logger = logging.getLogger(__name__)
 
-_resources: Resources | None = None
+_services: Services | None = None
 _indexing: IndexingService | None = None
 
 
+def get_services() -> Services:
+    global _services  # noqa: PLW0603 - one set of resources per process
+    if _services is None:
+        _services = build_services(get_settings())
+        logger.info("worker.resources.ready encoder=%s", _services.embedder.info.fingerprint)
+    return _services
+
+
 def get_indexing_service() -> IndexingService:
-    global _resources, _indexing  # noqa: PLW0603 - one set of resources per process
+    global _indexing  # noqa: PLW0603 - one indexing service per process
     if _indexing is None:
-        settings = get_settings()
-        _resources = build_resources(settings)
-        _indexing = IndexingService(
-            session_factory=_resources.sessions,
-            embedder=_resources.embedder,
-            store=_resources.store,
-            chunk_max_chars=settings.ingest.chunk_max_chars,
-            chunk_overlap_chars=settings.ingest.chunk_overlap_chars,
-        )
-        logger.info("worker.resources.ready encoder=%s", _resources.embedder.info.fingerprint)
+        _indexing = get_services().indexing()
     return _indexing
-
-
-def get_resources() -> Resources:
-    get_indexing_service()
-    assert _resources is not None
-    return _resources
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]  # celery is untyped
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
 def _close(**_kwargs: Any) -> None:
-    global _resources, _indexing  # noqa: PLW0603
-    if _resources is not None:
-        _resources.close()
-    _resources = None
+    global _services, _indexing  # noqa: PLW0603
+    if _services is not None:
+        _services.close()
+    _services = None
     _indexing = None

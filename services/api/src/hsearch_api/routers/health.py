@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
-from hsearch_api.deps import ResourcesDep
+from hsearch_api.deps import ServicesDep
 
 router = APIRouter(tags=["operations"])
 
@@ -19,21 +19,21 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(resources: ResourcesDep) -> JSONResponse:
+async def readyz(services: ServicesDep) -> JSONResponse:
     """Readiness: the metadata database, Milvus and the encoder answer."""
     checks: dict[str, Any] = {}
 
     def _db() -> None:
-        with resources.engine.connect() as conn:
+        with services.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
-    for name, probe in (("database", _db), ("milvus", resources.store.ping)):
+    for name, probe in (("database", _db), ("milvus", services.store.ping)):
         try:
             await anyio.to_thread.run_sync(probe)
             checks[name] = "ok"
         except Exception as exc:  # readiness reports, it never raises
             checks[name] = f"error: {type(exc).__name__}: {exc}"
-    checks["encoder"] = resources.embedder.info.fingerprint
+    checks["encoder"] = services.embedder.info.fingerprint
     ready = all(v == "ok" for k, v in checks.items() if k != "encoder")
     return JSONResponse(
         status_code=200 if ready else 503,

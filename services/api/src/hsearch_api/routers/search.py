@@ -1,11 +1,18 @@
-from __future__ import annotations
+"""``POST /v1/search``.
+
+No ``from __future__ import annotations`` here: the route is defined in
+:func:`create_router` with the request model built there, and FastAPI resolves string
+annotations in the module's globals, where that model is not.
+"""
 
 from dataclasses import asdict
 
 from fastapi import APIRouter
 
+from hsearch.config import SearchSettings
 from hsearch.search.facets import parse_facet_requests
 from hsearch.search.models import SearchQuery, SearchResult
+from hsearch.search.service import SearchService
 from hsearch_api.deps import SearchServiceDep, TenantDep
 from hsearch_api.schemas.search import (
     ExplanationRead,
@@ -15,16 +22,29 @@ from hsearch_api.schemas.search import (
     LegRead,
     SearchRequest,
     SearchResponse,
+    search_request_model,
 )
 
-router = APIRouter(prefix="/v1", tags=["search"])
+
+def create_router(settings: SearchSettings) -> APIRouter:
+    """The search routes, validating requests against the limits in ``settings``."""
+    request_model = search_request_model(settings)
+    router = APIRouter(prefix="/v1", tags=["search"])
+
+    @router.post("/search")
+    async def search(
+        body: request_model,  # type: ignore[valid-type]  # a model built at run time
+        tenant: TenantDep,
+        service: SearchServiceDep,
+    ) -> SearchResponse:
+        """Hybrid search: dense and sparse legs in parallel under deadlines, fused."""
+        return await run_search(body, tenant=tenant, service=service)
+
+    return router
 
 
-@router.post("/search")
-async def search(
-    body: SearchRequest, tenant: TenantDep, service: SearchServiceDep
-) -> SearchResponse:
-    """Hybrid search: dense and sparse legs in parallel under deadlines, fused."""
+async def run_search(body: SearchRequest, *, tenant: str, service: SearchService) -> SearchResponse:
+    """Map the request onto a query, run it, map the result."""
     result = await service.search(
         SearchQuery(
             tenant_id=tenant,

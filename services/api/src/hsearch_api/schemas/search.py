@@ -1,17 +1,31 @@
+"""Search request and response bodies.
+
+The bounds that are server settings (``top_k``, ``candidates``, ``leg_timeout_ms``) are
+not written here: :func:`search_request_model` adds them from the settings the app is
+built with, so the OpenAPI document advertises exactly what the server enforces.
+"""
+
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from hsearch.config import SearchSettings
+from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
+
+LegWeight = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
 class SearchRequest(BaseModel):
+    """The body of ``POST /v1/search``, without the server's limits: the app serves
+    ``search_request_model(settings.search)``."""
+
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4096)
-    top_k: int = Field(default=10, ge=1, le=1000, description="Hits per page.")
+    top_k: int = Field(default=10, ge=1, description="Hits per page.")
     offset: int = Field(default=0, ge=0, le=10000)
     mode: SearchMode = SearchMode.HYBRID
     fusion: FusionMethod | None = Field(
@@ -19,17 +33,24 @@ class SearchRequest(BaseModel):
     )
     rrf_k: int | None = Field(
         default=None,
-        ge=1,
-        le=1000,
+        ge=MIN_RRF_K,
+        le=MAX_RRF_K,
         description="k of 1 / (k + rank) for rrf, and for adaptive when no leg's best "
         "candidate stands out (default: the configured one, 60).",
     )
-    weights: dict[Leg, float] | None = Field(
+    weights: dict[Leg, LegWeight] | None = Field(
         default=None, description='Per-leg weights, e.g. {"dense": 0.7, "sparse": 0.3}.'
     )
     filter: dict[str, Any] | None = None
-    candidates: int | None = Field(default=None, ge=1, le=16384)
-    leg_timeout_ms: int | None = Field(default=None, ge=1, le=60000)
+    candidates: int | None = Field(
+        default=None,
+        ge=1,
+        description="Candidates each leg fetches, at least top_k (default: the configured "
+        "depth for top_k).",
+    )
+    leg_timeout_ms: int | None = Field(
+        default=None, ge=1, description="Deadline of each leg (default: the configured one)."
+    )
     min_score: float | None = None
     group_by_document: bool = False
     rerank: bool = Field(
@@ -41,6 +62,36 @@ class SearchRequest(BaseModel):
         description='Fields to count over the fused candidates: "source", or '
         '{"field": "metadata.year", "size": 10, "ranges": [{"from": 2000, "to": 2010}]}.',
     )
+
+
+def search_request_model(settings: SearchSettings) -> type[SearchRequest]:
+    """:class:`SearchRequest` with the limits of ``settings``: the maxima of ``top_k``,
+    ``candidates`` and ``leg_timeout_ms`` the search service enforces
+    (:class:`~hsearch.search.service.SearchService` validates with the same settings)."""
+    fields = SearchRequest.model_fields
+    return create_model(
+        "SearchRequest",
+        __base__=SearchRequest,
+        __module__=__name__,
+        top_k=(Annotated[int, Field(le=settings.max_top_k)], fields["top_k"]),
+        candidates=(Annotated[int | None, Field(le=settings.max_candidates)], fields["candidates"]),
+        leg_timeout_ms=(
+            Annotated[int | None, Field(le=max_leg_timeout_ms(settings))],
+            fields["leg_timeout_ms"],
+        ),
+    )
+
+
+def max_leg_timeout_ms(settings: SearchSettings) -> int:
+    """The largest whole ``leg_timeout_ms`` whose seconds (``ms / 1000``, the service's
+    conversion) stay within ``max_leg_timeout_s``; exact where ``s * 1000`` rounds."""
+    limit = settings.max_leg_timeout_s
+    ms = int(limit * 1000)
+    while (ms + 1) / 1000 <= limit:
+        ms += 1
+    while ms > 0 and ms / 1000 > limit:
+        ms -= 1
+    return ms
 
 
 class ExplanationRead(BaseModel):

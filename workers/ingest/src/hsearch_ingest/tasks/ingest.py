@@ -11,7 +11,7 @@ from hsearch.errors import BackendError
 from hsearch.ingestion.indexer import fail_job
 from hsearch.ingestion.queue import INGEST_JOB_TASK
 from hsearch_ingest.celery_app import app
-from hsearch_ingest.signals import get_indexing_service, get_resources
+from hsearch_ingest.signals import get_indexing_service, get_services
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ class IngestTask(Task):  # type: ignore[misc]  # celery is untyped
         job_id = kwargs.get("job_id")
         if job_id is None:
             return
-        with transaction(get_resources().sessions) as session:
+        with transaction(get_services().sessions) as session:
             fail_job(session, job_id=uuid.UUID(job_id), error=f"{type(exc).__name__}: {exc}")
 
 

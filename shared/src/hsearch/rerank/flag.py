@@ -1,19 +1,11 @@
-"""Rerank: a cross-encoder re-scores the fused candidates, reading query and passage together.
+"""The FlagEmbedding cross-encoder: a ``FlagReranker`` loaded from a local directory.
 
-The optional last ranking step of the search path. The first stage (dense + sparse legs,
-fused) is cheap but judges query and passage apart; a cross-encoder reads each
-``(query, passage)`` pair through one transformer and scores how well the passage answers
-the query, which is slower and better. It therefore sees only the top few fused hits.
-
-- :class:`Reranker` is the interface the search service types against.
-- :class:`FlagRerankerAdapter` runs a FlagEmbedding ``FlagReranker`` (production model:
-  BAAI/bge-reranker-v2-m3, an ``XLMRobertaForSequenceClassification`` with one label).
-  It is, with :mod:`hsearch.embedding.bge_m3`, the only code that touches FlagEmbedding,
-  which it imports when built, so importing this module stays cheap; the untyped library
-  stops there and callers get ``list[float]``.
-- :class:`FakeReranker` scores by query-term overlap, for unit tests.
-- :func:`rerank` (pure) orders hits by their new scores.
-- :func:`create_reranker` builds the configured reranker, or none.
+It is, with :mod:`hsearch.embedding.bge_m3`, the only code that touches FlagEmbedding,
+which it imports when an adapter is built, so importing this module stays cheap; the
+untyped library stops here and callers get ``list[float]``. Production model:
+BAAI/bge-reranker-v2-m3, an ``XLMRobertaForSequenceClassification`` with one label.
+The checks of a checkpoint directory (:func:`missing_reranker_files`,
+:func:`reranker_config_problems`) run before FlagEmbedding sees a path.
 """
 
 from __future__ import annotations
@@ -22,26 +14,14 @@ import json
 import math
 import threading
 from collections.abc import Sequence
-from operator import itemgetter
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar, runtime_checkable
+from typing import Any, Final
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
-from hsearch.embedding.lexical import ANALYZER_VERSION, analyze
-from hsearch.errors import ConfigurationError, EncoderError
+from hsearch.errors import EncoderError
+from hsearch.rerank.protocol import check_passages
 
-__all__ = [
-    "FakeReranker",
-    "FlagRerankerAdapter",
-    "Reranker",
-    "create_reranker",
-    "missing_reranker_files",
-    "rerank",
-]
-
-_T = TypeVar("_T")
-
-_MODEL_PATH_SETTING: Final = "HSEARCH_RERANK__MODEL_PATH"
+__all__ = ["FlagRerankerAdapter", "missing_reranker_files", "reranker_config_problems"]
 
 # Weight files transformers can load, in its order of preference.
 _WEIGHT_FILES: Final = ("model.safetensors", "pytorch_model.bin")
@@ -60,68 +40,6 @@ _DEFAULT_NUM_LABELS: Final = 2
 _MIN_MAX_LENGTH: Final = 16
 
 
-@runtime_checkable
-class Reranker(Protocol):
-    """Scores passages against a query; higher means more relevant."""
-
-    @property
-    def name(self) -> str:
-        """Identifies the scorer: the model and its weights (changes when scores would)."""
-        ...
-
-    def score(self, query: str, passages: Sequence[str]) -> list[float]:
-        """One relevance score per passage, in order (batched inside); ``[]`` for ``[]``."""
-        ...
-
-
-def rerank(hits: Sequence[_T], scores: Sequence[float]) -> list[tuple[_T, float]]:
-    """Pair each hit with its score, best first; equal scores keep the hits' original order.
-
-    ``scores[i]`` belongs to ``hits[i]``. Raises :class:`ValueError` when the lengths
-    differ or a score is NaN (which has no place in an order).
-    """
-    if len(hits) != len(scores):
-        msg = f"rerank needs one score per hit: got {len(scores)} scores for {len(hits)} hits"
-        raise ValueError(msg)
-    values = [float(score) for score in scores]
-    if any(math.isnan(value) for value in values):
-        msg = "rerank scores must be numbers (finite or infinite), not NaN"
-        raise ValueError(msg)
-    # sorted() is stable, also with reverse=True: ties stay in their original order.
-    return sorted(zip(hits, values, strict=True), key=itemgetter(1), reverse=True)
-
-
-def _check_passages(passages: Sequence[str]) -> None:
-    # A str is a Sequence[str] too; scoring it would score each of its characters.
-    if isinstance(passages, str):
-        msg = "passages must be a sequence of strings, not one string"
-        raise TypeError(msg)
-
-
-class FakeReranker:
-    """Deterministic scorer with no model: the number of distinct query terms a passage holds.
-
-    Terms come from :func:`hsearch.embedding.lexical.analyze`, the analysis of the sparse
-    leg, so ``"Tokyo"`` matches ``"TOKYO"`` and Japanese matches by character bigrams.
-    Scores are whole numbers, so ties are common: handy for testing tie-breaks.
-    ``calls`` counts :meth:`score` calls (a test can check that rerank was skipped).
-    """
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    @property
-    def name(self) -> str:
-        return f"fake-reranker:{ANALYZER_VERSION}"
-
-    def score(self, query: str, passages: Sequence[str]) -> list[float]:
-        """Distinct query terms found in each passage, as floats."""
-        _check_passages(passages)
-        self.calls += 1
-        terms = set(analyze(query))
-        return [float(len(terms.intersection(analyze(passage)))) for passage in passages]
-
-
 def missing_reranker_files(path: Path) -> list[str]:
     """Which files a cross-encoder checkpoint needs are absent from ``path`` (empty: complete).
 
@@ -136,7 +54,7 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _config_problems(path: Path, *, max_length: int) -> list[str]:
+def reranker_config_problems(path: Path, *, max_length: int) -> list[str]:
     """Why the complete checkpoint at ``path`` cannot serve as a one-logit cross-encoder.
 
     transformers would load an encoder without a classification head (a BGE-M3
@@ -219,7 +137,7 @@ class FlagRerankerAdapter:
         if missing:
             msg = f"{path} is not a complete reranker checkpoint; missing: {', '.join(missing)}"
             raise EncoderError(msg)
-        problems = _config_problems(path, max_length=max_length)
+        problems = reranker_config_problems(path, max_length=max_length)
         if problems:
             msg = f"{path} cannot be used as a reranker: {'; '.join(problems)}"
             raise EncoderError(msg)
@@ -250,7 +168,7 @@ class FlagRerankerAdapter:
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         """Score ``passages`` against ``query`` in batches of ``batch_size``; raw logits."""
-        _check_passages(passages)
+        check_passages(passages)
         scores: list[float] = []
         for start in range(0, len(passages), self._batch_size):
             scores.extend(self._score(query, list(passages[start : start + self._batch_size])))
@@ -284,32 +202,3 @@ class FlagRerankerAdapter:
             msg = "the reranker returned a non-finite score"
             raise EncoderError(msg)
         return scores
-
-
-def create_reranker(
-    path: Path | None,
-    *,
-    device: str = "cpu",
-    batch_size: int = 32,
-    max_length: int = 512,
-) -> Reranker | None:
-    """The configured reranker: ``None`` when no model path is set (reranking off).
-
-    Raises :class:`ConfigurationError` naming ``HSEARCH_RERANK__MODEL_PATH`` when the path
-    is set but holds no complete one-label cross-encoder, and :class:`EncoderError` when
-    the files are there but the model does not load.
-    """
-    if path is None:
-        return None
-    missing = missing_reranker_files(path)
-    if missing:
-        msg = (
-            f"{_MODEL_PATH_SETTING}={path} is not a complete reranker checkpoint; "
-            f"missing: {', '.join(missing)}"
-        )
-        raise ConfigurationError(msg)
-    problems = _config_problems(path, max_length=max_length)
-    if problems:
-        msg = f"{_MODEL_PATH_SETTING}={path} cannot be used as a reranker: {'; '.join(problems)}"
-        raise ConfigurationError(msg)
-    return FlagRerankerAdapter(path, device=device, batch_size=batch_size, max_length=max_length)

@@ -1,0 +1,70 @@
+"""The real FastAPI app in-process, on embedded parts only.
+
+``build_services`` with an in-memory vector store and an in-memory job queue, the fake
+encoder (settings), a temporary SQLite metadata database migrated by the lifespan:
+no Postgres, Redis or Milvus. Requests go through ``httpx.ASGITransport`` with the
+lifespan run, as in production.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+from hsearch.config import ApiSettings, EncoderKind, EncoderSettings, SearchSettings, Settings
+from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.runtime import Services, build_services
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.protocol import VectorStore
+from hsearch_api.main import create_app
+
+
+@dataclass(frozen=True)
+class Api:
+    client: httpx.AsyncClient
+    services: Services
+    queue: InMemoryJobQueue
+
+
+def api_settings(data_dir: Path, **search: Any) -> Settings:
+    """Embedded settings in ``data_dir`` with the fake encoder; ``search`` overrides
+    search settings. Every section is given, so no ``HSEARCH_*`` variable leaks in."""
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        data_dir=data_dir,
+        encoder=EncoderSettings(kind=EncoderKind.FAKE),
+        search=SearchSettings(**search),
+        api=ApiSettings(migrate_on_start=True),
+    )
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    settings: Settings,
+    *,
+    store: VectorStore | None = None,
+    queue: InMemoryJobQueue | None = None,
+) -> AsyncIterator[Api]:
+    """The app on ``settings``, an in-memory store and queue unless others are given."""
+    queue = InMemoryJobQueue() if queue is None else queue
+    services = build_services(settings, store=store or InMemoryVectorStore(), queue=queue)
+    try:
+        async with LifespanManager(create_app(settings, services=services)) as manager:
+            transport = httpx.ASGITransport(app=manager.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                yield Api(client, services, queue)
+    finally:
+        await services.aclose()
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with serve(api_settings(tmp_path)) as served:
+        yield served

@@ -1,0 +1,96 @@
+"""The API on embedded parts end to end: submit through the API, run the job through
+the indexing service (the worker's code, without the broker), search through the API;
+readiness and a failing queue."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from hsearch.errors import BackendError, VectorStoreError
+from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.api.conftest import Api, api_settings, serve
+
+DOCS = [
+    {
+        "external_id": "fox",
+        "title": "Fox",
+        "text": "The quick brown fox jumps over the lazy dog.",
+        "source": "en-wiki",
+        "tags": ["animals"],
+    },
+    {"external_id": "milvus", "title": "Milvus", "text": "Milvus runs dense and sparse search."},
+    {"external_id": "tokyo", "title": "東京", "text": "東京は日本の首都です。"},
+]
+
+
+async def test_submitted_documents_are_found_once_indexed(api: Api) -> None:
+    resp = await api.client.post("/v1/documents", json={"documents": DOCS})
+    assert resp.status_code == 202, resp.text
+    accepted = resp.json()
+    job_id = uuid.UUID(accepted["job_id"])
+    assert (accepted["status"], accepted["total"]) == ("queued", len(DOCS))
+    assert api.queue.sent == [job_id]  # enqueued once, after the commit
+
+    before = await api.client.post("/v1/search", json={"query": "fox"})
+    assert before.json()["hits"] == []
+
+    assert api.services.indexing().process_job(job_id) == "succeeded"
+    job = (await api.client.get(accepted["status_url"])).json()
+    assert (job["status"], job["indexed"], job["failed"]) == ("succeeded", len(DOCS), 0)
+
+    for doc in DOCS:
+        for mode in ("hybrid", "semantic", "keyword"):
+            resp = await api.client.post(
+                "/v1/search", json={"query": f"{doc['title']}\n{doc['text']}", "mode": mode}
+            )
+            assert resp.status_code == 200, resp.text
+            body = resp.json()
+            assert body["hits"][0]["external_id"] == doc["external_id"], (mode, body["hits"])
+            assert body["degraded"] == []
+            assert [leg["status"] for leg in body["legs"]] == ["ok"] * len(body["legs"])
+    fox = (await api.client.post("/v1/search", json={"query": "fox", "top_k": 1})).json()
+    assert fox["hits"][0]["source"] == "en-wiki"
+    assert fox["hits"][0]["tags"] == ["animals"]
+    assert "<em>fox</em>" in fox["hits"][0]["snippet"]
+
+
+async def test_readyz_checks_the_database_and_the_store(api: Api) -> None:
+    resp = await api.client.get("/readyz")
+    assert resp.status_code == 200
+    checks = resp.json()["checks"]
+    assert (checks["database"], checks["milvus"]) == ("ok", "ok")
+    assert checks["encoder"] == api.services.embedder.info.fingerprint
+
+
+class UnreachableStore(InMemoryVectorStore):
+    def ping(self) -> None:
+        raise VectorStoreError("connection refused")
+
+
+async def test_readyz_reports_an_unreachable_store(tmp_path: Path) -> None:
+    async with serve(api_settings(tmp_path), store=UnreachableStore()) as api:
+        resp = await api.client.get("/readyz")
+    assert resp.status_code == 503
+    body = resp.json()
+    assert body["status"] == "not_ready"
+    assert body["checks"]["milvus"] == "error: VectorStoreError: connection refused"
+
+
+class DeadBrokerQueue(InMemoryJobQueue):
+    def enqueue_job(self, job_id: uuid.UUID) -> None:
+        super().enqueue_job(job_id)
+        raise BackendError(f"could not enqueue ingest job {job_id}: broker down")
+
+
+async def test_a_job_that_cannot_be_enqueued_is_failed_and_answered_503(tmp_path: Path) -> None:
+    queue = DeadBrokerQueue()
+    async with serve(api_settings(tmp_path), queue=queue) as api:
+        resp = await api.client.post("/v1/documents", json={"documents": DOCS[:1]})
+        assert resp.status_code == 503
+        assert resp.json()["error"] == "backend_unavailable"
+        (job_id,) = queue.sent
+        job = (await api.client.get(f"/v1/jobs/{job_id}")).json()
+    assert job["status"] == "failed"
+    assert "broker down" in job["error"]
