@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hsearch.embedding.lexical import analyze
 from hsearch.errors import InvalidRequestError
+from hsearch.lexical.analyzer import analyze
 from hsearch.search.highlight import MIN_SNIPPET_CHARS, make_snippet
 
 FILLER_A = "lorem ipsum dolor sit amet " * 20

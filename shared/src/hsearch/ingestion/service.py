@@ -25,12 +25,12 @@ from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.embedding.bm25 import bm25_document_weights
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
 from hsearch.ingestion.chunking import chunk_text
 from hsearch.ingestion.ids import chunk_id, content_hash, document_id
 from hsearch.ingestion.models import DocumentInput, ItemError, JobView
+from hsearch.lexical.bm25 import bm25_document_weights
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 logger = logging.getLogger(__name__)

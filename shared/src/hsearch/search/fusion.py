@@ -55,8 +55,8 @@ import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hsearch.embedding.lexical import CJK_RANGES
 from hsearch.errors import InvalidFusionError
+from hsearch.lexical.analyzer import CJK_RANGES
 from hsearch.types import FusionMethod
 
 __all__ = [

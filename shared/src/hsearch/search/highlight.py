@@ -1,7 +1,7 @@
 """Snippets: the best window of a text, query terms marked, safe to put in HTML.
 
 Pure: no I/O. Terms are matched with the very analysis the sparse (lexical) leg uses,
-:func:`hsearch.embedding.lexical.analyze` (NFKC, case folding, words, CJK bigrams), so a
+:func:`hsearch.lexical.analyzer.analyze` (NFKC, case folding, words, CJK bigrams), so a
 word is highlighted exactly when it could have matched lexically: a full-width ``API``
 in a text matches the query ``api``; in Japanese, where words are not separated by
 spaces, the query's character bigrams are found inside the text's CJK runs (and a
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Final
 
-from hsearch.embedding.lexical import analyze
 from hsearch.errors import InvalidRequestError
+from hsearch.lexical.analyzer import analyze
 
 __all__ = ["MIN_SNIPPET_CHARS", "make_snippet"]
 
 MIN_SNIPPET_CHARS: Final = 16
 
-# The CJK blocks of hsearch.embedding.lexical (Han, Kana, Hangul): runs of these are
+# The CJK blocks of hsearch.lexical.analyzer (Han, Kana, Hangul): runs of these are
 # split into bigrams by the analyzer, so they are matched bigram by bigram here too.
 _CJK_RANGES: Final = (
     "\u1100-\u11ff\u3005-\u3007\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"

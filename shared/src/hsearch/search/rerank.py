@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
-from hsearch.embedding.lexical import ANALYZER_VERSION, analyze
 from hsearch.errors import ConfigurationError, EncoderError
+from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze
 
 __all__ = [
     "FakeReranker",
@@ -101,7 +101,7 @@ def _check_passages(passages: Sequence[str]) -> None:
 class FakeReranker:
     """Deterministic scorer with no model: the number of distinct query terms a passage holds.
 
-    Terms come from :func:`hsearch.embedding.lexical.analyze`, the analysis of the sparse
+    Terms come from :func:`hsearch.lexical.analyzer.analyze`, the analysis of the sparse
     leg, so ``"Tokyo"`` matches ``"TOKYO"`` and Japanese matches by character bigrams.
     Scores are whole numbers, so ties are common: handy for testing tie-breaks.
     ``calls`` counts :meth:`score` calls (a test can check that rerank was skipped).

@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import SearchSettings
 from hsearch.db.repositories.lexical import LexicalStatsRepository
-from hsearch.embedding.bm25 import bm25_query_weights
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
+from hsearch.lexical.bm25 import bm25_query_weights
 from hsearch.search.facets import compute_facets, validate_facet_requests
 from hsearch.search.filters import parse_filter
 from hsearch.search.fusion import (

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hsearch.embedding.lexical import (
+from hsearch.lexical.analyzer import (
     MAX_TERM_CHARS,
     TERM_ID_BOUND,
     analyze,
