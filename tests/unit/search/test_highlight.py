@@ -59,6 +59,13 @@ def test_normalises_like_the_lexical_leg() -> None:
     assert make_snippet("Café au lait", "cafe\u0301") == "<em>Café</em> au lait"
 
 
+def test_a_variation_selector_stays_inside_its_word() -> None:
+    # The analyzer reads "x<VS17>y" as the one term "xy" (the selector is presentation
+    # only), so the whole word is marked for the query "xy", selector included.
+    text = "x\U000e0100y z"
+    assert make_snippet(text, "xy") == "<em>x\U000e0100y</em> z"
+
+
 def test_picks_the_window_with_the_matches() -> None:
     text = FILLER_A + "the milvus vector database supports hybrid search natively. " + FILLER_B
     snippet = make_snippet(text, "hybrid milvus", max_chars=80)
