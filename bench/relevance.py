@@ -236,6 +236,7 @@ def ingest(resources: Resources, corpus: Sequence[Mapping[str, str]]) -> dict[st
         get_job,
         submit_documents,
     )
+    from hsearch.lexical.statistics import LexicalStatistics  # noqa: PLC0415
 
     settings = resources.settings
     started = time.perf_counter()
@@ -251,6 +252,7 @@ def ingest(resources: Resources, corpus: Sequence[Mapping[str, str]]) -> dict[st
         session_factory=resources.sessions,
         embedder=resources.embedder,
         store=resources.store,
+        statistics=LexicalStatistics(resources.sessions),
         chunk_max_chars=settings.ingest.chunk_max_chars,
         chunk_overlap_chars=settings.ingest.chunk_overlap_chars,
     )
@@ -369,6 +371,7 @@ async def run_queries(
     single-leg modes (see :func:`leg_record`) for ``bench.fusion_replay``.
     """
     from hsearch.errors import HsearchError  # noqa: PLC0415
+    from hsearch.lexical.statistics import LexicalStatistics  # noqa: PLC0415
     from hsearch.search.models import SearchQuery  # noqa: PLC0415
     from hsearch.search.service import SearchService  # noqa: PLC0415
     from hsearch.types import SearchMode  # noqa: PLC0415
@@ -376,7 +379,7 @@ async def run_queries(
     service = SearchService(
         embedder=resources.embedder,
         store=resources.store,
-        session_factory=resources.sessions,
+        statistics=LexicalStatistics(resources.sessions),
         settings=resources.settings.search,
     )
     runs = {mode: ModeRun() for mode in modes}

@@ -15,6 +15,7 @@ from hsearch.db.engine import transaction
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.service import IndexingService, submit_documents
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.models import SearchQuery
 from hsearch.search.service import SearchService
 from hsearch.types import SearchMode
@@ -50,11 +51,12 @@ async def record_legs(sessions: sessionmaker[Session], path: Path) -> dict[str, 
         session_factory=sessions,
         embedder=embedder,
         store=store,
+        statistics=LexicalStatistics(sessions),
         chunk_max_chars=500,
         chunk_overlap_chars=0,
     ).process_job(job.id)
     service = SearchService(
-        embedder=embedder, store=store, session_factory=sessions, settings=SETTINGS
+        embedder=embedder, store=store, statistics=LexicalStatistics(sessions), settings=SETTINGS
     )
     dataset = Dataset(name="tiny", corpus=[], queries=QUERIES, qrels=QRELS)
     hybrid: dict[str, list[str]] = {}

@@ -20,6 +20,7 @@ from hsearch.errors import EncoderError, VectorStoreError
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.service import IndexingService, get_job, submit_documents
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 
@@ -51,6 +52,7 @@ def make_service(
         session_factory=sessions,
         embedder=embedder or FakeEmbedder(),
         store=store,
+        statistics=LexicalStatistics(sessions),
         chunk_max_chars=200,
         chunk_overlap_chars=0,
     )

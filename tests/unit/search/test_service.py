@@ -15,6 +15,7 @@ from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import InvalidFilterError, InvalidRequestError, SearchUnavailableError
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.service import IndexingService, submit_documents
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.fusion import LegHit
 from hsearch.search.models import SearchQuery
 from hsearch.search.rerank import FakeReranker
@@ -55,6 +56,7 @@ def build(
         session_factory=sessions,
         embedder=embedder,
         store=store,
+        statistics=LexicalStatistics(sessions),
         chunk_max_chars=500,
         chunk_overlap_chars=0,
     )
@@ -64,7 +66,7 @@ def build(
     service = SearchService(
         embedder=embedder,
         store=store,
-        session_factory=sessions,
+        statistics=LexicalStatistics(sessions),
         settings=SearchSettings(),
         **kwargs,
     )  # type: ignore[arg-type]
@@ -148,7 +150,10 @@ async def test_a_failed_leg_degrades_and_a_failed_mode_is_unavailable(
     broken = BrokenStore()
     broken.upsert([store._rows[c] for c in store._rows])
     degraded = SearchService(
-        embedder=FakeEmbedder(), store=broken, session_factory=sessions, settings=SearchSettings()
+        embedder=FakeEmbedder(),
+        store=broken,
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(),
     )
     result = await degraded.search(SearchQuery(tenant_id=TENANT, query="rivers"))
     assert [leg.value for leg in result.degraded] == ["sparse"]

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.runtime import Resources, build_resources
 from hsearch.search.service import SearchService
 
@@ -30,7 +31,7 @@ def make_lifespan(settings: Settings, *, migrate: bool = True):  # type: ignore[
         search = SearchService(
             embedder=resources.embedder,
             store=resources.store,
-            session_factory=resources.sessions,
+            statistics=LexicalStatistics(resources.sessions),
             settings=settings.search,
             reranker=resources.reranker,
             rerank_depth=settings.rerank.depth,

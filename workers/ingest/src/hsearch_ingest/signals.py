@@ -11,6 +11,7 @@ from celery.signals import worker_process_shutdown, worker_shutdown
 
 from hsearch.config import get_settings
 from hsearch.ingestion.service import IndexingService
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.runtime import Resources, build_resources
 
 logger = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ def get_indexing_service() -> IndexingService:
             session_factory=_resources.sessions,
             embedder=_resources.embedder,
             store=_resources.store,
+            statistics=LexicalStatistics(_resources.sessions),
             chunk_max_chars=settings.ingest.chunk_max_chars,
             chunk_overlap_chars=settings.ingest.chunk_overlap_chars,
         )
