@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from hsearch.config import EncoderSettings
-from hsearch.embedding.bm25 import bm25_document_weights, bm25_query_weights
 from hsearch.embedding.factory import create_embedder
-from hsearch.embedding.lexical import ANALYZER_VERSION, term_frequencies
 from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, SparseVector
 from hsearch.errors import EncoderError
+from hsearch.lexical.analyzer import ANALYZER_VERSION, term_frequencies
+from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
 
 pytestmark = pytest.mark.integration
 

@@ -22,6 +22,7 @@ from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.service import SearchService
@@ -48,6 +49,7 @@ class Services:
     embedder: Embedder
     store: VectorStore
     reranker: Reranker | None
+    statistics: LexicalStatistics
     search: SearchService
     queue_factory: Callable[[], JobQueue] = field(repr=False)
 
@@ -63,6 +65,7 @@ class Services:
             session_factory=self.sessions,
             embedder=self.embedder,
             store=self.store,
+            statistics=self.statistics,
             chunk_max_chars=self.settings.ingest.chunk_max_chars,
             chunk_overlap_chars=self.settings.ingest.chunk_overlap_chars,
         )
@@ -116,10 +119,11 @@ def build_services(
             max_length=settings.rerank.max_length,
         )
     sessions = create_session_factory(engine)
+    statistics = LexicalStatistics(sessions)
     search = SearchService(
         embedder=embedder,
         store=store,
-        session_factory=sessions,
+        statistics=statistics,
         settings=settings.search,
         reranker=reranker,
         rerank_depth=settings.rerank.depth,
@@ -131,6 +135,7 @@ def build_services(
         embedder=embedder,
         store=store,
         reranker=reranker,
+        statistics=statistics,
         search=search,
         queue_factory=_queue_factory(settings, queue),
     )

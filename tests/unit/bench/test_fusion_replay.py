@@ -17,6 +17,7 @@ from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.models import SearchQuery
 from hsearch.search.service import SearchService
 from hsearch.types import SearchMode
@@ -52,11 +53,12 @@ async def record_legs(sessions: sessionmaker[Session], path: Path) -> dict[str, 
         session_factory=sessions,
         embedder=embedder,
         store=store,
+        statistics=LexicalStatistics(sessions),
         chunk_max_chars=500,
         chunk_overlap_chars=0,
     ).process_job(queue.sent[0])
     service = SearchService(
-        embedder=embedder, store=store, session_factory=sessions, settings=SETTINGS
+        embedder=embedder, store=store, statistics=LexicalStatistics(sessions), settings=SETTINGS
     )
     dataset = Dataset(name="tiny", corpus=[], queries=QUERIES, qrels=QRELS)
     hybrid: dict[str, list[str]] = {}

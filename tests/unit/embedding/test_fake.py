@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.lexical import term_frequencies
 from hsearch.embedding.protocol import Embedder, SparseKind
+from hsearch.lexical.analyzer import term_frequencies
 
 
 def _cosine(a: tuple[float, ...], b: tuple[float, ...]) -> float:

@@ -24,6 +24,7 @@ from hsearch.ingestion.indexer import IndexingService, fail_job
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 
@@ -67,6 +68,7 @@ def make_service(
         session_factory=sessions,
         embedder=embedder or FakeEmbedder(),
         store=store,
+        statistics=LexicalStatistics(sessions),
         chunk_max_chars=200,
         chunk_overlap_chars=0,
     )

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hsearch.embedding.lexical import analyze
 from hsearch.errors import InvalidRequestError
+from hsearch.lexical.analyzer import analyze
 from hsearch.search.highlight import MIN_SNIPPET_CHARS, make_snippet
 
 FILLER_A = "lorem ipsum dolor sit amet " * 20
@@ -57,6 +57,13 @@ def test_normalises_like_the_lexical_leg() -> None:
     assert make_snippet(f"{full_width_api} docs", "api") == f"<em>{full_width_api}</em> docs"
     assert make_snippet("Die STRASSE ist lang", "Straße") == "Die <em>STRASSE</em> ist lang"
     assert make_snippet("Café au lait", "cafe\u0301") == "<em>Café</em> au lait"
+
+
+def test_a_variation_selector_stays_inside_its_word() -> None:
+    # The analyzer reads "x<VS17>y" as the one term "xy" (the selector is presentation
+    # only), so the whole word is marked for the query "xy", selector included.
+    text = "x\U000e0100y z"
+    assert make_snippet(text, "xy") == "<em>x\U000e0100y</em> z"
 
 
 def test_picks_the_window_with_the_matches() -> None:

@@ -18,6 +18,7 @@ from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.fake import FakeReranker
 from hsearch.search.fusion import LegHit
 from hsearch.search.models import SearchQuery
@@ -60,6 +61,7 @@ def build(
         session_factory=sessions,
         embedder=embedder,
         store=store,
+        statistics=LexicalStatistics(sessions),
         chunk_max_chars=500,
         chunk_overlap_chars=0,
     )
@@ -70,7 +72,7 @@ def build(
     service = SearchService(
         embedder=embedder,
         store=store,
-        session_factory=sessions,
+        statistics=LexicalStatistics(sessions),
         settings=SearchSettings(),
         **kwargs,
     )  # type: ignore[arg-type]
@@ -165,7 +167,7 @@ async def test_the_filter_is_parsed_once_and_both_legs_get_the_tree(
     service = SearchService(
         embedder=FakeEmbedder(),
         store=recording,
-        session_factory=sessions,
+        statistics=LexicalStatistics(sessions),
         settings=SearchSettings(),
     )
     raw = {"not": {"source": {"eq": "nowhere"}}}
@@ -191,7 +193,10 @@ async def test_a_failed_leg_degrades_and_a_failed_mode_is_unavailable(
     broken = BrokenStore()
     broken.upsert([store._rows[c] for c in store._rows])
     degraded = SearchService(
-        embedder=FakeEmbedder(), store=broken, session_factory=sessions, settings=SearchSettings()
+        embedder=FakeEmbedder(),
+        store=broken,
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(),
     )
     result = await degraded.search(SearchQuery(tenant_id=TENANT, query="rivers"))
     assert [leg.value for leg in result.degraded] == ["sparse"]

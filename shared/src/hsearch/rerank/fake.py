@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hsearch.embedding.lexical import ANALYZER_VERSION, analyze
+from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze
 from hsearch.rerank.protocol import check_passages
 
 __all__ = ["FakeReranker"]
@@ -13,7 +13,7 @@ __all__ = ["FakeReranker"]
 class FakeReranker:
     """Deterministic scorer with no model: the number of distinct query terms a passage holds.
 
-    Terms come from :func:`hsearch.embedding.lexical.analyze`, the analysis of the sparse
+    Terms come from :func:`hsearch.lexical.analyzer.analyze`, the analysis of the sparse
     leg, so ``"Tokyo"`` matches ``"TOKYO"`` and Japanese matches by character bigrams.
     Scores are whole numbers, so ties are common: handy for testing tie-breaks.
     ``calls`` counts :meth:`score` calls (a test can check that rerank was skipped).

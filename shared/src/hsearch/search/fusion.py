@@ -50,13 +50,12 @@ names the allowed values.
 from __future__ import annotations
 
 import math
-import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hsearch.embedding.lexical import CJK_RANGES
 from hsearch.errors import InvalidFusionError
+from hsearch.lexical.analyzer import is_cjk
 from hsearch.types import FusionMethod
 
 __all__ = [
@@ -543,11 +542,6 @@ def _script(char: str) -> str:
     return unicodedata.name(char, "").split(" ", 1)[0]
 
 
-_UNSPACED = re.compile(f"[{CJK_RANGES}]")
-"""Letters of the scripts written without spaces between words, where each character is
-a unit of its own (the characters the lexical analyzer splits into bigrams)."""
-
-
 def _word_scripts(text: str) -> list[str]:
     """The script of each word of ``text`` (after NFKC).
 
@@ -563,7 +557,7 @@ def _word_scripts(text: str) -> list[str]:
             current = None
             continue
         script = _script(char)
-        if _UNSPACED.match(char):
+        if is_cjk(char):  # written without spaces: each character is a word
             scripts.append(script)
             current = None
         elif script != current:

@@ -1,8 +1,10 @@
 """Snippets: the best window of a text, query terms marked, safe to put in HTML.
 
-Pure: no I/O. Terms are matched with the very analysis the sparse (lexical) leg uses,
-:func:`hsearch.embedding.lexical.analyze` (NFKC, case folding, words, CJK bigrams), so a
-word is highlighted exactly when it could have matched lexically: a full-width ``API``
+Pure: no I/O. Terms are matched with the very analysis the sparse (lexical) leg uses:
+the text is cut into the analyzer's tokens (:func:`hsearch.lexical.analyzer.tokens`,
+which keep their offsets), and each token, or each bigram of a CJK run, is read by
+:func:`hsearch.lexical.analyzer.analyze` (NFKC, case folding), so a word is
+highlighted exactly when it could have matched lexically: a full-width ``API``
 in a text matches the query ``api``; in Japanese, where words are not separated by
 spaces, the query's character bigrams are found inside the text's CJK runs (and a
 one-character CJK query term matches that character anywhere in a run).
@@ -20,48 +22,20 @@ from __future__ import annotations
 
 import html
 import re
-import unicodedata
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Final
 
-from hsearch.embedding.lexical import analyze
 from hsearch.errors import InvalidRequestError
+from hsearch.lexical.analyzer import analyze, is_cjk, tokens
 
 __all__ = ["MIN_SNIPPET_CHARS", "make_snippet"]
 
 MIN_SNIPPET_CHARS: Final = 16
 
-# The CJK blocks of hsearch.embedding.lexical (Han, Kana, Hangul): runs of these are
-# split into bigrams by the analyzer, so they are matched bigram by bigram here too.
-_CJK_RANGES: Final = (
-    "\u1100-\u11ff\u3005-\u3007\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f"
-    "\U00020000-\U0003134f"
-)
-_CJK_CHAR: Final = re.compile(f"[{_CJK_RANGES}]")
 _WHITESPACE: Final = re.compile(r"\s+")
 _MAX_SNAP: Final = 24
 """How far a window edge may move to avoid cutting a word."""
-
-
-@cache
-def _token_pattern() -> re.Pattern[str]:
-    """CJK runs, and words made of letters, digits and combining marks (as the analyzer
-    sees them), located in the *original* text so their offsets can be marked."""
-    marks: list[str] = []
-    start = -1
-    for cp in range(0x20000):
-        is_mark = unicodedata.category(chr(cp)).startswith("M")
-        if is_mark and start < 0:
-            start = cp
-        elif not is_mark and start >= 0:
-            marks.append(f"{re.escape(chr(start))}-{re.escape(chr(cp - 1))}")
-            start = -1
-    mark_class = "".join(marks)
-    cjk_run = rf"(?:(?=\w)[{_CJK_RANGES}])+"
-    word = rf"[^\W_{_CJK_RANGES}](?:[^\W_{_CJK_RANGES}]|[{mark_class}])*"
-    return re.compile(rf"(?P<cjk>{cjk_run})|{word}")
 
 
 @lru_cache(maxsize=16384)
@@ -129,21 +103,22 @@ def _find_matches(text: str, query_terms: frozenset[str]) -> list[_Span]:
     """Where query terms occur in ``text``: sorted, overlapping or touching spans merged."""
     if not query_terms or not text:
         return []
-    unigrams = frozenset(t for t in query_terms if len(t) == 1 and _CJK_CHAR.match(t))
+    unigrams = frozenset(t for t in query_terms if len(t) == 1 and is_cjk(t))
     found: list[_Span] = []
-    for match in _token_pattern().finditer(text):
-        token, base = match.group(0), match.start()
-        if match.group("cjk") is None or len(token) == 1:
-            hit = _terms(token) & query_terms
+    # The analyzer's own tokens, located in the original text so they can be marked.
+    for token in tokens(text):
+        word, base = token.text, token.start
+        if not token.cjk or len(word) == 1:
+            hit = _terms(word) & query_terms
             if hit:
-                found.append(_Span(base, match.end(), set(hit)))
+                found.append(_Span(base, token.end, set(hit)))
             continue
-        for i in range(len(token) - 1):
-            hit = _terms(token[i : i + 2]) & query_terms
+        for i in range(len(word) - 1):
+            hit = _terms(word[i : i + 2]) & query_terms
             if hit:
                 found.append(_Span(base + i, base + i + 2, set(hit)))
         if unigrams:
-            for i, char in enumerate(token):
+            for i, char in enumerate(word):
                 hit = _terms(char) & unigrams
                 if hit:
                     found.append(_Span(base + i, base + i + 1, set(hit)))
@@ -186,12 +161,7 @@ def _inside_word(text: str, i: int) -> bool:
     if not 0 < i < len(text):
         return False
     left, right = text[i - 1], text[i]
-    return (
-        left.isalnum()
-        and right.isalnum()
-        and not _CJK_CHAR.match(left)
-        and not _CJK_CHAR.match(right)
-    )
+    return left.isalnum() and right.isalnum() and not is_cjk(left) and not is_cjk(right)
 
 
 def _snap(text: str, start: int, end: int, spans: list[_Span]) -> tuple[int, int]:

@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import SearchSettings
-from hsearch.db.repositories.lexical import LexicalStatsRepository
-from hsearch.embedding.bm25 import bm25_query_weights
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.facets import compute_facets, validate_facet_requests
 from hsearch.search.fusion import (
@@ -63,14 +61,14 @@ class SearchService:
         *,
         embedder: Embedder,
         store: VectorStore,
-        session_factory: sessionmaker[Session],
+        statistics: LexicalStatistics,
         settings: SearchSettings,
         reranker: Reranker | None = None,
         rerank_depth: int = 50,
     ) -> None:
         self._embedder = embedder
         self._store = store
-        self._sessions = session_factory
+        self._statistics = statistics
         self._settings = settings
         self._reranker = reranker
         self._rerank_depth = rerank_depth
@@ -221,20 +219,12 @@ class SearchService:
         return [unit for unit, _ in ordered] + tail, {unit[0].id: score for unit, score in ordered}
 
     def _encode_query(self, tenant_id: str, text: str) -> Embedding:
+        # Encoding is tenant-independent; term counts then get the tenant's IDF (BM25 as
+        # an inner product: the query side carries the IDF) as a step of its own.
         embedding = self._embedder.embed_query(text)
         if self._embedder.info.sparse_kind is not SparseKind.TERM_FREQUENCY:
             return embedding
-        # BM25 as an inner product: the query side carries the tenant's IDF.
-        with self._sessions() as session:
-            repo = LexicalStatsRepository(session)
-            n_chunks, _ = repo.corpus(tenant_id)
-            dfs = repo.document_frequencies(tenant_id, embedding.sparse.indices)
-        # The two reads are not one snapshot: a concurrent ingest may have counted a
-        # term's chunks before the corpus size; N is never below any df.
-        document_count = max(n_chunks, max(dfs.values(), default=0), 1)
-        sparse = bm25_query_weights(
-            embedding.sparse, document_frequencies=dfs, document_count=document_count
-        )
+        sparse = self._statistics.weigh_query(tenant_id, embedding.sparse)
         return Embedding(dense=embedding.dense, sparse=sparse)
 
     async def _run_leg(

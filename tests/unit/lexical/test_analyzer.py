@@ -1,15 +1,20 @@
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from hsearch.embedding.lexical import (
+from hsearch.lexical.analyzer import (
     MAX_TERM_CHARS,
     TERM_ID_BOUND,
+    Token,
     analyze,
+    is_cjk,
     term_frequencies,
     term_id,
+    tokens,
 )
 
 
@@ -57,6 +62,48 @@ def test_word_tokens(text: str, expected: list[str]) -> None:
 )
 def test_cjk_bigrams(text: str, expected: list[str]) -> None:
     assert analyze(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("char", "expected"),
+    [
+        ("東", True),
+        ("ひ", True),
+        ("カ", True),
+        ("ｶ", True),  # half-width katakana
+        ("한", True),
+        ("\U00020000", True),  # CJK Extension B
+        ("a", False),
+        ("・", True),  # in a CJK block; a run still stops there: it is not a word character
+        ("1", False),
+        ("é", False),
+        ("", False),
+    ],
+)
+def test_is_cjk(char: str, expected: bool) -> None:
+    assert is_cjk(char) is expected
+
+
+def test_tokens_carry_offsets_into_the_original_text() -> None:
+    text = "\uff21\uff30\uff29: hybrid_search で東京都!"  # full-width API
+    assert list(tokens(text)) == [
+        Token("\uff21\uff30\uff29", 0, 3, cjk=False),
+        Token("hybrid", 5, 11, cjk=False),
+        Token("search", 12, 18, cjk=False),
+        Token("で東京都", 19, 23, cjk=True),
+    ]
+    for token in tokens(text):
+        assert text[token.start : token.end] == token.text
+
+
+@given(st.text())
+def test_tokens_analyse_like_the_text(text: str) -> None:
+    # Token by token, the analysis gives exactly the terms of the whole text, as long as
+    # normalisation does not move boundaries: NFKC can turn a symbol into a letter
+    # (circled Hangul into jamo), and variation selectors vanish from between two tokens.
+    assume(unicodedata.normalize("NFKC", text) == text)
+    assume(not any(unicodedata.name(c, "").startswith("VARIATION SELECTOR") for c in text))
+    assert [term for token in tokens(text) for term in analyze(token.text)] == analyze(text)
 
 
 def test_overlong_tokens_are_dropped_but_digests_kept() -> None:

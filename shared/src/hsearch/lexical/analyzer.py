@@ -34,18 +34,22 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 
 from hsearch.embedding.protocol import SparseVector
 
 __all__ = [
     "ANALYZER_VERSION",
-    "CJK_RANGES",
     "MAX_TERM_CHARS",
     "TERM_ID_BOUND",
+    "Token",
     "analyze",
+    "is_cjk",
     "term_frequencies",
     "term_id",
+    "tokens",
 ]
 
 ANALYZER_VERSION = "lex1"
@@ -59,7 +63,7 @@ MAX_TERM_CHARS = 64
 together, never typed in a query, and would only grow the sparse vectors. Hex digests
 (40-64 characters) still fit."""
 
-CJK_RANGES = (
+_CJK_RANGES = (
     "\u1100-\u11ff"  # Hangul Jamo
     "\u3005-\u3007"  # ideographic iteration mark, closing mark, number zero
     "\u3040-\u30ff"  # Hiragana, Katakana
@@ -74,14 +78,13 @@ CJK_RANGES = (
     "\uff66-\uff9f"  # Half-width Katakana
     "\U00020000-\U0003134f"  # CJK Unified Ideographs Extensions B-G, compatibility supplement
 )
-"""The scripts :func:`analyze` splits into bigrams, as a regex character-class body.
-
-Han (with ideographic iteration marks, compatibility ideographs and the supplementary
-planes), Hiragana, Katakana (with phonetic extensions and half-width forms) and Hangul
-(syllables and jamo). NFKC already maps half-width Katakana and compatibility jamo to
-their canonical forms; the ranges list them anyway so the class never depends on it.
-Public for code that must agree with the analyzer, such as snippet highlighting.
-"""
+# The scripts analyze() splits into bigrams, as a regex character-class body: Han (with
+# ideographic iteration marks, compatibility ideographs and the supplementary planes),
+# Hiragana, Katakana (with phonetic extensions and half-width forms) and Hangul
+# (syllables and jamo). NFKC already maps half-width Katakana and compatibility jamo to
+# their canonical forms; the ranges list them anyway so the class never depends on it.
+# Code that must agree with the analyzer asks is_cjk() or reads tokens().
+_CJK_CHAR = re.compile(f"[{_CJK_RANGES}]")
 
 # Presentation-only code points: emoji/text style and ideographic variation selectors.
 _VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
@@ -113,11 +116,45 @@ def _token_pattern() -> re.Pattern[str]:
     marks = _mark_class()
     # A CJK run: CJK-block characters that are also word characters (the blocks hold a
     # few punctuation marks, such as the katakana middle dot, which must separate).
-    cjk_run = rf"(?:(?=\w)[{CJK_RANGES}])+"
+    cjk_run = rf"(?:(?=\w)[{_CJK_RANGES}])+"
     # Any other word: starts with a letter or digit, continues with letters, digits or
     # combining marks, and stops at CJK, at underscores and at everything else.
-    word = rf"[^\W_{CJK_RANGES}](?:[^\W_{CJK_RANGES}]|[{marks}])*"
+    word = rf"[^\W_{_CJK_RANGES}](?:[^\W_{_CJK_RANGES}]|[{marks}])*"
     return re.compile(rf"(?P<cjk>{cjk_run})|{word}")
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """A word or a CJK run as the analyzer delimits it, located in the text it came from."""
+
+    text: str
+    start: int
+    """Offset of the token's first character in the text."""
+    end: int
+    """Offset just past the token's last character."""
+    cjk: bool
+    """A run of CJK characters (:func:`is_cjk`), which :func:`analyze` reads as
+    overlapping bigrams; otherwise a word, which it reads whole."""
+
+
+def is_cjk(char: str) -> bool:
+    """Whether ``char`` (one character) belongs to the scripts :func:`analyze` splits into
+    bigrams: Han, Hiragana, Katakana and Hangul, the scripts written without spaces
+    between words, where every character is a unit of its own."""
+    return _CJK_CHAR.fullmatch(char) is not None
+
+
+def tokens(text: str) -> Iterator[Token]:
+    """The analyzer's tokens of ``text`` as it is (not normalised), with their offsets.
+
+    For code that must point into the original text with the analyzer's boundaries, such
+    as snippet highlighting: :func:`analyze` applied to a token's text (or to a bigram of
+    a CJK run) gives the terms it stands for. The boundaries are those :func:`analyze`
+    draws in the normalised text except where normalisation moves them: a variation
+    selector, which :func:`analyze` drops, separates two CJK characters here.
+    """
+    for match in _token_pattern().finditer(text):
+        yield Token(match.group(0), match.start(), match.end(), cjk=match.group("cjk") is not None)
 
 
 def _normalise(text: str) -> str:

@@ -9,8 +9,8 @@ Okapi BM25 factors into a document side and a query side::
 so a document is stored with its saturated term weights and a query is sent with its
 terms' IDF: the vector store's inner product over sparse vectors is then BM25 exactly.
 The document side is computed at indexing time with the corpus statistics of that moment
-(``avg_length``); the query side with the statistics at query time. Both functions are
-pure and do no I/O; the pipeline owns the statistics.
+(``avg_length``); the query side with the statistics at query time. These functions are
+pure and do no I/O; :mod:`hsearch.lexical.statistics` owns the statistics and applies them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,161 @@
+"""Per-tenant BM25 statistics: what turns raw term counts into BM25 for one tenant.
+
+Encoders whose sparse side is term counts (:attr:`SparseKind.TERM_FREQUENCY`: the
+offline and fake encoders) give the same counts for a text whatever the tenant; BM25
+needs the tenant's corpus on both sides (:mod:`hsearch.lexical.bm25`):
+
+* query side, :meth:`LexicalStatistics.weigh_query`: each query term's IDF from the
+  tenant's document frequencies and chunk count. It runs after encoding, as a step of
+  its own, so that a query's encoding stays tenant-independent (and cacheable);
+* document side, :meth:`LexicalStatistics.weigh_document`: saturated term frequencies
+  normalised by the tenant's average chunk length, as the corpus will be once this
+  document has replaced its previous version;
+* the statistics themselves, :meth:`LexicalStatistics.record`: a document's
+  contribution (its chunks, their total length in terms and, per term, how many of its
+  chunks hold it) is added when it is indexed, and the version it replaces subtracted.
+  The document row keeps its contribution (:class:`LexicalContribution`) for that.
+
+BM25's "document" is a chunk: the sparse leg retrieves chunks, so N counts chunks and a
+term's document frequency counts the chunks holding it.
+
+Transactions belong to the caller on the indexing side: :meth:`weigh_document` and
+:meth:`record` work in the session they are given, so the statistics change in the same
+transaction that marks the document indexed (and roll back with it); the counters'
+rows are locked by their upserts until that commit. The query side only reads, in a
+short session of its own. SQL lives in :class:`LexicalStatsRepository`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.db.models import Document
+from hsearch.db.repositories.lexical import LexicalStatsRepository
+from hsearch.embedding.protocol import SparseVector
+from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
+
+__all__ = ["LexicalContribution", "LexicalStatistics", "WeightedDocument"]
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalContribution:
+    """What one indexed document adds to its tenant's statistics."""
+
+    chunks: int = 0
+    """How many chunks it has (each one a BM25 document)."""
+    length: int = 0
+    """The total length of its chunks in terms."""
+    terms: Mapping[int, int] = field(default_factory=dict)
+    """Per term id, how many of its chunks hold the term."""
+
+    @classmethod
+    def of_chunks(cls, term_frequencies: Sequence[SparseVector]) -> LexicalContribution:
+        """The contribution of chunks with these raw term counts."""
+        terms: Counter[int] = Counter()
+        length = 0
+        for tf in term_frequencies:
+            terms.update(tf.indices)
+            length += int(sum(tf.values))
+        return cls(chunks=len(term_frequencies), length=length, terms=dict(terms))
+
+    @classmethod
+    def of_document(cls, document: Document) -> LexicalContribution:
+        """What the indexed version of ``document`` contributed, as its row recorded it."""
+        return cls(
+            chunks=document.chunk_count,
+            length=document.lexical_length,
+            terms={int(k): int(v) for k, v in document.lexical_terms.items()},
+        )
+
+    def stored_terms(self) -> dict[str, int]:
+        """:attr:`terms` as the document row stores them (JSON object keys are strings)."""
+        return {str(k): v for k, v in self.terms.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedDocument:
+    """A document's chunks weighted for BM25, and the statistics change that goes with
+    them (:meth:`LexicalStatistics.record` it once the chunks are stored)."""
+
+    weights: tuple[SparseVector, ...]
+    """The BM25 document-side weights, one vector per chunk, in chunk order."""
+    contribution: LexicalContribution
+    """What this version of the document adds to the statistics."""
+    replaced: LexicalContribution
+    """What the version it replaces had added (nothing for a new document)."""
+
+
+class LexicalStatistics:
+    """A tenant's BM25 statistics: weighs queries and documents, records documents."""
+
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        # Only the query side opens sessions; the document side uses the caller's.
+        self._sessions = session_factory
+
+    def weigh_query(self, tenant_id: str, term_frequencies: SparseVector) -> SparseVector:
+        """The BM25 query side of a query's raw term counts: the tenant's IDF per term.
+
+        Terms the tenant's corpus does not hold are left out (they cannot match).
+        """
+        with self._sessions() as session:
+            repo = LexicalStatsRepository(session)
+            n_chunks, _ = repo.corpus(tenant_id)
+            dfs = repo.document_frequencies(tenant_id, term_frequencies.indices)
+        # The two reads are not one snapshot: a concurrent ingest may have counted a
+        # term's chunks before the corpus size; N is never below any df.
+        document_count = max(n_chunks, max(dfs.values(), default=0), 1)
+        return bm25_query_weights(
+            term_frequencies, document_frequencies=dfs, document_count=document_count
+        )
+
+    def weigh_document(
+        self,
+        session: Session,
+        *,
+        tenant_id: str,
+        chunks: Sequence[SparseVector],
+        replaced: Document | None,
+    ) -> WeightedDocument:
+        """BM25 document-side weights of a document's chunks (their raw term counts).
+
+        The average chunk length is the tenant's as it will be once this document is
+        recorded: ``replaced`` (the version being replaced, if any) counted out and
+        ``chunks`` counted in, so the first document of a tenant is normalised by its
+        own length. Reads in ``session`` and changes nothing: :meth:`record` the result
+        once the chunks are stored.
+        """
+        contribution = LexicalContribution.of_chunks(chunks)
+        old = (
+            LexicalContribution() if replaced is None else LexicalContribution.of_document(replaced)
+        )
+        n_chunks, total = LexicalStatsRepository(session).corpus(tenant_id)
+        new_n = n_chunks - old.chunks + contribution.chunks
+        avg_length = (total - old.length + contribution.length) / new_n if new_n > 0 else 1.0
+        weights = tuple(
+            bm25_document_weights(
+                tf, length=max(1, int(sum(tf.values))), avg_length=max(avg_length, 1.0)
+            )
+            for tf in chunks
+        )
+        return WeightedDocument(weights=weights, contribution=contribution, replaced=old)
+
+    def record(self, session: Session, *, tenant_id: str, document: WeightedDocument) -> None:
+        """Count ``document`` in its tenant's statistics and its replaced version out.
+
+        Runs in the caller's transaction (the one that marks the document indexed), so a
+        rollback leaves the statistics as they were.
+        """
+        new, old = document.contribution, document.replaced
+        deltas: Counter[int] = Counter()
+        deltas.subtract(old.terms)
+        deltas.update(new.terms)
+        LexicalStatsRepository(session).apply_delta(
+            tenant_id,
+            chunks=new.chunks - old.chunks,
+            length=new.length - old.length,
+            term_deltas=deltas,
+        )

@@ -1,0 +1,173 @@
+"""Tenant BM25 statistics on SQLite: query IDF, document weights, recorded deltas."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.db.engine import transaction
+from hsearch.db.models import Document, LexicalCorpusStats, LexicalTermStats
+from hsearch.db.repositories.lexical import LexicalStatsRepository
+from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.embedding.protocol import SparseVector
+from hsearch.lexical.bm25 import bm25_document_weights, bm25_idf
+from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
+
+TENANT = "t"
+A, B, C = 11, 22, 33  # term ids
+
+
+def tf(counts: dict[int, float]) -> SparseVector:
+    return SparseVector.from_mapping(counts)
+
+
+def seed(
+    sessions: sessionmaker[Session],
+    *,
+    chunks: int,
+    length: int,
+    dfs: dict[int, int],
+    tenant: str = TENANT,
+) -> None:
+    """Write statistics directly, as if documents had been indexed."""
+    with transaction(sessions) as session:
+        TenantRepository(session).ensure(tenant)
+        LexicalStatsRepository(session).apply_delta(
+            tenant, chunks=chunks, length=length, term_deltas=dfs
+        )
+
+
+def recorded(
+    sessions: sessionmaker[Session], tenant: str = TENANT
+) -> tuple[tuple[int, int], dict[int, int]]:
+    with sessions() as session:
+        corpus = session.get(LexicalCorpusStats, tenant)
+        dfs = {
+            row.term_id: row.df
+            for row in session.scalars(
+                select(LexicalTermStats).where(LexicalTermStats.tenant_id == tenant)
+            )
+        }
+        return ((corpus.chunk_count, corpus.total_length) if corpus else (0, 0)), dfs
+
+
+def index(
+    sessions: sessionmaker[Session],
+    statistics: LexicalStatistics,
+    chunks: list[SparseVector],
+    *,
+    replaced: Document | None = None,
+) -> WeightedDocument:
+    """Weigh and record one document in one transaction, as the indexer does."""
+    with transaction(sessions) as session:
+        TenantRepository(session).ensure(TENANT)
+        weighted = statistics.weigh_document(
+            session, tenant_id=TENANT, chunks=chunks, replaced=replaced
+        )
+        statistics.record(session, tenant_id=TENANT, document=weighted)
+    return weighted
+
+
+def as_document(contribution: LexicalContribution) -> Document:
+    """A document row holding ``contribution``, as the indexer stores it."""
+    return Document(
+        chunk_count=contribution.chunks,
+        lexical_length=contribution.length,
+        lexical_terms=contribution.stored_terms(),
+    )
+
+
+# -- query side ---------------------------------------------------------------------------
+
+
+def test_query_terms_get_the_tenant_idf(sessions: sessionmaker[Session]) -> None:
+    seed(sessions, chunks=10, length=100, dfs={A: 2, B: 10})
+    seed(sessions, chunks=1000, length=9000, dfs={A: 900, C: 5}, tenant="other")
+    weights = LexicalStatistics(sessions).weigh_query(TENANT, tf({A: 1.0, B: 3.0, C: 1.0}))
+    # Counts in the query do not matter; C is not in this tenant's corpus and drops out.
+    assert weights.to_dict() == {
+        A: pytest.approx(bm25_idf(2, document_count=10)),
+        B: pytest.approx(bm25_idf(10, document_count=10)),
+    }
+    assert weights.to_dict()[A] == pytest.approx(1.4816045409242156)  # ln(1 + 8.5 / 2.5)
+
+
+def test_a_tenant_without_statistics_matches_nothing(sessions: sessionmaker[Session]) -> None:
+    weights = LexicalStatistics(sessions).weigh_query("nobody", tf({A: 1.0}))
+    assert len(weights) == 0
+
+
+def test_document_count_is_never_below_a_document_frequency(
+    sessions: sessionmaker[Session],
+) -> None:
+    # Two reads, not one snapshot: a concurrent ingest may have counted a term's chunks
+    # before the corpus size. Here df(A) = 3 with N = 1: N is taken as 3.
+    seed(sessions, chunks=1, length=5, dfs={A: 3, B: 1})
+    weights = LexicalStatistics(sessions).weigh_query(TENANT, tf({A: 1.0, B: 1.0}))
+    assert weights.to_dict() == {
+        A: pytest.approx(bm25_idf(3, document_count=3)),
+        B: pytest.approx(bm25_idf(1, document_count=3)),
+    }
+
+
+# -- document side ------------------------------------------------------------------------
+
+
+def test_contribution_counts_chunks_per_term() -> None:
+    contribution = LexicalContribution.of_chunks([tf({A: 3.0, B: 1.0}), tf({A: 1.0})])
+    assert contribution == LexicalContribution(chunks=2, length=5, terms={A: 2, B: 1})
+    assert contribution.stored_terms() == {str(A): 2, str(B): 1}
+    assert LexicalContribution.of_document(as_document(contribution)) == contribution
+
+
+def test_first_document_is_normalised_by_its_own_average_length(
+    sessions: sessionmaker[Session],
+) -> None:
+    chunks = [tf({A: 2.0}), tf({A: 1.0, B: 3.0})]  # lengths 2 and 4: average 3
+    weighted = index(sessions, LexicalStatistics(sessions), chunks)
+    assert weighted.weights == (
+        bm25_document_weights(chunks[0], length=2, avg_length=3.0),
+        bm25_document_weights(chunks[1], length=4, avg_length=3.0),
+    )
+    assert weighted.replaced == LexicalContribution()
+    assert recorded(sessions) == ((2, 6), {A: 2, B: 1})
+
+
+def test_document_weights_use_the_corpus_with_the_document_in_it(
+    sessions: sessionmaker[Session],
+) -> None:
+    seed(sessions, chunks=3, length=30, dfs={A: 3})
+    chunk = tf({A: 1.0, B: 1.0})  # length 2: average (30 + 2) / 4 = 8
+    weighted = index(sessions, LexicalStatistics(sessions), [chunk])
+    assert weighted.weights == (bm25_document_weights(chunk, length=2, avg_length=8.0),)
+    assert recorded(sessions) == ((4, 32), {A: 4, B: 1})
+
+
+def test_a_replace_subtracts_the_old_version(sessions: sessionmaker[Session]) -> None:
+    statistics = LexicalStatistics(sessions)
+    seed(sessions, chunks=2, length=10, dfs={A: 2})  # another document
+    old = index(sessions, statistics, [tf({A: 1.0, B: 9.0}), tf({B: 2.0, C: 2.0})])
+    assert recorded(sessions) == ((4, 24), {A: 3, B: 2, C: 1})
+
+    chunk = tf({A: 4.0})
+    new = index(sessions, statistics, [chunk], replaced=as_document(old.contribution))
+    # The old version's chunks and length no longer count: average (10 + 4) / 3 chunks.
+    assert new.replaced == old.contribution
+    assert new.weights == (bm25_document_weights(chunk, length=4, avg_length=14 / 3),)
+    # Its terms are gone too; terms no chunk holds any more leave the table.
+    assert recorded(sessions) == ((3, 14), {A: 3})
+
+
+def test_record_changes_nothing_until_the_caller_commits(
+    sessions: sessionmaker[Session],
+) -> None:
+    statistics = LexicalStatistics(sessions)
+    with sessions() as session:  # no commit: the indexer's transaction rolled back
+        TenantRepository(session).ensure(TENANT)
+        weighted = statistics.weigh_document(
+            session, tenant_id=TENANT, chunks=[tf({A: 1.0})], replaced=None
+        )
+        statistics.record(session, tenant_id=TENANT, document=weighted)
+        assert LexicalStatsRepository(session).corpus(TENANT) == (1, 1)
+    assert recorded(sessions) == ((0, 0), {})
