@@ -147,12 +147,12 @@ def _port_open(port: int) -> bool:
 
 
 class MilvusLiteServer:
-    """The product's Milvus Lite server (:func:`hsearch.stack.milvus_lite_command`) on a
+    """The product's Milvus Lite server (:func:`hsearch.processes.milvus_lite_command`) on a
     free port, in its own process group (a terminal's Ctrl-C reaches only us, and
     :meth:`stop` takes it down deliberately)."""
 
     def __init__(self, data_dir: Path, log: Path, *, timeout: float = 60.0) -> None:
-        from hsearch.stack import Child, milvus_lite_command  # noqa: PLC0415
+        from hsearch.processes import Child, milvus_lite_command  # noqa: PLC0415
 
         data_dir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
@@ -160,9 +160,9 @@ class MilvusLiteServer:
         self.log = log
         self.child = Child(
             "milvus",
-            milvus_lite_command(data_dir, host="127.0.0.1", port=self.port),
-            os.environ,
-            log,
+            argv=milvus_lite_command(data_dir, host="127.0.0.1", port=self.port),
+            env=os.environ,
+            log=log,
         )
         deadline = time.monotonic() + timeout
         while not _port_open(self.port):
