@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-unit lint format bench-relevance clean
+.PHONY: install run test test-unit test-research lint format bench-relevance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -28,6 +28,10 @@ test: $(STAMP)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+# Research tools (research/README.md): not product code, not in `make test`.
+test-research: $(STAMP)
+	$(BIN)/python -m pytest research/tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

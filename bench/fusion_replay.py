@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bench.metrics import evaluate_ranking
-from bench.relevance import TOP_K, ModeRun, hybrid_check, per_query_comparison, summarise
+from bench.report import TOP_K, ModeRun, hybrid_check, per_query_comparison, summarise
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, fuse
 from hsearch.search.service import query_weights
@@ -59,8 +59,8 @@ Fuser = Callable[[Mapping[str, Sequence[LegHit]], Mapping[str, float], int], lis
 class Replay:
     """What to fuse with: the configured search settings, optionally overridden.
 
-    ``fuser`` replaces the product's :func:`fuse` for two-leg modes (research designs,
-    ``bench.fusion_variants``); the weight rule stays the service's.
+    ``fuser`` replaces the product's :func:`fuse` for two-leg modes (designs that are
+    not the product's, measured on the same legs); the weight rule stays the service's.
     """
 
     settings: SearchSettings

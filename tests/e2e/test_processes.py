@@ -15,15 +15,10 @@ import httpx
 import pytest
 
 from hsearch.db.migrate import upgrade_database
+from hsearch.processes import start_api, start_milvus_lite
 from hsearch.stack import sample_documents
 from tests.integration.conftest import stack_env
-from tests.integration.services import (
-    postgres_database,
-    redis_database,
-    start_api,
-    start_milvus,
-    start_worker,
-)
+from tests.integration.services import postgres_database, redis_database, start_test_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -42,7 +37,7 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     root = tmp_path_factory.mktemp("e2e")
     with postgres_database() as pg:
         upgrade_database(pg)
-        milvus, uri = start_milvus(root / "milvus", root)
+        milvus, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
         env = stack_env(
             database_url=pg,
             broker_url=redis_database(REDIS_DB),
@@ -52,8 +47,8 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             data_dir=root,
         )
         env["HSEARCH_API__DEFAULT_TENANT"] = "e2e"
-        worker = start_worker(env, root, name="e2e")
-        api, base = start_api(env, root)
+        worker = start_test_worker(env, root, name="e2e")
+        api, base = start_api(env, log=root / "api.log")
         state: dict[str, Any] = {"env": env, "root": root, "api": api, "base": base}
         try:
             yield state
@@ -103,6 +98,6 @@ def test_ingest_search_restart_search(processes: dict[str, Any]) -> None:
     processes["api"].stop()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{base}/healthz", timeout=2)
-    api, base = start_api(processes["env"], Path(processes["root"]))
+    api, base = start_api(processes["env"], log=Path(processes["root"]) / "api.log")
     processes["api"], processes["base"] = api, base
     assert_every_document_found(base, docs)

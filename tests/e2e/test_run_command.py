@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.integration.services import free_port, wait_for
+from hsearch.processes import free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -41,7 +41,7 @@ def test_run_serves_the_sample_and_stops_cleanly(tmp_path: Path) -> None:
         )
     children: list[psutil.Process] = []
     try:
-        wait_for(
+        wait_until(
             lambda: "ready." in log.read_text(), timeout=300, what="hsearch run", proc=proc, log=log
         )
         text = log.read_text()

@@ -21,16 +21,11 @@ from asgi_lifespan import LifespanManager
 from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
+from hsearch.processes import Child, start_milvus_lite
 from hsearch_api.deps import get_tenant
 from hsearch_api.main import create_app
 from tests.fixtures.tiny_bge_m3 import build_tiny_bge_m3
-from tests.integration.services import (
-    ManagedProcess,
-    postgres_database,
-    redis_database,
-    start_milvus,
-    start_worker,
-)
+from tests.integration.services import postgres_database, redis_database, start_test_worker
 
 REDIS_DB = 15
 
@@ -42,7 +37,7 @@ class Stack:
     milvus_uri: str
     database_url: str
     root: Path
-    worker: ManagedProcess | None = None
+    worker: Child | None = None
 
 
 def stack_env(
@@ -99,7 +94,7 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("milvus")
-    proc, uri = start_milvus(root / "data", root)
+    proc, uri = start_milvus_lite(root / "data", log=root / "milvus.log")
     yield uri
     proc.stop()
 
@@ -136,9 +131,9 @@ def stack(
 
 
 @pytest.fixture(scope="session")
-def worker(stack: Stack) -> ManagedProcess:
+def worker(stack: Stack) -> Child:
     if stack.worker is None or stack.worker.proc.poll() is not None:
-        stack.worker = start_worker(stack.env, stack.root)
+        stack.worker = start_test_worker(stack.env, stack.root)
     return stack.worker
 
 

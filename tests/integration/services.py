@@ -1,5 +1,7 @@
-"""Real services for the integration suite: a fresh Postgres database, a Redis
-database, a Milvus Lite gRPC server and real Celery worker processes.
+"""Test-only services for the integration suite: a fresh Postgres database per test
+session, a flushed Redis database and the suite's worker naming. The processes
+themselves (Milvus Lite server, Celery workers, the API) come from
+:mod:`hsearch.processes`, as for ``hsearch run`` and the benchmarks.
 
 Outside CI a missing Postgres/Redis skips the integration tests; with ``CI=true`` it
 fails them, so CI can never pass without having run them.
@@ -9,12 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from hsearch.stack import Child, milvus_lite_command
+from hsearch.processes import Child, start_worker
 
 PG_ADMIN_URL = os.environ.get(
     "HSEARCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -35,41 +33,6 @@ def unavailable(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"required service unavailable in CI: {reason}")
     pytest.skip(reason)
-
-
-def wait_for(
-    check: Callable[[], bool],
-    *,
-    timeout: float,
-    what: str,
-    proc: subprocess.Popen[bytes] | None = None,
-    log: Path | None = None,
-) -> None:
-    """Poll an observable condition until it holds; fail with the process log if not."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if proc is not None and proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
-            msg = f"{what}: process exited with {proc.returncode}\n{tail}"
-            raise RuntimeError(msg)
-        time.sleep(0.1)
-    tail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
-    msg = f"{what}: not ready after {timeout}s\n{tail}"
-    raise RuntimeError(msg)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.3)
-        return s.connect_ex((host, port)) == 0
 
 
 @contextlib.contextmanager
@@ -103,93 +66,13 @@ def redis_database(db: int) -> str:
     return url
 
 
-class ManagedProcess(Child):
-    """A service process of the suite, its output in ``log``."""
-
-    def __init__(self, argv: list[str], *, env: Mapping[str, str], log: Path) -> None:
-        super().__init__(log.stem, argv, env, log)
-        self.log = log
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-def start_milvus(data_dir: Path, log_dir: Path) -> tuple[ManagedProcess, str]:
-    port = free_port()
-    proc = ManagedProcess(
-        milvus_lite_command(data_dir, host="127.0.0.1", port=port),
-        env=os.environ,
-        log=log_dir / f"milvus-{port}.log",
-    )
-    wait_for(
-        lambda: port_open(port), timeout=60, what="Milvus Lite server", proc=proc.proc, log=proc.log
-    )
-    return proc, f"http://127.0.0.1:{port}"
-
-
-def start_worker(env: Mapping[str, str], log_dir: Path, *, name: str = "w") -> ManagedProcess:
+def start_test_worker(env: Mapping[str, str], log_dir: Path, *, name: str = "w") -> Child:
+    """A standalone Celery worker (it starts faster) with a node name and a log of its
+    own: a worker restarted by a test never shares either with the one it replaces."""
     tag = uuid.uuid4().hex[:6]
-    proc = ManagedProcess(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "hsearch_ingest.celery_app:app",
-            "worker",
-            "-Q",
-            "ingest",
-            "--concurrency",
-            "1",
-            "--prefetch-multiplier",
-            "1",
-            "--loglevel",
-            "INFO",
-            "-n",
-            f"{name}-{tag}@%h",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
-        env=env,
+    return start_worker(
+        env,
+        node=f"{name}-{tag}@%h",
         log=log_dir / f"worker-{name}-{tag}.log",
+        standalone=True,
     )
-    wait_for(
-        lambda: " ready." in proc.log_text(),
-        timeout=120,
-        what="Celery worker",
-        proc=proc.proc,
-        log=proc.log,
-    )
-    return proc
-
-
-def start_api(env: Mapping[str, str], log_dir: Path) -> tuple[ManagedProcess, str]:
-    import httpx
-
-    port = free_port()
-    proc = ManagedProcess(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "hsearch_api.main:create_app",
-            "--factory",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        log=log_dir / f"api-{port}.log",
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(ready, timeout=180, what="API (uvicorn)", proc=proc.proc, log=proc.log)
-    return proc, base

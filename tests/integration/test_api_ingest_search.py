@@ -8,9 +8,9 @@ import uuid
 import httpx
 import pytest
 
+from hsearch.processes import Child
 from tests.integration.conftest import Stack, api_client
 from tests.integration.jobs import ingest, wait_job
-from tests.integration.services import ManagedProcess
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,7 @@ def exact_query(doc: dict[str, str]) -> str:
 
 
 async def test_ingest_then_find_every_document_in_every_mode(
-    client: httpx.AsyncClient, worker: ManagedProcess
+    client: httpx.AsyncClient, worker: Child
 ) -> None:
     job = await ingest(client, DOCS)
     assert job["status"] == "succeeded", job
@@ -100,7 +100,7 @@ async def test_ingest_then_find_every_document_in_every_mode(
 
 
 async def test_reingest_is_idempotent_and_changes_replace_chunks(
-    client: httpx.AsyncClient, worker: ManagedProcess, stack: Stack, tenant: str
+    client: httpx.AsyncClient, worker: Child, stack: Stack, tenant: str
 ) -> None:
     from hsearch.vectorstore.factory import create_vector_store
 
@@ -135,7 +135,7 @@ async def test_reingest_is_idempotent_and_changes_replace_chunks(
 
 
 async def test_tenants_do_not_see_each_other(
-    client: httpx.AsyncClient, worker: ManagedProcess, stack: Stack
+    client: httpx.AsyncClient, worker: Child, stack: Stack
 ) -> None:
     job = await ingest(client, DOCS[:1])
     assert job["indexed"] == 1
@@ -151,7 +151,7 @@ async def test_tenants_do_not_see_each_other(
 
 
 async def test_per_document_errors_leave_the_rest_indexed(
-    client: httpx.AsyncClient, worker: ManagedProcess
+    client: httpx.AsyncClient, worker: Child
 ) -> None:
     docs = [DOCS[0], {"external_id": "blank", "title": "Blank", "text": " \n\n "}]
     job = await ingest(client, docs)
@@ -170,9 +170,7 @@ async def test_readyz_checks_dependencies(client: httpx.AsyncClient) -> None:
     assert body["checks"]["encoder"].startswith("bge-m3|32|")
 
 
-async def test_job_status_reports_progress_fields(
-    client: httpx.AsyncClient, worker: ManagedProcess
-) -> None:
+async def test_job_status_reports_progress_fields(client: httpx.AsyncClient, worker: Child) -> None:
     resp = await client.post("/v1/documents", json={"documents": DOCS[:1]})
     accepted = resp.json()
     assert accepted["status"] == "queued"
@@ -184,7 +182,7 @@ async def test_job_status_reports_progress_fields(
 
 
 async def test_rerank_through_the_api_with_a_real_cross_encoder(
-    stack: Stack, tenant: str, worker: ManagedProcess, tmp_path_factory: pytest.TempPathFactory
+    stack: Stack, tenant: str, worker: Child, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     from tests.fixtures.tiny_reranker import build_tiny_reranker
 

@@ -10,10 +10,10 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from hsearch.processes import Child
 from tests.integration.conftest import Stack, api_client
 from tests.integration.jobs import ingest
 from tests.integration.proxy import ProxyMode, TcpProxy
-from tests.integration.services import ManagedProcess
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def proxies(stack: Stack) -> Iterator[dict[str, TcpProxy]]:
 
 @pytest.fixture
 async def proxied_client(
-    stack: Stack, tenant: str, proxies: dict[str, TcpProxy], worker: ManagedProcess
+    stack: Stack, tenant: str, proxies: dict[str, TcpProxy], worker: Child
 ) -> AsyncIterator[httpx.AsyncClient]:
     milvus = stack.settings.milvus.model_copy(
         update={"dense_uri": proxies["dense"].uri, "sparse_uri": proxies["sparse"].uri}

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from hsearch.processes import Child
 from tests.integration.jobs import ingest
-from tests.integration.services import ManagedProcess
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ DOCS: list[dict[str, Any]] = [
 
 
 @pytest.fixture
-async def corpus(client: httpx.AsyncClient, worker: ManagedProcess) -> list[dict[str, Any]]:
+async def corpus(client: httpx.AsyncClient, worker: Child) -> list[dict[str, Any]]:
     job = await ingest(client, DOCS)
     assert job["status"] == "succeeded", job
     return DOCS

@@ -9,16 +9,11 @@ search to paste. SIGINT/SIGTERM stop every child; children also die with this pr
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
 from importlib.resources import files
 from pathlib import Path
 from types import FrameType
@@ -32,86 +27,7 @@ from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import ConfigurationError
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-class Child:
-    """A child process in its own session (a terminal's Ctrl-C reaches only its parent,
-    which stops children deliberately) that dies with its parent on Linux; its output
-    goes to ``log`` (appended) when one is given."""
-
-    def __init__(
-        self, name: str, argv: list[str], env: Mapping[str, str], log: Path | None
-    ) -> None:
-        self.name = name
-        self._out: Any = open(log, "ab") if log else None  # noqa: SIM115 - closed by stop()
-        self.proc = subprocess.Popen(  # noqa: S603 - argv is built here, not from user input
-            argv,
-            env=dict(env),
-            stdout=self._out,
-            stderr=subprocess.STDOUT if self._out else None,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
-        )
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM to the child's process group, SIGKILL after ``timeout`` seconds."""
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        if self._out is not None:
-            self._out.close()
-
-
-def milvus_lite_command(data_dir: Path, *, host: str, port: int) -> list[str]:
-    """The command that serves Milvus Lite over gRPC from ``data_dir`` (the embedded
-    profile's Milvus; the test suite and the benchmarks start the same one)."""
-    return [
-        sys.executable,
-        "-m",
-        "milvus_lite",
-        "server",
-        "--data-dir",
-        str(data_dir),
-        "--host",
-        host,
-        "--port",
-        str(port),
-    ]
-
-
-def _port_open(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
-def _wait_until(check: Callable[[], bool], *, timeout: float, what: str, child: Child) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if not child.alive():
-            msg = f"{what}: process exited with code {child.proc.returncode}"
-            raise ConfigurationError(msg)
-        time.sleep(0.2)
-    msg = f"{what}: not ready after {timeout:.0f}s"
-    raise ConfigurationError(msg)
+from hsearch.processes import Child, start_api, start_milvus_lite, worker_command
 
 
 def sample_documents() -> list[dict[str, Any]]:
@@ -144,26 +60,9 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
         children.extend(
             Child(
                 f"worker-{i}",
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "hsearch_ingest.celery_app:app",
-                    "worker",
-                    "-Q",
-                    "ingest",
-                    "--concurrency",
-                    "1",
-                    "--prefetch-multiplier",
-                    "1",
-                    "--loglevel",
-                    settings.log_level,
-                    "-n",
-                    f"worker{i}@%h",
-                ],
-                env,
-                data / "logs" / f"worker-{i}.log",
+                argv=worker_command(f"worker{i}@%h", loglevel=settings.log_level),
+                env=env,
+                log=data / "logs" / f"worker-{i}.log",
             )
             for i in range(workers)
         )
@@ -201,19 +100,14 @@ def _milvus(settings: Settings, env: dict[str, str], data: Path, children: list[
             )
             raise ConfigurationError(msg)
         return uri
-    host, port = settings.milvus.lite_host, settings.milvus.lite_port
-    if _port_open(host, port):
-        msg = f"port {host}:{port} is taken; stop what runs there or set HSEARCH_MILVUS__LITE_PORT"
-        raise ConfigurationError(msg)
-    milvus = Child(
-        "milvus",
-        milvus_lite_command(data / "milvus", host=host, port=port),
-        env,
-        data / "logs" / "milvus.log",
+    milvus, uri = start_milvus_lite(
+        data / "milvus",
+        log=data / "logs" / "milvus.log",
+        host=settings.milvus.lite_host,
+        port=settings.milvus.lite_port,
+        env=env,
     )
     children.append(milvus)
-    _wait_until(lambda: _port_open(host, port), timeout=60, what="Milvus Lite", child=milvus)
-    uri = f"http://{host}:{port}"
     say(f"Milvus Lite server on {uri} (data in {data / 'milvus'})")
     return uri
 
@@ -226,32 +120,11 @@ def _prepare(settings: Settings) -> None:
 
 
 def _api(settings: Settings, env: dict[str, str], children: list[Child]) -> str:
-    api_url = f"http://{settings.api.host}:{settings.api.port}"
-    api = Child(
-        "api",
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "hsearch_api.main:create_app",
-            "--factory",
-            "--host",
-            settings.api.host,
-            "--port",
-            str(settings.api.port),
-        ],
-        env,
-        None,
+    """Start the API (its output goes to our terminal) and wait until it is ready."""
+    api, api_url = start_api(
+        env, log=None, host=settings.api.host, port=settings.api.port, timeout=300
     )
     children.append(api)
-
-    def _ready() -> bool:
-        try:
-            return httpx.get(f"{api_url}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    _wait_until(_ready, timeout=300, what="API", child=api)
     return api_url
 
 

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from bench.datasets import Dataset
 from bench.fusion_replay import Replay, evaluate, main, read_legs
-from bench.relevance import TOP_K, Dataset, leg_candidates, leg_record, per_query_comparison
+from bench.report import TOP_K
+from bench.runner import leg_candidates, leg_record
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings, SearchSettings
@@ -141,9 +143,3 @@ def test_bad_weights_are_refused_naming_the_option(
         main([str(path), "--weights", "dense"])
     assert exit_info.value.code == 2
     assert "--weights" in capsys.readouterr().err
-
-
-def test_per_query_comparison_counts_each_query_once() -> None:
-    hybrid = [{"ndcg@10": v} for v in (0.5, 0.2, 1.0, 0.3 + 1e-15)]
-    best = [{"ndcg@10": v} for v in (0.4, 0.3, 1.0, 0.3)]
-    assert per_query_comparison(hybrid, best) == {"better": 1, "same": 2, "worse": 1}

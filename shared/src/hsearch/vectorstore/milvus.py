@@ -204,6 +204,20 @@ class MilvusVectorStore:
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus delete failed: {exc}") from exc
 
+    def flush(self) -> None:
+        """Seal the collection's growing segments so that searches use the indexes.
+
+        Milvus seals segments on its own by size or age; searching right after a bulk
+        load otherwise scans unindexed growing segments: on Milvus Lite a sparse search
+        over 1.1k chunks (ja-jsquad-valid) took 230 ms before the flush and 45 ms after
+        it. Rankings barely change (growing segments are searched exhaustively). No
+        timeout: sealing a large collection takes as long as it takes.
+        """
+        try:
+            self._client.flush(self._collection)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus flush failed: {exc}") from exc
+
     # -- reads -----------------------------------------------------------------
 
     def count(self, *, tenant_id: str) -> int:
@@ -227,18 +241,6 @@ class MilvusVectorStore:
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus query failed: {exc}") from exc
         return {str(r[PRIMARY_FIELD]) for r in rows}
-
-    def flush(self) -> None:
-        """Seal the collection's growing segments so the legs search indexed data.
-
-        Milvus seals segments by itself by size or age; until then they are searched
-        brute force (a sparse leg over 1.1k chunks took 230 ms before a flush, 45 ms
-        after). No timeout: it waits for the seal, seconds on a large collection.
-        """
-        try:
-            self._client.flush(self._collection)
-        except MilvusException as exc:
-            raise VectorStoreError(f"Milvus flush failed: {exc}") from exc
 
     def ping(self) -> None:
         try:

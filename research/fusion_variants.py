@@ -15,8 +15,8 @@ not in the product.
 Usage (from the repository root)::
 
     python -m bench.relevance --all --modes semantic,keyword --save-legs legs.jsonl
-    python -m bench.fusion_variants legs.jsonl            # every design
-    python -m bench.fusion_variants legs.jsonl --design default --design posterior-only
+    python -m research.fusion_variants legs.jsonl            # every design
+    python -m research.fusion_variants legs.jsonl --design default --design posterior-only
 
 The coverage rule, the prior and ``k`` come from the configured settings
 (``HSEARCH_SEARCH__*``), as in the service. Prints, per design, hybrid's nDCG@10
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.fusion_replay import QueryLegs, Replay, evaluate, read_legs
+
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, noise_confidence, signal_posterior
 
@@ -214,7 +215,7 @@ def margins(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.fusion_variants", description=__doc__.split("\n\n")[0]
+        prog="python -m research.fusion_variants", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("legs", type=Path, help="a --save-legs JSONL file of bench.relevance")
     parser.add_argument(

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 from bench.fusion_replay import Replay, evaluate, read_legs
-from bench.fusion_variants import (
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy.orm import Session, sessionmaker
+from tests.unit.bench.test_fusion_replay import SETTINGS, record_legs
+
+from hsearch.search.fusion import LegHit, adaptive_leg_weights, fuse, noise_confidence
+from research.fusion_variants import (
     DESIGNS,
     evidence_share,
     fuse_with,
@@ -17,12 +23,6 @@ from bench.fusion_variants import (
     rank_distribution,
     winner_take_all,
 )
-from hypothesis import given
-from hypothesis import strategies as st
-from sqlalchemy.orm import Session, sessionmaker
-
-from hsearch.search.fusion import LegHit, adaptive_leg_weights, fuse, noise_confidence
-from tests.unit.bench.test_fusion_replay import SETTINGS, record_legs
 
 ids = st.sampled_from([f"d{i}" for i in range(12)])
 scores = st.floats(min_value=-50, max_value=50, allow_nan=False)

@@ -1,0 +1,354 @@
+"""The relevance benchmark's runner: one dataset through the product's own code, in a
+fresh, throw-away stack.
+
+* a temporary data directory with an SQLite metadata database migrated by Alembic
+  (:func:`hsearch.db.migrate.upgrade_database`) and a Milvus Lite gRPC server process on
+  a free port (:func:`hsearch.processes.start_milvus_lite`; stopped at the end, also on
+  Ctrl-C or SIGTERM);
+* :func:`hsearch.runtime.build_services` on settings built here (unique collection,
+  the chosen encoder); every other knob is the product default or ``HSEARCH_*`` from
+  the environment, so a candidate setting can be measured without code changes;
+* ingestion: :meth:`hsearch.ingestion.jobs.JobService.submit` in jobs of 500 documents,
+  each in its own committed unit of work, then :meth:`IndexingService.process_job` per
+  job: the code the Celery worker runs (the broker hop is left out: the jobs go to an
+  in-process queue); then the collection is flushed
+  (:meth:`MilvusVectorStore.flush`) unless asked not to;
+* search: :meth:`hsearch.search.service.SearchService.search` per query and mode
+  (semantic, keyword, hybrid) with ``top_k=100`` (for recall@100) at the candidate depth
+  a default request gets (:func:`default_candidates`), so nDCG@10 measures what a
+  default search returns; queries are issued one after the other.
+  Hits are chunks: they are mapped to documents by ``external_id`` and deduplicated
+  (first occurrence wins) before scoring (:mod:`bench.metrics`).
+
+Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import SecretStr
+
+from bench.datasets import DEFAULT_SEED, Dataset, load_dataset, select_queries
+from bench.metrics import evaluate_ranking
+from bench.report import MODES, SINGLE_LEG_MODES, TOP_K, DatasetRun, ModeRun
+from hsearch.config import DatabaseSettings, EncoderKind, Settings
+from hsearch.db.migrate import upgrade_database
+from hsearch.errors import HsearchError
+from hsearch.ingestion.dispatch import unit_of_work
+from hsearch.ingestion.jobs import JobService
+from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.processes import Child, start_milvus_lite
+from hsearch.runtime import Services, build_services
+from hsearch.search.models import SearchQuery, SearchResult
+from hsearch.types import SearchMode
+
+DOCUMENTS_PER_JOB = 500
+TENANT = "bench"
+MAX_LOGGED_FAILURES = 3  # per mode; the total is in the result's failed_searches
+ABORT_AFTER_FAILURES = 20  # every search of a mode failed so far: a broken stack, stop
+MILVUS_STOP_SECONDS = 20.0
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Options:
+    encoder: str = "offline"
+    bge_m3_path: Path | None = None
+    max_queries: int | None = None
+    seed: int = DEFAULT_SEED
+    modes: tuple[str, ...] = MODES
+    query_prefix: str | None = None
+    by_prefix: bool = False
+    keep: bool = False
+    flush: bool = True
+    fusion: str | None = None
+    save_legs: TextIO | None = None
+
+
+def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Settings:
+    """Settings for a throw-away stack in ``data_dir``; every knob not set here keeps its
+    default or its ``HSEARCH_*`` environment value (no ``.env`` file is read)."""
+    base = Settings(_env_file=None)
+    s = base.search
+    search = s.model_copy(
+        update={
+            "max_top_k": max(s.max_top_k, TOP_K),
+            "max_candidates": max(s.max_candidates, s.min_candidates, s.candidates_factor * TOP_K),
+        }
+    )
+    return base.model_copy(
+        update={
+            "data_dir": data_dir,
+            "database": DatabaseSettings(
+                url=SecretStr(f"sqlite:///{(data_dir / 'hsearch.sqlite').resolve()}")
+            ),
+            "milvus": base.milvus.model_copy(
+                update={"uri": milvus_uri, "collection": f"bench_{uuid.uuid4().hex[:12]}"}
+            ),
+            "encoder": base.encoder.model_copy(
+                update={"kind": EncoderKind(options.encoder), "bge_m3_path": options.bge_m3_path}
+            ),
+            "search": search,
+        }
+    )
+
+
+def ingest(resources: Services, corpus: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+    """Submit the corpus in jobs of DOCUMENTS_PER_JOB and index them job by job."""
+    settings = resources.settings
+    started = time.perf_counter()
+    queue = InMemoryJobQueue()
+    for start in range(0, len(corpus), DOCUMENTS_PER_JOB):
+        documents = [
+            DocumentInput(external_id=d["_id"], title=d["title"], text=d["text"])
+            for d in corpus[start : start + DOCUMENTS_PER_JOB]
+        ]
+        with unit_of_work(resources.sessions, queue=queue) as uow:
+            JobService(uow, settings=settings.ingest).submit(tenant_id=TENANT, documents=documents)
+    job_ids = queue.sent
+    indexing = resources.indexing()
+    indexed = failed = 0
+    for n, job_id in enumerate(job_ids, 1):
+        status = indexing.process_job(job_id)
+        with unit_of_work(resources.sessions, queue=queue) as uow:
+            view = JobService(uow, settings=settings.ingest).get(job_id, tenant_id=TENANT)
+        indexed += view.indexed
+        failed += view.failed
+        for error in view.errors[:5]:
+            progress(f"  failed document {error.external_id!r}: {error.error}")
+        elapsed = time.perf_counter() - started
+        done = indexed + failed
+        progress(
+            f"  ingest job {n}/{len(job_ids)} {status}: {done}/{len(corpus)} documents, "
+            f"{done / elapsed:.1f} docs/s"
+        )
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "indexed": indexed,
+        "failed": failed,
+        "chunks": resources.store.count(tenant_id=TENANT),
+    }
+
+
+def leg_candidates(result: SearchResult) -> list[list[Any]]:
+    """A single-leg search's hits as ``[chunk_id, external_id, raw leg score]``.
+
+    With ``top_k`` equal to the candidate depth, a single-leg mode returns the leg's
+    whole candidate list in the leg's own order, with the raw scores in the explanation:
+    exactly what the hybrid mode fuses.
+    """
+    rows: list[list[Any]] = []
+    for hit in result.hits:
+        e = hit.explanation
+        score = e.dense_score if e.dense_score is not None else e.sparse_score
+        rows.append([hit.chunk_id, hit.external_id, score])
+    return rows
+
+
+def leg_record(
+    dataset: Dataset,
+    qid: str,
+    legs: Mapping[str, list[list[Any]]],
+    *,
+    candidates: int,
+    dense_scripts: Collection[str] | None,
+) -> dict[str, Any]:
+    """One query's line of a ``--save-legs`` file: what the service's weight rule and
+    fusion see (query text, the legs, the encoder's dense scripts) and the judgements."""
+    return {
+        "dataset": dataset.name,
+        "query_id": qid,
+        "query": dataset.queries[qid],
+        "qrels": dataset.qrels[qid],
+        "candidates": candidates,
+        "dense_scripts": None if dense_scripts is None else sorted(dense_scripts),
+        "legs": legs,
+    }
+
+
+def default_candidates(settings: Settings) -> int:
+    """The candidate depth per leg of a default request (``top_k`` = 10).
+
+    The benchmark asks for 100 hits (for recall@100) but searches at the depth a default
+    request gets, so nDCG@10 measures what a default search returns.
+    """
+    s = settings.search
+    return max(TOP_K, min(s.max_candidates, max(s.min_candidates, s.candidates_factor * 10)))
+
+
+async def run_queries(
+    resources: Services,
+    dataset: Dataset,
+    query_ids: Sequence[str],
+    modes: Sequence[str],
+    fusion: str | None = None,
+    save_legs: TextIO | None = None,
+) -> dict[str, ModeRun]:
+    """Every query in every mode, one search at a time, through SearchService.
+
+    With ``save_legs``, one JSON line per query records the candidate lists of the
+    single-leg modes (see :func:`leg_record`) for ``bench.fusion_replay``.
+    """
+    service = resources.search
+    runs = {mode: ModeRun() for mode in modes}
+    candidates = default_candidates(resources.settings)
+    started = last_report = time.perf_counter()
+    try:
+        for n, qid in enumerate(query_ids, 1):
+            qrels = dataset.qrels[qid]
+            legs: dict[str, list[list[Any]]] = {}
+            for mode in modes:
+                run = runs[mode]
+                t0 = time.perf_counter()
+                try:
+                    result = await service.search(
+                        SearchQuery(
+                            tenant_id=TENANT,
+                            query=dataset.queries[qid],
+                            top_k=TOP_K,
+                            mode=SearchMode(mode),
+                            candidates=candidates,
+                            fusion=fusion,
+                        )
+                    )
+                except HsearchError as exc:
+                    run.errors += 1
+                    run.per_query.append(evaluate_ranking([], qrels))
+                    if run.errors <= MAX_LOGGED_FAILURES:
+                        progress(f"  query {qid} ({mode}) failed: {type(exc).__name__}: {exc}")
+                    if run.errors == n >= ABORT_AFTER_FAILURES:
+                        msg = f"{mode}: the first {n} searches all failed; giving up"
+                        raise RuntimeError(msg) from exc
+                    continue
+                run.latencies_ms.append((time.perf_counter() - t0) * 1000)
+                run.degraded += bool(result.degraded)
+                run.methods.add(result.method)
+                run.per_query.append(evaluate_ranking([h.external_id for h in result.hits], qrels))
+                if mode in SINGLE_LEG_MODES:
+                    legs[SINGLE_LEG_MODES[mode]] = leg_candidates(result)
+            if save_legs is not None:
+                record = leg_record(
+                    dataset,
+                    qid,
+                    legs,
+                    candidates=candidates,
+                    dense_scripts=resources.embedder.info.dense_scripts,
+                )
+                print(json.dumps(record, ensure_ascii=False), file=save_legs, flush=True)
+            now = time.perf_counter()
+            if now - last_report >= 15 or n == len(query_ids):
+                last_report = now
+                rate = n / (now - started)
+                eta = (len(query_ids) - n) / rate if rate else 0.0
+                progress(
+                    f"  queries {n}/{len(query_ids)} ({rate:.1f} queries/s x {len(modes)} "
+                    f"modes, ETA {eta:.0f} s)"
+                )
+    finally:
+        await resources.store.aclose()
+    return runs
+
+
+def run_dataset(path: Path, options: Options) -> DatasetRun:
+    """Build a fresh stack, ingest ``path``'s corpus, run its queries, tear down."""
+    wall = time.perf_counter()
+    dataset = load_dataset(path)
+    query_ids = select_queries(
+        dataset, max_queries=options.max_queries, seed=options.seed, prefix=options.query_prefix
+    )
+    progress(
+        f"{dataset.name}: {len(dataset.corpus)} documents, {len(query_ids)} of "
+        f"{len(dataset.queries)} queries, modes {','.join(options.modes)}"
+    )
+    tmp = Path(tempfile.mkdtemp(prefix=f"hsearch-bench-{dataset.name}-"))
+    milvus: Child | None = None
+    resources: Services | None = None
+    try:
+        milvus, milvus_uri = start_milvus_lite(tmp / "milvus", log=tmp / "milvus.log")
+        settings = build_settings(tmp, milvus_uri, options)
+        upgrade_database(settings.database_url)
+        t0 = time.perf_counter()
+        resources = build_services(settings)
+        setup_seconds = time.perf_counter() - t0
+        encoder = resources.embedder.info.fingerprint
+        progress(f"  stack ready in {setup_seconds:.1f} s: milvus {milvus_uri}, encoder {encoder}")
+        ingested = ingest(resources, dataset.corpus)
+        progress(
+            f"  ingested {ingested['indexed']} documents ({ingested['failed']} failed) as "
+            f"{ingested['chunks']} chunks in {ingested['seconds']:.1f} s"
+        )
+        flush_seconds = None
+        if options.flush:
+            t0 = time.perf_counter()
+            resources.store.flush()
+            flush_seconds = time.perf_counter() - t0
+            progress(f"  flushed the collection in {flush_seconds:.1f} s")
+        t0 = time.perf_counter()
+        runs = asyncio.run(
+            run_queries(
+                resources,
+                dataset,
+                query_ids,
+                options.modes,
+                options.fusion,
+                options.save_legs,
+            )
+        )
+        search_seconds = time.perf_counter() - t0
+    finally:
+        if resources is not None:
+            resources.close()
+        if milvus is not None:
+            milvus.stop(MILVUS_STOP_SECONDS)
+        if options.keep:
+            progress(f"  kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    for mode, run in runs.items():
+        if run.degraded or run.errors:
+            progress(f"  WARNING {mode}: {run.degraded} degraded, {run.errors} failed searches")
+    return DatasetRun(
+        dataset=dataset.name,
+        encoder=encoder,
+        documents=len(dataset.corpus),
+        query_ids=query_ids,
+        runs=runs,
+        ingest_seconds=ingested["seconds"],
+        chunks=ingested["chunks"],
+        failed_documents=ingested["failed"],
+        settings={
+            "top_k": TOP_K,
+            "candidates": default_candidates(settings),
+            "chunk_max_chars": settings.ingest.chunk_max_chars,
+            "chunk_overlap_chars": settings.ingest.chunk_overlap_chars,
+            "search": settings.search.model_dump(mode="json"),
+        },
+        setup_seconds=setup_seconds,
+        flush_seconds=flush_seconds,
+        search_seconds=search_seconds,
+        total_seconds=time.perf_counter() - wall,
+        sample=(
+            {"max_queries": options.max_queries, "seed": options.seed}
+            if options.max_queries is not None
+            else None
+        ),
+        query_prefix=options.query_prefix,
+        by_prefix=options.by_prefix,
+    )

@@ -1,0 +1,126 @@
+"""Local child processes: readiness waits that explain failures, clean stops, ports."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from hsearch.errors import ConfigurationError
+from hsearch.processes import (
+    Child,
+    api_command,
+    free_port,
+    port_open,
+    start_milvus_lite,
+    wait_until,
+    worker_command,
+)
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_wait_until_returns_once_the_check_holds() -> None:
+    calls = iter([False, False, True])
+    wait_until(lambda: next(calls), timeout=5, what="thing", interval=0.01)
+
+
+def test_a_process_that_exits_fails_the_wait_with_its_log_tail(tmp_path: Path) -> None:
+    log = tmp_path / "boom.log"
+    child = Child(
+        "boom", argv=python("print('address already in use', flush=True); exit(3)"), env={}, log=log
+    )
+    try:
+        with pytest.raises(ConfigurationError) as info:
+            child.wait_until(lambda: False, timeout=30, what="Boom server")
+    finally:
+        child.stop()
+    message = info.value.message
+    assert message.startswith("Boom server: process exited with code 3")
+    assert "address already in use" in message
+    assert str(log) in message
+
+
+def test_a_timeout_names_what_was_awaited_and_shows_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "slow.log"
+    log.write_text("x" * 5000 + "still loading the model")
+    with pytest.raises(ConfigurationError, match=r"Slow thing: not ready after 0s") as info:
+        wait_until(lambda: False, timeout=0.05, what="Slow thing", log=log, interval=0.01)
+    assert info.value.message.endswith("still loading the model")
+    assert "x" * 5000 not in info.value.message, "only the tail"
+
+
+def test_without_a_log_the_message_has_no_tail() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        wait_until(lambda: False, timeout=0, what="Quiet thing")
+    assert info.value.message == "Quiet thing: not ready after 0s"
+
+
+def test_stop_ends_the_child_and_closes_its_log(tmp_path: Path) -> None:
+    log = tmp_path / "sleeper.log"
+    child = Child(
+        "sleeper",
+        argv=python("import time; print('up', flush=True); time.sleep(60)"),
+        env={},
+        log=log,
+    )
+    child.wait_until(lambda: "up" in child.log_text(), timeout=30, what="sleeper")
+    assert child.alive()
+    child.stop(timeout=10)
+    assert not child.alive()
+    assert child.proc.returncode == -15  # SIGTERM
+    assert child.log_text() == "up\n"
+
+
+def test_free_port_and_port_open() -> None:
+    port = free_port()
+    assert not port_open(port)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        assert port_open(port)
+
+
+def test_milvus_lite_refuses_a_taken_port_up_front(tmp_path: Path) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with pytest.raises(ConfigurationError, match=f"port 127.0.0.1:{port} is taken"):
+            start_milvus_lite(tmp_path / "milvus", log=tmp_path / "milvus.log", port=port)
+    assert not (tmp_path / "milvus.log").exists(), "nothing was started"
+
+
+def milvus_lite_children() -> set[int]:
+    pids = set()
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # exited meanwhile
+            if "milvus_lite" in proc.cmdline():
+                pids.add(proc.pid)
+    return pids
+
+
+def test_a_service_that_does_not_come_up_is_stopped(tmp_path: Path) -> None:
+    before = milvus_lite_children()  # the integration suite's server, in a full run
+    with pytest.raises(ConfigurationError, match="Milvus Lite server: not ready after 0s"):
+        start_milvus_lite(tmp_path / "milvus", log=tmp_path / "milvus.log", timeout=0)
+    assert milvus_lite_children() - before == set()
+
+
+def test_commands() -> None:
+    worker = worker_command("w1@%h", loglevel="INFO")
+    assert worker[1:6] == ["-m", "celery", "-A", "hsearch_ingest.celery_app:app", "worker"]
+    assert worker[-2:] == ["-n", "w1@%h"]
+    assert "--without-gossip" not in worker
+    standalone = worker_command("w1@%h", loglevel="INFO", standalone=True)
+    assert standalone[-3:] == ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    assert api_command(host="127.0.0.1", port=8000)[1:] == [
+        "-m", "uvicorn", "hsearch_api.main:create_app", "--factory",
+        "--host", "127.0.0.1", "--port", "8000",
+    ]  # fmt: skip
