@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
-from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
+from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
 from hsearch.errors import EncoderError
+from hsearch.types import SparseVector
 
 __all__ = ["BgeM3Embedder", "is_bge_m3_dir", "missing_bge_m3_files"]
 
