@@ -42,8 +42,8 @@ class Readiness:
     checks: Mapping[str, str]
     """By dependency (``database``, ``milvus``): ``"ok"`` or ``"error: <type>: <message>"``."""
     encoder: str
-    """The encoder's fingerprint: reported so an operator sees which model serves, not
-    checked (a loaded encoder cannot stop answering)."""
+    """The encoder's fingerprint, so an operator sees which model serves; reported, not
+    probed (the encoder was loaded when the services were built)."""
 
     @property
     def ready(self) -> bool:
