@@ -33,10 +33,13 @@ test-unit: $(STAMP)
 test-research: $(STAMP)
 	$(BIN)/python -m pytest research/tests
 
+# ruff (style, and the banned-api rule: pymilvus, FlagEmbedding, redis stay in their adapters),
+# mypy --strict, and the import contracts of pyproject.toml (docs/architecture.md, "Layers").
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
@@ -46,4 +49,4 @@ bench-relevance: $(STAMP)
 	$(BIN)/python -m bench.relevance --all --json
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -12,8 +12,9 @@ from itertools import groupby
 import pytest
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
 
-from hsearch.embedding.protocol import EncoderInfo, SparseKind, SparseVector
+from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.search.fusion import LegHit, reciprocal_rank_fusion
+from hsearch.types import SparseVector
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 from hsearch.vectorstore.schema import DENSE_FIELD, SPARSE_FIELD

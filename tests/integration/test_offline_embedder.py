@@ -15,10 +15,11 @@ import pytest
 from hsearch.config import EncoderSettings
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path
-from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, SparseVector
+from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import EncoderError
 from hsearch.lexical.analyzer import ANALYZER_VERSION, term_frequencies
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
+from hsearch.types import SparseVector
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from hsearch.embedding.protocol import EncoderInfo, SparseKind, SparseVector
+from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.errors import EncoderMismatchError, InvalidFilterError
+from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.milvus import MilvusVectorStore

@@ -9,15 +9,16 @@ in-memory store, the fake encoder, an in-memory job queue.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
+import anyio.to_thread
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import Settings
-from hsearch.db.engine import create_db_engine, create_session_factory
+from hsearch.db.engine import create_db_engine, create_session_factory, ping_database
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.indexer import IndexingService
@@ -29,9 +30,24 @@ from hsearch.search.service import SearchService
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["Services", "build_services"]
+__all__ = ["Readiness", "Services", "build_services"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """What a readiness probe found: each dependency's answer and the encoder in use."""
+
+    checks: Mapping[str, str]
+    """By dependency (``database``, ``milvus``): ``"ok"`` or ``"error: <type>: <message>"``."""
+    encoder: str
+    """The encoder's fingerprint, so an operator sees which model serves; reported, not
+    probed (the encoder was loaded when the services were built)."""
+
+    @property
+    def ready(self) -> bool:
+        return all(answer == "ok" for answer in self.checks.values())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +85,23 @@ class Services:
             chunk_max_chars=self.settings.ingest.chunk_max_chars,
             chunk_overlap_chars=self.settings.ingest.chunk_overlap_chars,
         )
+
+    async def check_readiness(self) -> Readiness:
+        """Probe the metadata database and the vector store, each in a worker thread
+        (both calls block); a failing probe is reported with its error, never raised,
+        so readiness can always answer."""
+        checks: dict[str, str] = {}
+        probes: tuple[tuple[str, Callable[[], None]], ...] = (
+            ("database", partial(ping_database, self.engine)),
+            ("milvus", self.store.ping),
+        )
+        for name, probe in probes:
+            try:
+                await anyio.to_thread.run_sync(probe)
+                checks[name] = "ok"
+            except Exception as exc:  # readiness reports, it never raises
+                checks[name] = f"error: {type(exc).__name__}: {exc}"
+        return Readiness(checks=checks, encoder=self.embedder.info.fingerprint)
 
     async def aclose(self) -> None:
         """Release the search legs' connections (on the event loop that ran them), then

@@ -1,16 +1,21 @@
-"""The core vocabulary: legs, search modes, fusion methods and leg statuses.
+"""The core vocabulary: legs, search modes, fusion methods, leg statuses and vectors.
 
-One module that settings, domain code and the API import, so a value exists once and
-the OpenAPI document lists the allowed values of every field typed with these enums.
+One module that settings, domain code, adapters and the API import, so a value exists
+once and the OpenAPI document lists the allowed values of every field typed with these
+enums. The vector types live here, in the base layer, because both sides of the
+adapters speak them: the encoders produce them, the vector store stores and searches
+them, and the pure lexical code (analyzer, BM25) computes them without depending on
+any adapter.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Annotated
+from typing import Annotated, TypeAlias
 
 from pydantic import AfterValidator
 
@@ -74,3 +79,32 @@ LegWeights = Annotated[dict[Leg, float], AfterValidator(_check_leg_weights)]
 """Weights by leg: keys are :class:`Leg` values (an unknown leg is refused with the
 allowed ones listed), each weight finite and in ``[0, 1]``, at least one above 0.
 Validated wherever it is parsed: settings at start, request bodies per request."""
+
+
+DenseVector: TypeAlias = tuple[float, ...]
+"""A dense vector: what an encoder returns (L2-normalised) and the store indexes."""
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """A sparse vector: parallel, index-sorted ``indices`` and ``values``."""
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.indices) != len(self.values):
+            msg = "SparseVector indices and values must have the same length"
+            raise ValueError(msg)
+
+    @classmethod
+    def from_mapping(cls, weights: Mapping[int, float]) -> SparseVector:
+        """Build from ``{index: weight}``, dropping zero weights."""
+        items = sorted((int(i), float(v)) for i, v in weights.items() if v != 0.0)
+        return cls(tuple(i for i, _ in items), tuple(v for _, v in items))
+
+    def to_dict(self) -> dict[int, float]:
+        return dict(zip(self.indices, self.values, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.indices)

@@ -13,14 +13,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
-from hsearch.db.engine import transaction
 from hsearch.db.models import Document, JobStatus, LexicalCorpusStats, LexicalTermStats
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import EncoderError, VectorStoreError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.ids import document_id
-from hsearch.ingestion.indexer import IndexingService, fail_job
+from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.queue import InMemoryJobQueue
@@ -193,6 +192,22 @@ def test_a_crash_mid_job_loses_nothing_and_duplicates_nothing(
     assert (view.indexed, view.failed, view.attempts) == (3, 0, 2)
 
 
+def test_a_given_up_job_fails_its_pending_items_and_a_finished_job_stays(
+    sessions: sessionmaker[Session],
+) -> None:
+    service = make_service(sessions, InMemoryVectorStore())
+    given_up = submit(sessions, docs(A, B))
+    service.fail_job(given_up, error="VectorStoreError: down")
+    job = get_job(sessions, given_up)
+    assert (job.status, job.indexed, job.failed) == (JobStatus.FAILED, 0, 2)
+    assert job.error == "VectorStoreError: down"
+
+    done = run(sessions, service, docs(C))
+    service.fail_job(done, error="too late")
+    job = get_job(sessions, done)
+    assert (job.status, job.indexed, job.failed, job.error) == (JobStatus.SUCCEEDED, 1, 0, None)
+
+
 def test_chunks_of_an_abandoned_attempt_are_removed_by_the_next_version(
     sessions: sessionmaker[Session],
 ) -> None:
@@ -204,8 +219,7 @@ def test_chunks_of_an_abandoned_attempt_are_removed_by_the_next_version(
     doc = str(document_id(TENANT, "a"))
     orphans = store.chunk_ids(tenant_id=TENANT, document_id=doc)
     assert orphans, "the dead attempt left chunks behind"
-    with transaction(sessions) as session:  # retries exhausted: the job is given up
-        fail_job(session, job_id=abandoned, error="worker lost")
+    service.fail_job(abandoned, error="worker lost")  # retries exhausted: given up
 
     run(sessions, service, docs(("a", "A new, short version.")))
     assert store.chunk_ids(tenant_id=TENANT, document_id=doc).isdisjoint(orphans)

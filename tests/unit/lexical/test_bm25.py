@@ -7,9 +7,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from hsearch.embedding.protocol import SparseVector
 from hsearch.lexical.analyzer import term_frequencies
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_idf, bm25_query_weights
+from hsearch.types import SparseVector
 
 counts = st.integers(min_value=1, max_value=1000)
 lengths = st.integers(min_value=0, max_value=100_000)

@@ -10,9 +10,9 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document, LexicalCorpusStats, LexicalTermStats
 from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.embedding.protocol import SparseVector
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_idf
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
+from hsearch.types import SparseVector
 
 TENANT = "t"
 A, B, C = 11, 22, 33  # term ids

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -27,6 +27,16 @@ def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Eng
 
         return engine
     return create_engine(url, echo=echo, pool_size=pool_size, pool_pre_ping=True)
+
+
+def ping_database(engine: Engine) -> None:
+    """Return when the database answers; raise when it does not (readiness).
+
+    A connection check, not a query on the data, so it lives with the engine rather
+    than in a repository.
+    """
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
 
 
 def create_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -1,5 +1,5 @@
 """Encoders: BGE-M3 (production), offline (MiniLM + BM25 lexical), fake (tests)."""
 
-from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind, SparseVector
+from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind
 
-__all__ = ["Embedder", "Embedding", "EncoderInfo", "SparseKind", "SparseVector"]
+__all__ = ["Embedder", "Embedding", "EncoderInfo", "SparseKind"]

@@ -1,6 +1,7 @@
 """BGE-M3 adapter: dense and learned sparse vectors from one forward pass.
 
-The only module that touches FlagEmbedding. It imports it inside
+With :mod:`hsearch.rerank.flag`, the only code that touches FlagEmbedding (ruff's
+banned-api rule holds everyone else to it). It imports it inside
 :class:`BgeM3Embedder` so that importing this module (for :func:`is_bge_m3_dir`, which
 the factory calls to choose an encoder) stays cheap; the untyped library stops here and
 callers get :class:`Embedding` values only.
@@ -16,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
-from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
+from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
 from hsearch.errors import EncoderError
+from hsearch.types import SparseVector
 
 __all__ = ["BgeM3Embedder", "is_bge_m3_dir", "missing_bge_m3_files"]
 

@@ -15,8 +15,9 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
+from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
 from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, term_id
+from hsearch.types import SparseVector
 
 __all__ = ["FakeEmbedder"]
 

@@ -1,14 +1,17 @@
-"""What every encoder provides, and the vector types the rest of hsearch speaks.
+"""What every encoder provides: the :class:`Embedder` protocol and its value types.
 
-Untyped model libraries stop at their adapter: adapters return these types only.
+Untyped model libraries stop at their adapter: adapters return these types only, built
+from the vector types of :mod:`hsearch.types`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
+
+from hsearch.types import DenseVector, SparseVector
 
 
 class SparseKind(StrEnum):
@@ -21,35 +24,10 @@ class SparseKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SparseVector:
-    """A sparse vector: parallel, index-sorted ``indices`` and ``values``."""
-
-    indices: tuple[int, ...]
-    values: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        if len(self.indices) != len(self.values):
-            msg = "SparseVector indices and values must have the same length"
-            raise ValueError(msg)
-
-    @classmethod
-    def from_mapping(cls, weights: Mapping[int, float]) -> SparseVector:
-        """Build from ``{index: weight}``, dropping zero weights."""
-        items = sorted((int(i), float(v)) for i, v in weights.items() if v != 0.0)
-        return cls(tuple(i for i, _ in items), tuple(v for _, v in items))
-
-    def to_dict(self) -> dict[int, float]:
-        return dict(zip(self.indices, self.values, strict=True))
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-
-@dataclass(frozen=True, slots=True)
 class Embedding:
     """One text encoded: an L2-normalised dense vector and a sparse vector."""
 
-    dense: tuple[float, ...]
+    dense: DenseVector
     sparse: SparseVector
 
 

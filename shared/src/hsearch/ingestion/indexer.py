@@ -37,22 +37,6 @@ logger = logging.getLogger(__name__)
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED})
 
 
-def fail_job(session: Session, *, job_id: uuid.UUID, error: str) -> None:
-    """Give up on a job (retries exhausted): remaining items are marked failed."""
-    job = JobRepository(session).lock(job_id)
-    if job is None or job.status in TERMINAL:
-        return
-    for item in job.items:
-        if item.status is JobItemStatus.PENDING:
-            item.status = JobItemStatus.FAILED
-            item.error = error
-            job.failed += 1
-    job.status = _final_status(job)
-    job.error = error
-    job.finished_at = utcnow()
-    session.flush()
-
-
 @dataclass(frozen=True, slots=True)
 class _PreparedItem:
     item_id: int
@@ -129,6 +113,23 @@ class IndexingService:
                 job.failed,
             )
             return job.status
+
+    def fail_job(self, job_id: uuid.UUID, *, error: str) -> None:
+        """Give up on a job (retries exhausted, or an unexpected error escaped the task):
+        its remaining items are marked failed with ``error``. A finished job is left as
+        it is. Its own transaction, so the task wrapper needs no database access."""
+        with transaction(self._sessions) as session:
+            job = JobRepository(session).lock(job_id)
+            if job is None or job.status in TERMINAL:
+                return
+            for item in job.items:
+                if item.status is JobItemStatus.PENDING:
+                    item.status = JobItemStatus.FAILED
+                    item.error = error
+                    job.failed += 1
+            job.status = _final_status(job)
+            job.error = error
+            job.finished_at = utcnow()
 
     def _process_batch(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]) -> bool:
         """Index one batch of items; returns whether any document changed.

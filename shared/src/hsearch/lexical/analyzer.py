@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
-from hsearch.embedding.protocol import SparseVector
+from hsearch.types import SparseVector
 
 __all__ = [
     "ANALYZER_VERSION",

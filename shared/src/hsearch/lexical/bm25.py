@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from hsearch.embedding.protocol import SparseVector
+from hsearch.types import SparseVector
 
 __all__ = ["DEFAULT_B", "DEFAULT_K1", "bm25_document_weights", "bm25_idf", "bm25_query_weights"]
 

@@ -35,8 +35,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.models import Document
 from hsearch.db.repositories.lexical import LexicalStatsRepository
-from hsearch.embedding.protocol import SparseVector
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
+from hsearch.types import SparseVector
 
 __all__ = ["LexicalContribution", "LexicalStatistics", "WeightedDocument"]
 

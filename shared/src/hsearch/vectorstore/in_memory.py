@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from hsearch.embedding.protocol import EncoderInfo, SparseVector
+from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import EncoderMismatchError
+from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
 from hsearch.vectorstore.schema import OUTPUT_FIELDS

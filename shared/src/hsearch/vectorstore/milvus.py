@@ -16,8 +16,9 @@ from typing import Any
 import grpc
 from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
 
-from hsearch.embedding.protocol import EncoderInfo, SparseVector
+from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import EncoderMismatchError, VectorStoreError
+from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode
 from hsearch.vectorstore.milvus_filters import compile_filter, quote_string
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit

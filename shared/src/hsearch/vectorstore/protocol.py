@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hsearch.embedding.protocol import EncoderInfo, SparseVector
+from hsearch.embedding.protocol import EncoderInfo
+from hsearch.types import DenseVector, SparseVector
 from hsearch.vectorstore.filters import FilterNode
 
 
@@ -21,7 +22,7 @@ class ChunkRecord:
     title: str
     text: str
     ordinal: int
-    dense: tuple[float, ...]
+    dense: DenseVector
     sparse: SparseVector
     source: str = ""
     lang: str = ""

@@ -6,12 +6,10 @@ from typing import Any
 
 from celery import Task
 
-from hsearch.db.engine import transaction
 from hsearch.errors import BackendError
-from hsearch.ingestion.indexer import fail_job
 from hsearch.ingestion.queue import INGEST_JOB_TASK
 from hsearch_ingest.celery_app import app
-from hsearch_ingest.signals import get_indexing_service, get_services
+from hsearch_ingest.signals import get_indexing_service
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +23,7 @@ class IngestTask(Task):  # type: ignore[misc]  # celery is untyped
         job_id = kwargs.get("job_id")
         if job_id is None:
             return
-        with transaction(get_services().sessions) as session:
-            fail_job(session, job_id=uuid.UUID(job_id), error=f"{type(exc).__name__}: {exc}")
+        get_indexing_service().fail_job(uuid.UUID(job_id), error=f"{type(exc).__name__}: {exc}")
 
 
 @app.task(  # type: ignore[untyped-decorator]  # celery is untyped
