@@ -169,18 +169,18 @@ def test_threshold_grouping_facets_and_page() -> None:
     ranked = rank(spec, LEGS)
     assert [f.id for f in ranked.candidates] == ["a2", "a1"]
     assert [(f.id, n) for f, n in ranked.units] == [("a2", 2)]
-    (source,) = facet_counts(spec, ranked)
+    (source,) = facet_counts(ranked, spec=spec)
     assert [(b.value, b.count) for b in source.buckets] == [("wiki", 1)]  # one document
-    assert facet_counts(SPEC, ranked) == ()
+    assert facet_counts(ranked, spec=SPEC) == ()
     # Facets count every candidate, never just the page.
     everything = rank(dataclasses.replace(SPEC, facets=(FacetRequest("source"),)), LEGS)
     paged = dataclasses.replace(SPEC, offset=1, top_k=2, facets=(FacetRequest("source"),))
-    assert [f.id for f, _ in page(paged, everything.units)] == ["a1", "b1"]
-    (source,) = facet_counts(paged, everything)
+    assert [f.id for f, _ in page(everything.units, spec=paged)] == ["a1", "b1"]
+    (source,) = facet_counts(everything, spec=paged)
     assert [(b.value, b.count) for b in source.buckets] == [("wiki", 3), ("blog", 1)]
 
 
 def test_group_by_document_keeps_the_best_chunk_first() -> None:
     ranked = rank(SPEC, LEGS)
-    grouped = group_by_document(ranked.candidates, ranked.fields)
+    grouped = group_by_document(ranked.candidates, fields=ranked.fields)
     assert [(f.id, n) for f, n in grouped] == [("a2", 2), ("b1", 1), ("c1", 1)]

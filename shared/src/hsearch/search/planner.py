@@ -165,7 +165,7 @@ class QueryPlanner:
             tenant_id=query.tenant_id,
             query=query.query,
             mode=query.mode,
-            legs=_leg_plans(MODE_LEGS[query.mode], weights, dense_unreadable=unreadable),
+            legs=_leg_plans(MODE_LEGS[query.mode], weights=weights, dense_unreadable=unreadable),
             candidates=candidates,
             budget_s=budget,
             filter=filter,
@@ -203,7 +203,7 @@ def _weights(given: Mapping[Leg, float] | Mapping[str, float]) -> dict[Leg, floa
 
 
 def _leg_plans(
-    legs: Collection[Leg], weights: Mapping[Leg, float], *, dense_unreadable: bool
+    legs: Collection[Leg], *, weights: Mapping[Leg, float], dense_unreadable: bool
 ) -> tuple[LegPlan, ...]:
     """Each leg of the mode with its role (the rules are in the module docstring)."""
     weighted = {leg for leg in legs if weights[leg] > 0}

@@ -170,7 +170,11 @@ def rank(
     if spec.min_score is not None:
         threshold = spec.min_score
         fused = [f for f in fused if f.score >= threshold]
-    units = group_by_document(fused, fields) if spec.group_by_document else [(f, 1) for f in fused]
+    units = (
+        group_by_document(fused, fields=fields)
+        if spec.group_by_document
+        else [(f, 1) for f in fused]
+    )
     reported = {**{leg.value: 0.0 for leg in skipped}, **weights}
     return Ranked(
         candidates=tuple(fused),
@@ -182,7 +186,7 @@ def rank(
 
 
 def group_by_document(
-    fused: Sequence[FusedHit], fields: Mapping[str, Mapping[str, Any]]
+    fused: Sequence[FusedHit], *, fields: Mapping[str, Mapping[str, Any]]
 ) -> list[Unit]:
     """One entry per document: its best chunk (fused order) and how many matched."""
     best: dict[str, FusedHit] = {}
@@ -194,7 +198,7 @@ def group_by_document(
     return [(hit, counts[doc]) for doc, hit in best.items()]
 
 
-def facet_counts(spec: RankingSpec, ranked: Ranked) -> tuple[FacetResult, ...]:
+def facet_counts(ranked: Ranked, *, spec: RankingSpec) -> tuple[FacetResult, ...]:
     """The requested facets over every fused candidate (not the page): their basis never
     depends on ``top_k`` or ``offset``."""
     if not spec.facets:
@@ -203,7 +207,7 @@ def facet_counts(spec: RankingSpec, ranked: Ranked) -> tuple[FacetResult, ...]:
     return tuple(compute_facets(rows, spec.facets, group_by_document=spec.group_by_document))
 
 
-def page(spec: RankingSpec, units: Sequence[_T]) -> Sequence[_T]:
+def page(units: Sequence[_T], *, spec: RankingSpec) -> Sequence[_T]:
     """The entries of the requested page: ``top_k`` from ``offset``."""
     return units[spec.offset : spec.offset + spec.top_k]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -70,42 +70,6 @@ class LegOutcome:
     report: LegReport
 
 
-def _search_dense(
-    store: VectorStore, request: LegRequest, timeout: float
-) -> Awaitable[list[StoredHit]]:
-    if isinstance(request.vector, SparseVector):
-        msg = "the dense leg needs a dense vector"
-        raise TypeError(msg)
-    return store.search_dense(
-        request.vector,
-        tenant_id=request.tenant_id,
-        filter=request.filter,
-        limit=request.limit,
-        timeout=timeout,
-    )
-
-
-def _search_sparse(
-    store: VectorStore, request: LegRequest, timeout: float
-) -> Awaitable[list[StoredHit]]:
-    if not isinstance(request.vector, SparseVector):
-        msg = "the sparse leg needs a sparse vector"
-        raise TypeError(msg)
-    return store.search_sparse(
-        request.vector,
-        tenant_id=request.tenant_id,
-        filter=request.filter,
-        limit=request.limit,
-        timeout=timeout,
-    )
-
-
-_SEARCHES: Mapping[Leg, Callable[[VectorStore, LegRequest, float], Awaitable[list[StoredHit]]]] = {
-    Leg.DENSE: _search_dense,
-    Leg.SPARSE: _search_sparse,
-}
-
-
 class Retriever:
     """Encodes queries and runs legs against one store."""
 
@@ -124,12 +88,14 @@ class Retriever:
         """
         deadline = clock.started + plan.budget_s
         outcomes = {p.leg: _skipped(p.leg) for p in plan.legs}
-        first = await self._round(plan, plan.legs_in(LegRole.PRIMARY), deadline, clock=clock)
+        first = await self._round(
+            plan, legs=plan.legs_in(LegRole.PRIMARY), deadline=deadline, clock=clock
+        )
         outcomes.update(first)
         answers = [o.hits for o in first.values()]
         later = [p.leg for p in plan.legs if p.role is not LegRole.PRIMARY and p.role.due(answers)]
         if later:
-            outcomes.update(await self._round(plan, later, deadline, clock=clock))
+            outcomes.update(await self._round(plan, legs=later, deadline=deadline, clock=clock))
         return tuple(outcomes[p.leg] for p in plan.legs)
 
     async def run(self, requests: Sequence[LegRequest]) -> list[LegOutcome]:
@@ -144,8 +110,7 @@ class Retriever:
             return _failed(request.leg, LegStatus.TIMEOUT, _NO_TIME_LEFT, started=started)
         try:
             hits = await asyncio.wait_for(
-                _SEARCHES[request.leg](self._store, request, remaining),
-                remaining + DEADLINE_MARGIN_S,
+                self._search(request, timeout=remaining), remaining + DEADLINE_MARGIN_S
             )
         except TimeoutError:
             status, error = LegStatus.TIMEOUT, f"no answer within {remaining:.3f}s"
@@ -160,7 +125,7 @@ class Retriever:
         return _failed(request.leg, status, error, started=started)
 
     async def encode(
-        self, plan: SearchPlan, legs: Collection[Leg], *, clock: StageClock
+        self, plan: SearchPlan, *, legs: Collection[Leg], clock: StageClock
     ) -> dict[Leg, Vector]:
         """The query vectors ``legs`` read, and nothing else.
 
@@ -183,15 +148,38 @@ class Retriever:
             vectors[Leg.SPARSE] = weights
         return vectors
 
+    def _search(self, request: LegRequest, *, timeout: float) -> Awaitable[list[StoredHit]]:
+        """The store's search for the request's leg (the leg is data: one branch per
+        signal the store can search)."""
+        vector = request.vector
+        if request.leg is Leg.DENSE and not isinstance(vector, SparseVector):
+            return self._store.search_dense(
+                vector,
+                tenant_id=request.tenant_id,
+                filter=request.filter,
+                limit=request.limit,
+                timeout=timeout,
+            )
+        if request.leg is Leg.SPARSE and isinstance(vector, SparseVector):
+            return self._store.search_sparse(
+                vector,
+                tenant_id=request.tenant_id,
+                filter=request.filter,
+                limit=request.limit,
+                timeout=timeout,
+            )
+        msg = f"no search for a {request.leg} leg with a {type(vector).__name__} vector"
+        raise TypeError(msg)
+
     async def _round(
-        self, plan: SearchPlan, legs: Sequence[Leg], deadline: float, *, clock: StageClock
+        self, plan: SearchPlan, *, legs: Sequence[Leg], deadline: float, clock: StageClock
     ) -> dict[Leg, LegOutcome]:
         now = time.perf_counter()
         if now >= deadline:
             # No time left to encode or search: the legs missed the deadline.
             outcomes = [_failed(leg, LegStatus.TIMEOUT, _NO_TIME_LEFT, started=now) for leg in legs]
         else:
-            vectors = await self.encode(plan, legs, clock=clock)
+            vectors = await self.encode(plan, legs=legs, clock=clock)
             requests = [
                 LegRequest(
                     leg, plan.tenant_id, vectors[leg], plan.filter, plan.candidates, deadline

@@ -69,13 +69,13 @@ class SearchService:
         outcomes = await self._retriever.retrieve(plan, clock=clock)
         ranked = rank(plan.ranking, _answered(outcomes), skipped=_skipped(outcomes))
         clock.lap(Stage.FUSION)
-        facets = facet_counts(plan.ranking, ranked)
+        facets = facet_counts(ranked, spec=plan.ranking)
         clock.lap(Stage.FACETS)
         units, rerank_scores = await self._rerank(plan, ranked)
         clock.lap(Stage.RERANK)
         hits = tuple(
-            _hydrate(plan, unit, ranked.fields, rerank_scores.get(unit[0].id))
-            for unit in page(plan.ranking, units)
+            _hydrate(plan, unit=unit, fields=ranked.fields, rerank_scores=rerank_scores)
+            for unit in page(units, spec=plan.ranking)
         )
         clock.lap(Stage.HYDRATE)
         timings = clock.timings()
@@ -141,32 +141,34 @@ def _skipped(outcomes: Sequence[LegOutcome]) -> tuple[Leg, ...]:
 
 def _hydrate(
     plan: SearchPlan,
+    *,
     unit: Unit,
-    fields_by_id: Mapping[str, Mapping[str, Any]],
-    rerank_score: float | None,
+    fields: Mapping[str, Mapping[str, Any]],
+    rerank_scores: Mapping[str, float],
 ) -> SearchHit:
     """One hit of the page: its stored fields, its explanation and its snippet."""
     fused, matching = unit
-    fields = fields_by_id[fused.id]
-    text = str(fields.get("text", ""))
+    stored = fields[fused.id]
+    rerank_score = rerank_scores.get(fused.id)
+    text = str(stored.get("text", ""))
     return SearchHit(
         chunk_id=fused.id,
-        document_id=str(fields.get("document_id", "")),
-        external_id=str(fields.get("external_id", "")),
-        title=str(fields.get("title", "")),
+        document_id=str(stored.get("document_id", "")),
+        external_id=str(stored.get("external_id", "")),
+        title=str(stored.get("title", "")),
         text=text,
         score=fused.score if rerank_score is None else rerank_score,
-        explanation=_explain(fused, plan.ranking.method, rerank_score),
+        explanation=_explain(fused, method=plan.ranking.method, rerank_score=rerank_score),
         snippet=make_snippet(text, plan.query) if plan.highlight else None,
         matching_chunks=matching,
-        source=str(fields.get("source", "")),
-        lang=str(fields.get("lang", "")),
-        tags=tuple(fields.get("tags") or ()),
-        metadata=dict(fields.get("metadata") or {}),
+        source=str(stored.get("source", "")),
+        lang=str(stored.get("lang", "")),
+        tags=tuple(stored.get("tags") or ()),
+        metadata=dict(stored.get("metadata") or {}),
     )
 
 
-def _explain(fused: FusedHit, method: FusionMethod, rerank_score: float | None) -> Explanation:
+def _explain(fused: FusedHit, *, method: FusionMethod, rerank_score: float | None) -> Explanation:
     return Explanation(
         method=method,
         fused_score=fused.score,
