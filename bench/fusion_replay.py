@@ -3,7 +3,7 @@
 ``python -m bench.relevance --save-legs legs.jsonl`` records, for every query, the
 dense and sparse candidate lists the product's own legs returned (chunk id, corpus id,
 raw score). This tool fuses them again with the product's code, the weight rule of
-:func:`hsearch.search.service.query_weights` and :func:`hsearch.search.fusion.fuse`,
+:func:`hsearch.search.ranking.query_weights` and :func:`hsearch.search.fusion.fuse`,
 and scores the result like the benchmark does. Fusion methods and weights can then be
 compared on identical candidates, and the recorded file makes ``docs/fusion.md``'s
 measurements reproducible.
@@ -33,7 +33,7 @@ from bench.metrics import evaluate_ranking
 from bench.report import TOP_K, ModeRun, hybrid_check, per_query_comparison, summarise
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, fuse
-from hsearch.search.service import query_weights
+from hsearch.search.ranking import query_weights
 from hsearch.types import MODE_LEGS, FusionMethod
 
 LEGS_OF_MODE = {mode.value: tuple(leg.value for leg in legs) for mode, legs in MODE_LEGS.items()}

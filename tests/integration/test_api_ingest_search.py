@@ -75,6 +75,9 @@ async def test_ingest_then_find_every_document_in_every_mode(
             ids = [h["external_id"] for h in body["hits"]]
             assert doc["external_id"] in ids, (mode, ids)
             assert body["degraded"] == []
+            # The stages run one after another and account for the whole search.
+            assert abs(sum(body["timings"].values()) - body["took_ms"]) <= 2.0, body
+            assert body["timings"]["retrieval_ms"] >= max(leg["took_ms"] for leg in body["legs"])
             hit = body["hits"][ids.index(doc["external_id"])]
             assert hit["title"] == doc["title"]
             assert hit["text"] == doc["text"]

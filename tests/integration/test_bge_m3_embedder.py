@@ -104,6 +104,21 @@ def test_batches_keep_order_and_match_single_queries(embedder: BgeM3Embedder) ->
         assert single.sparse.values == pytest.approx(document.sparse.values, abs=1e-5)
 
 
+def test_a_query_can_be_encoded_for_one_side_only(embedder: BgeM3Embedder) -> None:
+    # FlagEmbedding's return_dense / return_sparse: one forward pass, one head skipped.
+    for text in (TEXTS[0], "日本の検索エンジン"):
+        both = embedder.embed_query(text)
+        dense = embedder.embed_query(text, sparse=False)
+        assert dense.dense == pytest.approx(both.dense, abs=1e-6)
+        assert len(dense.sparse) == 0
+        sparse = embedder.embed_query(text, dense=False)
+        assert sparse.sparse.indices == both.sparse.indices
+        assert sparse.sparse.values == pytest.approx(both.sparse.values, abs=1e-6)
+        assert sparse.dense == ()
+    with pytest.raises(ValueError, match="dense side, the sparse side or both"):
+        embedder.embed_query("x", dense=False, sparse=False)
+
+
 def test_no_texts(embedder: BgeM3Embedder) -> None:
     assert embedder.embed_documents([]) == []
 

@@ -115,6 +115,19 @@ def test_batching_does_not_change_vectors(embedder: OfflineEmbedder) -> None:
         assert embedder.embed_query(text).dense == pytest.approx(document.dense, abs=1e-5)
 
 
+def test_a_query_can_be_encoded_for_one_side_only(embedder: OfflineEmbedder) -> None:
+    for text in ("How can I lower my cholesterol?", "東京の人口"):
+        both = embedder.embed_query(text)
+        dense = embedder.embed_query(text, sparse=False)
+        assert dense.dense == both.dense
+        assert len(dense.sparse) == 0
+        sparse = embedder.embed_query(text, dense=False)
+        assert sparse.sparse == both.sparse
+        assert sparse.dense == ()
+    with pytest.raises(ValueError, match="dense side, the sparse side or both"):
+        embedder.embed_query("x", dense=False, sparse=False)
+
+
 def test_english_queries_find_their_passage_by_dense(embedder: OfflineEmbedder) -> None:
     passages = embedder.embed_documents(list(ENGLISH.values()))
     for position, query in enumerate(ENGLISH):

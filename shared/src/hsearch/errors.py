@@ -15,6 +15,7 @@ carries the HTTP status the API answers with and a stable machine-readable
     ├── EncoderError                  500 encoder_error
     └── BackendError                  503 backend_unavailable   (transient: retried by workers)
         ├── VectorStoreError          503 vector_store_unavailable
+        │   └── VectorStoreTimeoutError  503 vector_store_timeout   (the call's deadline fired)
         └── SearchUnavailableError    503 search_unavailable    (every search leg failed)
 """
 
@@ -82,6 +83,13 @@ class BackendError(HsearchError):
 
 class VectorStoreError(BackendError):
     code = "vector_store_unavailable"
+
+
+class VectorStoreTimeoutError(VectorStoreError):
+    """The store gave no answer before the call's deadline: a search leg that raises it
+    is reported ``timeout``, not ``error``."""
+
+    code = "vector_store_timeout"
 
 
 class SearchUnavailableError(BackendError):

@@ -94,3 +94,40 @@ async def test_a_job_that_cannot_be_enqueued_is_failed_and_answered_503(tmp_path
         job = (await api.client.get(f"/v1/jobs/{job_id}")).json()
     assert job["status"] == "failed"
     assert "broker down" in job["error"]
+
+
+TIMINGS = (
+    "plan_ms",
+    "encode_ms",
+    "statistics_ms",
+    "retrieval_ms",
+    "fusion_ms",
+    "facets_ms",
+    "rerank_ms",
+    "hydrate_ms",
+)
+
+
+async def test_every_response_says_where_the_time_went(api: Api) -> None:
+    await api.client.post("/v1/documents", json={"documents": DOCS})
+    (job_id,) = api.queue.sent
+    assert api.services.indexing().process_job(job_id) == "succeeded"
+    requests: list[dict[str, object]] = [
+        {"query": "fox"},
+        {"query": "fox", "mode": "keyword", "facets": ["source"]},
+        {"query": "東京", "mode": "semantic", "group_by_document": True},
+        {"query": "fox", "weights": {"dense": 1.0, "sparse": 0.0}},
+    ]
+    for request in requests:
+        resp = await api.client.post("/v1/search", json=request)
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        timings = body["timings"]
+        assert tuple(timings) == TIMINGS
+        assert all(ms >= 0 for ms in timings.values())
+        # The stages run one after another and account for the whole search.
+        assert abs(sum(timings.values()) - body["took_ms"]) <= 2.0, body
+        assert timings["retrieval_ms"] > 0
+        # The legs' own times overlap inside the retrieval stage.
+        assert all(leg["took_ms"] <= timings["retrieval_ms"] for leg in body["legs"])
+    assert [leg["status"] for leg in body["legs"]] == ["ok", "skipped"]

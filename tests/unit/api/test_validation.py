@@ -46,6 +46,32 @@ async def test_invalid_searches_name_the_field(
     assert any(field in e["field"] for e in body["errors"]), body
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        ('{"query": "x", "min_score": %s}', "min_score"),
+        ('{"query": "x", "weights": {"dense": %s}}', "weights.dense"),
+        ('{"query": "x", "facets": [{"field": "created_at", "ranges": [{"from": %s}]}]}',
+         "facets[0].ranges[0].from"),
+        ('{"query": "x", "filter": {"created_at": {"gt": %s}}}', "filter.created_at.gt"),
+    ],
+)  # fmt: skip
+async def test_non_finite_numbers_are_refused_naming_the_field(
+    api: Api, template: str, field: str, number: str
+) -> None:
+    # Python's JSON reader accepts these literals; the server must not.
+    body = (template % number).encode()
+    resp = await api.client.post(
+        "/v1/search", content=body, headers={"content-type": "application/json"}
+    )
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert field in body["detail"], resp.text
+    if not field.startswith(("facets", "filter")):  # typed numbers: the schema refuses them
+        assert any(field in e["field"] for e in body["errors"]), body
+
+
 async def test_unknown_fusion_and_leg_list_what_is_allowed(api: Api) -> None:
     resp = await api.client.post("/v1/search", json={"query": "x", "fusion": "magic"})
     assert resp.status_code == 422

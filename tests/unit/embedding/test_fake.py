@@ -87,3 +87,19 @@ def test_any_text_gives_a_unit_vector(text: str) -> None:
     embedding = FakeEmbedder(dimension=16).embed_query(text)
     assert len(embedding.dense) == 16
     assert _norm(embedding.dense) == pytest.approx(1.0)
+
+
+def test_a_query_can_be_encoded_for_one_side_only() -> None:
+    fake = FakeEmbedder()
+    both = fake.embed_query("rivers and the sea")
+    assert (fake.dense_computed, fake.sparse_computed) == (1, 1)
+    dense = fake.embed_query("rivers and the sea", sparse=False)
+    assert (fake.dense_computed, fake.sparse_computed) == (2, 1)
+    assert dense.dense == both.dense
+    assert len(dense.sparse) == 0
+    sparse = fake.embed_query("rivers and the sea", dense=False)
+    assert (fake.dense_computed, fake.sparse_computed) == (2, 2)
+    assert sparse.sparse == both.sparse
+    assert sparse.dense == ()
+    with pytest.raises(ValueError, match="dense side, the sparse side or both"):
+        fake.embed_query("rivers", dense=False, sparse=False)

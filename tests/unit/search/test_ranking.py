@@ -1,7 +1,9 @@
-"""Ranking after fusion: the pure ordering of hits by their rerank scores."""
+"""Ranking after retrieval (pure): the weight rule, fusion and shaping, and the ordering
+of hits by their rerank scores."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from itertools import pairwise
 
@@ -9,7 +11,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hsearch.search.ranking import rerank
+from hsearch.search.facets import FacetRequest
+from hsearch.search.fusion import LegHit
+from hsearch.search.ranking import (
+    RankingSpec,
+    dense_cannot_read,
+    facet_counts,
+    group_by_document,
+    leg_weights,
+    page,
+    query_weights,
+    rank,
+    rerank,
+)
+from hsearch.types import FusionMethod, Leg
+from hsearch.vectorstore.protocol import StoredHit
 
 
 def test_rerank_orders_by_score_descending() -> None:
@@ -65,3 +81,106 @@ def test_rerank_properties(scores: list[float]) -> None:
         assert score_a >= score_b
         if score_a == score_b:
             assert hit_a < hit_b  # ties: original order
+
+
+def test_query_weights_apply_coverage_and_fall_back() -> None:
+    legs = {"dense": [LegHit("a", 0.9)], "sparse": [LegHit("b", 3.0)]}
+    prior = {"dense": 0.95, "sparse": 0.05}
+    latin = frozenset({"LATIN"})
+
+    def weights(query: str, legs: dict[str, list[LegHit]], **kw: object) -> dict[str, float]:
+        options: dict[str, object] = {
+            "configured": prior,
+            "dense_scripts": latin,
+            "min_dense_script_coverage": 0.5,
+        }
+        options.update(kw)
+        return query_weights(query, legs, **options)  # type: ignore[arg-type]
+
+    assert weights("rivers of Europe", legs) == prior
+    # Mostly Japanese words: the English-only dense leg is dropped.
+    assert weights("RIAIは何の略？", legs) == {"dense": 0.0, "sparse": 0.05}
+    # ...unless the sparse leg found nothing, or the encoder reads every script.
+    assert weights("RIAIは何の略？", {**legs, "sparse": []}) == prior
+    assert weights("RIAIは何の略？", legs, dense_scripts=None) == prior
+    # A degraded leg drops out; if it was the only weighted one, the rest share equally.
+    assert weights("rivers", {"dense": legs["dense"]}) == {"dense": 0.95}
+    sparse_only = {"dense": 0.0, "sparse": 1.0}
+    assert weights("rivers", {"dense": legs["dense"]}, configured=sparse_only) == {"dense": 1.0}
+
+
+def test_dense_cannot_read_is_a_function_of_the_query_text() -> None:
+    latin = frozenset({"LATIN"})
+    assert dense_cannot_read("RIAIは何の略？", dense_scripts=latin, min_dense_script_coverage=0.5)
+    assert not dense_cannot_read("rivers", dense_scripts=latin, min_dense_script_coverage=0.5)
+    assert not dense_cannot_read("日本の首都", dense_scripts=None, min_dense_script_coverage=0.5)
+    # leg_weights with the flag is query_weights with the scripts.
+    legs = {"dense": [LegHit("a", 0.9)], "sparse": [LegHit("b", 3.0)]}
+    prior = {"dense": 0.95, "sparse": 0.05}
+    for text in ("RIAIは何の略？", "rivers"):
+        flag = dense_cannot_read(text, dense_scripts=latin, min_dense_script_coverage=0.5)
+        assert leg_weights(legs, configured=prior, dense_unreadable=flag) == query_weights(
+            text, legs, configured=prior, dense_scripts=latin, min_dense_script_coverage=0.5
+        )
+
+
+def stored(chunk: str, score: float, document: str, source: str = "wiki") -> StoredHit:
+    return StoredHit(chunk, score, {"document_id": document, "source": source, "text": chunk})
+
+
+SPEC = RankingSpec(
+    method=FusionMethod.RRF,
+    weights=((Leg.DENSE, 0.5), (Leg.SPARSE, 0.5)),
+    rrf_k=60,
+    dense_unreadable=False,
+    min_score=None,
+    group_by_document=False,
+    facets=(),
+    offset=0,
+    top_k=10,
+)
+LEGS = {
+    Leg.DENSE: [stored("a1", 0.9, "a"), stored("b1", 0.8, "b"), stored("a2", 0.7, "a")],
+    Leg.SPARSE: [stored("a2", 9.0, "a"), stored("c1", 5.0, "c", "blog")],
+}
+
+
+def test_rank_fuses_the_legs_that_answered() -> None:
+    ranked = rank(SPEC, LEGS)
+    assert [f.id for f in ranked.candidates] == ["a2", "a1", "b1", "c1"]
+    assert list(ranked.units) == [(f, 1) for f in ranked.candidates]
+    assert ranked.weights == {Leg.DENSE: 0.5, Leg.SPARSE: 0.5}
+    assert ranked.applied_weights == {Leg.DENSE: 0.5, Leg.SPARSE: 0.5}
+    assert set(ranked.fields) == {"a1", "a2", "b1", "c1"}
+
+
+def test_a_skipped_leg_is_reported_with_weight_0_and_takes_no_part() -> None:
+    ranked = rank(SPEC, {Leg.SPARSE: LEGS[Leg.SPARSE]}, skipped=[Leg.DENSE])
+    assert ranked.weights == {Leg.DENSE: 0.0, Leg.SPARSE: 0.5}
+    assert ranked.applied_weights == {Leg.SPARSE: 1.0}
+    assert [f.id for f in ranked.candidates] == ["a2", "c1"]
+
+
+def test_threshold_grouping_facets_and_page() -> None:
+    # RRF scores: a2 = 0.5/63 + 0.5/61, a1 = 0.5/61, b1 = c1 = 0.5/62.
+    spec = dataclasses.replace(
+        SPEC, min_score=0.5 / 61.5, group_by_document=True, facets=(FacetRequest("source"),)
+    )
+    ranked = rank(spec, LEGS)
+    assert [f.id for f in ranked.candidates] == ["a2", "a1"]
+    assert [(f.id, n) for f, n in ranked.units] == [("a2", 2)]
+    (source,) = facet_counts(ranked, spec=spec)
+    assert [(b.value, b.count) for b in source.buckets] == [("wiki", 1)]  # one document
+    assert facet_counts(ranked, spec=SPEC) == ()
+    # Facets count every candidate, never just the page.
+    everything = rank(dataclasses.replace(SPEC, facets=(FacetRequest("source"),)), LEGS)
+    paged = dataclasses.replace(SPEC, offset=1, top_k=2, facets=(FacetRequest("source"),))
+    assert [f.id for f, _ in page(everything.units, spec=paged)] == ["a1", "b1"]
+    (source,) = facet_counts(everything, spec=paged)
+    assert [(b.value, b.count) for b in source.buckets] == [("wiki", 3), ("blog", 1)]
+
+
+def test_group_by_document_keeps_the_best_chunk_first() -> None:
+    ranked = rank(SPEC, LEGS)
+    grouped = group_by_document(ranked.candidates, fields=ranked.fields)
+    assert [(f.id, n) for f, n in grouped] == [("a2", 2), ("b1", 1), ("c1", 1)]

@@ -1,82 +1,37 @@
 """The search service on embedded parts (SQLite, fake encoder, in-memory store):
-validation, fusion weights, the language check, grouping and reranking."""
+validation, fusion weights, the language check, grouping and reranking, the stage
+timings, and the same results as running every leg of the mode."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.config import IngestSettings, SearchSettings
+from hsearch.config import SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.protocol import EncoderInfo
-from hsearch.errors import InvalidFilterError, InvalidRequestError, SearchUnavailableError
-from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
-from hsearch.ingestion.models import DocumentInput
-from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.embedding.protocol import SparseKind
+from hsearch.errors import (
+    InvalidFilterError,
+    InvalidRequestError,
+    SearchUnavailableError,
+    VectorStoreError,
+)
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.fake import FakeReranker
-from hsearch.search.fusion import LegHit
+from hsearch.search.fusion import LegHit, fuse_explained
 from hsearch.search.models import SearchQuery
-from hsearch.search.service import SearchService, query_weights
-from hsearch.types import SearchMode
+from hsearch.search.ranking import query_weights
+from hsearch.search.service import SearchService
+from hsearch.search.timings import StageTimings
+from hsearch.types import MODE_LEGS, FusionMethod, Leg, LegStatus, SearchMode
 from hsearch.vectorstore.filters import FilterNode, Not, parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import StoredHit
-
-TENANT = "t"
-DOCS = [
-    DocumentInput(external_id="rivers", title="Rivers", text="Rivers flow into the sea."),
-    DocumentInput(external_id="mountains", title="Mountains", text="Mountains rise high."),
-    DocumentInput(external_id="tokyo", title="東京", text="東京は日本の首都です。"),
-    DocumentInput(external_id="kyoto", title="京都", text="京都は古い都です。"),
-]
-
-
-class LatinOnlyEmbedder(FakeEmbedder):
-    """The fake encoder, declared English-only on the dense side like MiniLM."""
-
-    @property
-    def info(self) -> EncoderInfo:
-        base = super().info
-        return EncoderInfo(
-            base.name,
-            base.dimension,
-            base.version,
-            base.sparse_kind,
-            dense_scripts=frozenset({"LATIN"}),
-        )
-
-
-def build(
-    sessions: sessionmaker[Session], embedder: FakeEmbedder | None = None, **kwargs: object
-) -> tuple[SearchService, InMemoryVectorStore]:
-    embedder = embedder or FakeEmbedder()
-    store = InMemoryVectorStore()
-    indexing = IndexingService(
-        session_factory=sessions,
-        embedder=embedder,
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        chunk_max_chars=500,
-        chunk_overlap_chars=0,
-    )
-    queue = InMemoryJobQueue()
-    with unit_of_work(sessions, queue=queue) as uow:
-        JobService(uow, settings=IngestSettings()).submit(tenant_id=TENANT, documents=DOCS)
-    indexing.process_job(queue.sent[0])
-    service = SearchService(
-        embedder=embedder,
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
-        **kwargs,
-    )  # type: ignore[arg-type]
-    return service, store
+from tests.unit.search.corpus import TENANT, LatinOnlyEmbedder, ScriptedStore, build, index
 
 
 async def test_default_is_adaptive_with_its_prior(sessions: sessionmaker[Session]) -> None:
@@ -225,27 +180,114 @@ async def test_rerank_reorders_and_reports(sessions: sessionmaker[Session]) -> N
     assert result.hits[0].score == scores[0]
 
 
-def test_query_weights_apply_coverage_and_fall_back() -> None:
-    legs = {"dense": [LegHit("a", 0.9)], "sparse": [LegHit("b", 3.0)]}
-    prior = {"dense": 0.95, "sparse": 0.05}
-    latin = frozenset({"LATIN"})
+async def test_the_stage_timings_sum_to_took_ms(sessions: sessionmaker[Session]) -> None:
+    service, _ = build(sessions, reranker=FakeReranker())
+    for options in ({}, {"mode": SearchMode.KEYWORD}, {"rerank": True, "facets": ()}):
+        result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers", **options))  # type: ignore[arg-type]
+        timings = result.timings
+        stages = [getattr(timings, name) for name in StageTimings.__dataclass_fields__]
+        assert all(ms >= 0 for ms in stages)
+        assert math.fsum(stages) == pytest.approx(result.took_ms, abs=1e-6)
+        assert timings.encode_ms > 0
+        assert timings.retrieval_ms > 0
+        # Each leg's own time lies within the retrieval stage (they overlap).
+        assert all(leg.took_ms <= timings.retrieval_ms for leg in result.legs)
+        if options.get("rerank"):
+            assert result.rerank_ms == timings.rerank_ms > 0
+        else:
+            assert result.rerank_ms is None
+            assert timings.rerank_ms < 1.0  # nothing but the step itself
 
-    def weights(query: str, legs: dict[str, list[LegHit]], **kw: object) -> dict[str, float]:
-        options: dict[str, object] = {
-            "configured": prior,
-            "dense_scripts": latin,
-            "min_dense_script_coverage": 0.5,
+
+async def every_leg_of_the_mode(
+    store: ScriptedStore,
+    embedder: FakeEmbedder,
+    statistics: LexicalStatistics,
+    query: SearchQuery,
+    settings: SearchSettings,
+) -> tuple[list[tuple[str, float]], dict[str, float]] | None:
+    """The ranking as the service computed it before its legs were planned: encode both
+    sides, run every leg of the mode, then the weight rule and fusion (None: no leg
+    answered)."""
+    embedding = embedder.embed_query(query.query)
+    sparse = embedding.sparse
+    if embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
+        sparse = statistics.weigh_query(query.tenant_id, sparse)
+    answered: dict[str, list[LegHit]] = {}
+    for leg in MODE_LEGS[query.mode]:
+        options: dict[str, Any] = {
+            "tenant_id": query.tenant_id,
+            "filter": None,
+            "limit": 100,
+            "timeout": 5.0,
         }
-        options.update(kw)
-        return query_weights(query, legs, **options)  # type: ignore[arg-type]
+        try:
+            if leg is Leg.DENSE:
+                hits = await store.search_dense(embedding.dense, **options)
+            else:
+                hits = await store.search_sparse(sparse, **options)
+        except VectorStoreError:
+            continue
+        answered[leg.value] = [LegHit(h.chunk_id, h.score) for h in hits]
+    if not answered:
+        return None
+    method = FusionMethod(query.fusion or settings.fusion)
+    configured = {
+        leg.value: w for leg, w in (query.weights or settings.default_weights(method)).items()
+    }
+    weights = query_weights(
+        query.query,
+        answered,
+        configured=configured,
+        dense_scripts=embedder.info.dense_scripts,
+        min_dense_script_coverage=settings.min_dense_script_coverage,
+    )
+    fused, applied = fuse_explained(answered, method=method, weights=weights, k=settings.rrf_k)
+    return [(f.id, f.score) for f in fused], applied
 
-    assert weights("rivers of Europe", legs) == prior
-    # Mostly Japanese words: the English-only dense leg is dropped.
-    assert weights("RIAIは何の略？", legs) == {"dense": 0.0, "sparse": 0.05}
-    # ...unless the sparse leg found nothing, or the encoder reads every script.
-    assert weights("RIAIは何の略？", {**legs, "sparse": []}) == prior
-    assert weights("RIAIは何の略？", legs, dense_scripts=None) == prior
-    # A degraded leg drops out; if it was the only weighted one, the rest share equally.
-    assert weights("rivers", {"dense": legs["dense"]}) == {"dense": 0.95}
-    sparse_only = {"dense": 0.0, "sparse": 1.0}
-    assert weights("rivers", {"dense": legs["dense"]}, configured=sparse_only) == {"dense": 1.0}
+
+@pytest.mark.parametrize("embedder_type", [FakeEmbedder, LatinOnlyEmbedder])
+@pytest.mark.parametrize("text", ["rivers sea", "日本の首都", "火山の噴火", "東京 rivers"])
+async def test_skipping_legs_changes_no_result(
+    sessions: sessionmaker[Session], embedder_type: type[FakeEmbedder], text: str
+) -> None:
+    """Legs with weight 0 are skipped and held back as fallbacks; the result must be the
+    one of running every leg of the mode, whatever each leg does (answers, finds
+    nothing, fails), for every weighting and fusion method."""
+    embedder = embedder_type()
+    rows = index(sessions, embedder)._rows
+    statistics = LexicalStatistics(sessions)
+    settings = SearchSettings()
+    weightings: list[dict[Leg, float] | None] = [
+        None,
+        {Leg.DENSE: 1.0},
+        {Leg.SPARSE: 1.0},
+        {Leg.DENSE: 0.6, Leg.SPARSE: 0.4},
+    ]
+    behaviours = ("ok", "empty", "fail")
+    skipped = 0
+    for dense, sparse, weights, method in itertools.product(
+        behaviours, behaviours, weightings, (FusionMethod.RRF, FusionMethod.ADAPTIVE)
+    ):
+        store = ScriptedStore(rows, dense=dense, sparse=sparse)
+        service = SearchService(
+            embedder=embedder, store=store, statistics=statistics, settings=settings
+        )
+        query = SearchQuery(
+            tenant_id=TENANT, query=text, weights=weights, fusion=method, highlight=False
+        )
+        expected = await every_leg_of_the_mode(store, embedder, statistics, query, settings)
+        case = (dense, sparse, weights, method)
+        if expected is None:
+            with pytest.raises(SearchUnavailableError):
+                await service.search(query)
+            continue
+        result = await service.search(query)
+        ranking, applied = expected
+        got = [(h.chunk_id, h.explanation.fused_score) for h in result.hits]
+        assert got == ranking, case
+        assert result.applied_weights == applied, case
+        assert result.total_candidates == len(ranking), case
+        skipped += sum(r.status is LegStatus.SKIPPED for r in result.legs)
+    # The cases exercise skipping (weight 0, and the language rule for LatinOnly).
+    assert skipped > 0

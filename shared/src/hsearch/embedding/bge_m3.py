@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
-from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
+from hsearch.embedding.protocol import (
+    EMPTY_SPARSE,
+    Embedding,
+    EncoderInfo,
+    SparseKind,
+    check_sides,
+)
 from hsearch.errors import EncoderError
 from hsearch.types import SparseVector
 
@@ -138,11 +144,15 @@ class BgeM3Embedder:
             embeddings.extend(self._encode(list(texts[start : start + self._batch_size])))
         return embeddings
 
-    def embed_query(self, text: str) -> Embedding:
-        """Encode one query (BGE-M3 needs no query instruction)."""
-        return self._encode([text])[0]
+    def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
+        """Encode one query (BGE-M3 needs no query instruction), only the sides asked
+        for: the transformer runs once either way, the other head is skipped."""
+        check_sides(dense=dense, sparse=sparse)
+        return self._encode([text], dense=dense, sparse=sparse)[0]
 
-    def _encode(self, batch: list[str]) -> list[Embedding]:
+    def _encode(
+        self, batch: list[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
         try:
             with self._lock:
                 # FlagEmbedding draws tqdm bars unless the input is shorter than the batch
@@ -152,21 +162,27 @@ class BgeM3Embedder:
                     batch,
                     batch_size=len(batch) + 1,
                     max_length=self._max_length,
-                    return_dense=True,
-                    return_sparse=True,
+                    return_dense=dense,
+                    return_sparse=sparse,
                     return_colbert_vecs=False,
                 )
-            dense = [self._dense(row) for row in output["dense_vecs"]]
-            sparse = [_sparse(weights) for weights in output["lexical_weights"]]
+            vectors: list[tuple[float, ...]] = (
+                [self._dense(row) for row in output["dense_vecs"]] if dense else [()] * len(batch)
+            )
+            weights: list[SparseVector] = (
+                [_sparse(w) for w in output["lexical_weights"]]
+                if sparse
+                else [EMPTY_SPARSE] * len(batch)
+            )
         except EncoderError:
             raise
         except Exception as exc:
             msg = f"BGE-M3 encoding failed: {type(exc).__name__}: {exc}"
             raise EncoderError(msg) from exc
-        if len(dense) != len(batch) or len(sparse) != len(batch):
-            msg = f"BGE-M3 returned {len(dense)}/{len(sparse)} vectors for {len(batch)} texts"
+        if len(vectors) != len(batch) or len(weights) != len(batch):
+            msg = f"BGE-M3 returned {len(vectors)}/{len(weights)} vectors for {len(batch)} texts"
             raise EncoderError(msg)
-        return [Embedding(dense=d, sparse=s) for d, s in zip(dense, sparse, strict=True)]
+        return [Embedding(dense=d, sparse=s) for d, s in zip(vectors, weights, strict=True)]
 
     def _dense(self, row: Any) -> tuple[float, ...]:
         values = [float(v) for v in row]

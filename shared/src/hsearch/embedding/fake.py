@@ -15,7 +15,13 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
+from hsearch.embedding.protocol import (
+    EMPTY_SPARSE,
+    Embedding,
+    EncoderInfo,
+    SparseKind,
+    check_sides,
+)
 from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, term_id
 from hsearch.types import SparseVector
 
@@ -50,7 +56,11 @@ def _term_vector(term: str, dimension: int) -> tuple[float, ...]:
 
 
 class FakeEmbedder:
-    """Hashing encoder: deterministic, instant, lexically meaningful."""
+    """Hashing encoder: deterministic, instant, lexically meaningful.
+
+    ``dense_computed`` and ``sparse_computed`` count the texts each side was computed
+    for, so a test can check that a search encodes only what its legs read.
+    """
 
     def __init__(self, dimension: int = 32) -> None:
         if isinstance(dimension, bool) or not 2 <= dimension <= _MAX_DIMENSION:
@@ -62,6 +72,8 @@ class FakeEmbedder:
             version=_VERSION,
             sparse_kind=SparseKind.TERM_FREQUENCY,
         )
+        self.dense_computed = 0
+        self.sparse_computed = 0
 
     @property
     def info(self) -> EncoderInfo:
@@ -71,15 +83,23 @@ class FakeEmbedder:
         """Encode passages; the sparse counts sum to each passage's length in terms."""
         return [self._embed(text) for text in texts]
 
-    def embed_query(self, text: str) -> Embedding:
-        """Encode one query (same analysis as documents)."""
-        return self._embed(text)
+    def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
+        """Encode one query (same analysis as documents), only the sides asked for."""
+        check_sides(dense=dense, sparse=sparse)
+        return self._embed(text, dense=dense, sparse=sparse)
 
-    def _embed(self, text: str) -> Embedding:
+    def _embed(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
         terms = analyze(text)
-        counts = Counter(term_id(term) for term in terms)
-        sparse = SparseVector.from_mapping({i: float(n) for i, n in counts.items()})
-        return Embedding(dense=self._dense(terms), sparse=sparse)
+        vector: tuple[float, ...] = ()
+        counts = EMPTY_SPARSE
+        if dense:
+            self.dense_computed += 1
+            vector = self._dense(terms)
+        if sparse:
+            self.sparse_computed += 1
+            tf = Counter(term_id(term) for term in terms)
+            counts = SparseVector.from_mapping({i: float(n) for i, n in tf.items()})
+        return Embedding(dense=vector, sparse=counts)
 
     def _dense(self, terms: list[str]) -> tuple[float, ...]:
         dimension = self._info.dimension

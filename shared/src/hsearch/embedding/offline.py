@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hsearch.embedding.fingerprint import fingerprint
-from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
+from hsearch.embedding.protocol import EMPTY_SPARSE, Embedding, EncoderInfo, SparseKind, check_sides
 from hsearch.errors import EncoderError
 from hsearch.lexical.analyzer import ANALYZER_VERSION, term_frequencies
 
@@ -138,10 +138,15 @@ class OfflineEmbedder:
             for vector, text in zip(dense, texts, strict=True)
         ]
 
-    def embed_query(self, text: str) -> Embedding:
-        """Encode one query: MiniLM vector + term counts (the pipeline applies IDF)."""
-        (dense,) = self._encode_dense([text])
-        return Embedding(dense=dense, sparse=term_frequencies(text)[0])
+    def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
+        """Encode one query: MiniLM vector + term counts (the pipeline applies IDF).
+
+        Only the sides asked for are computed: ``dense=False`` skips the model.
+        """
+        check_sides(dense=dense, sparse=sparse)
+        vector = self._encode_dense([text])[0] if dense else ()
+        counts = term_frequencies(text)[0] if sparse else EMPTY_SPARSE
+        return Embedding(dense=vector, sparse=counts)
 
     def _encode_dense(self, texts: list[str]) -> list[tuple[float, ...]]:
         try:

@@ -25,7 +25,12 @@ class SparseKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Embedding:
-    """One text encoded: an L2-normalised dense vector and a sparse vector."""
+    """One text encoded: an L2-normalised dense vector and a sparse vector.
+
+    A query encoded for one side only (:meth:`Embedder.embed_query` with ``dense`` or
+    ``sparse`` false) leaves the other side empty: ``dense == ()`` or a sparse vector
+    with no entries. Nothing reads a side it did not ask for.
+    """
 
     dense: DenseVector
     sparse: SparseVector
@@ -60,6 +65,21 @@ class Embedder(Protocol):
         """Encode passages in batches; one embedding per text, in order."""
         ...
 
-    def embed_query(self, text: str) -> Embedding:
-        """Encode one query."""
+    def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
+        """Encode one query, computing only the sides asked for (the other is empty).
+
+        A search computes what its legs read: a keyword search no dense vector, a
+        semantic one no sparse vector. Asking for neither side is a :class:`ValueError`.
+        """
         ...
+
+
+def check_sides(*, dense: bool, sparse: bool) -> None:
+    """Refuse an :meth:`Embedder.embed_query` call that asks for no side at all."""
+    if not (dense or sparse):
+        msg = "embed_query: ask for the dense side, the sparse side or both"
+        raise ValueError(msg)
+
+
+EMPTY_SPARSE = SparseVector((), ())
+"""The sparse side of a query encoded for its dense side only."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hsearch.search.facets import FacetRequest, FacetResult
+from hsearch.search.timings import StageTimings
 from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
 
 
@@ -59,6 +60,8 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True)
 class LegReport:
+    """How one leg of a search went; ``took_ms`` is its own time (the legs overlap)."""
+
     leg: Leg
     status: LegStatus
     took_ms: float
@@ -78,6 +81,7 @@ class SearchResult:
     degraded: tuple[Leg, ...]
     legs: tuple[LegReport, ...]
     took_ms: float
+    """The sum of ``timings``: the request from its validation to its last hit."""
     rerank_ms: float | None = None
     weights: dict[Leg, float] = field(default_factory=dict)
     """Per leg that answered: the weight the query was fused with (configured or
@@ -87,3 +91,5 @@ class SearchResult:
     ``adaptive`` the per-query mixture weights, moved from ``weights`` towards the legs
     whose best candidate stands out."""
     facets: tuple[FacetResult, ...] = ()
+    timings: StageTimings = field(default_factory=StageTimings)
+    """Where ``took_ms`` went, stage by stage (:mod:`hsearch.search.timings`)."""

@@ -17,7 +17,7 @@ import grpc
 from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
 
 from hsearch.embedding.protocol import EncoderInfo
-from hsearch.errors import EncoderMismatchError, VectorStoreError
+from hsearch.errors import EncoderMismatchError, VectorStoreError, VectorStoreTimeoutError
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode
 from hsearch.vectorstore.milvus_filters import compile_filter, quote_string
@@ -315,7 +315,11 @@ class MilvusVectorStore:
                 timeout=timeout,
             )
         except (MilvusException, grpc.RpcError, OSError) as exc:
-            # Transport failures surface as several types; callers see one.
+            # Transport failures surface as several types; callers see one, or its
+            # timeout subclass when the call's own deadline fired.
+            if missed_deadline(exc):
+                msg = f"Milvus search on {anns_field} missed its {timeout:.3f}s deadline: {exc}"
+                raise VectorStoreTimeoutError(msg) from exc
             raise VectorStoreError(f"Milvus search on {anns_field} failed: {exc}") from exc
         hits = result[0] if result else []
         out: list[StoredHit] = []
@@ -351,6 +355,39 @@ class MilvusVectorStore:
 
     def close(self) -> None:
         self._client.close()
+
+
+def missed_deadline(exc: BaseException) -> bool:
+    """Whether a pymilvus failure means the call's ``timeout`` fired (not a broken backend).
+
+    pymilvus reports its own deadline as a plain ``MilvusException`` ("Retry timeout"),
+    raised while handling the ``TimeoutError`` of its ``asyncio.wait_for``; it then
+    re-raises that exception ``from`` itself, so the ``TimeoutError`` survives only as
+    the context. gRPC's own deadline is a ``DEADLINE_EXCEEDED`` status, raised as it is
+    or folded into a ``MilvusException``. The whole cause/context chain is searched
+    (it may loop back on itself). A refused or reset connection that pymilvus retried
+    until the deadline carries no timeout in its chain and stays an error.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, TimeoutError):
+            return True
+        if isinstance(current, grpc.Call | grpc.aio.AioRpcError) and (
+            current.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        ):
+            return True
+        if isinstance(current, MilvusException) and (
+            current.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            or "DEADLINE_EXCEEDED" in str(current.message)
+        ):
+            return True
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return False
 
 
 def _to_row(r: ChunkRecord) -> dict[str, Any]:

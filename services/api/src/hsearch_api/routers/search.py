@@ -22,6 +22,7 @@ from hsearch_api.schemas.search import (
     LegRead,
     SearchRequest,
     SearchResponse,
+    TimingsRead,
     search_request_model,
 )
 
@@ -89,6 +90,7 @@ def search_response(result: SearchResult) -> SearchResponse:
         ],
         took_ms=result.took_ms,
         rerank_ms=result.rerank_ms,
+        timings=TimingsRead(**asdict(result.timings)),
         weights=result.weights,
         applied_weights=result.applied_weights,
         facets=[

@@ -15,14 +15,22 @@ from hsearch.config import SearchSettings
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
 
-LegWeight = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+LegWeight = Annotated[
+    float,
+    Field(
+        ge=0.0,
+        le=1.0,
+    ),
+]
 
 
 class SearchRequest(BaseModel):
     """The body of ``POST /v1/search``, without the server's limits: the app serves
     ``search_request_model(settings.search)``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # NaN and infinities are refused in every number of the body (a NaN min_score
+    # would filter out every hit, and a NaN never equals itself in a cache key).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     query: str = Field(min_length=1, max_length=4096)
     top_k: int = Field(default=10, ge=1, description="Hits per page.")
@@ -49,9 +57,15 @@ class SearchRequest(BaseModel):
         "depth for top_k).",
     )
     leg_timeout_ms: int | None = Field(
-        default=None, ge=1, description="Deadline of each leg (default: the configured one)."
+        default=None,
+        ge=1,
+        description="Time budget of the retrieval, from the start of the request: query "
+        "encoding and the legs (which run in parallel) share it, and a leg still running "
+        "when it is spent is reported `timeout` (default: the configured one).",
     )
-    min_score: float | None = None
+    min_score: float | None = Field(
+        default=None, description="Drop fused candidates scoring below this (finite)."
+    )
     group_by_document: bool = False
     rerank: bool = Field(
         default=False, description="Rescore the best fused hits with the cross-encoder."
@@ -142,6 +156,23 @@ class FacetRead(BaseModel):
     other: int
 
 
+class TimingsRead(BaseModel):
+    """Milliseconds per stage of the query path. The stages run one after another and
+    sum to `took_ms`."""
+
+    plan_ms: float = Field(description="Validation of the request into a plan.")
+    encode_ms: float = Field(description="Query encoding (only the sides the legs read).")
+    statistics_ms: float = Field(description="The tenant's BM25 statistics applied to the query.")
+    retrieval_ms: float = Field(
+        description="Wall time of the legs, which run in parallel. Each leg's own time is "
+        "`legs[].took_ms`: those overlap, so they do not add up to this."
+    )
+    fusion_ms: float = Field(description="Weights, fusion, min_score and grouping.")
+    facets_ms: float = Field(description="Facet counts over the fused candidates.")
+    rerank_ms: float = Field(description="The cross-encoder (0 unless `rerank` was asked).")
+    hydrate_ms: float = Field(description="The page mapped to hits: fields and snippets.")
+
+
 class SearchResponse(BaseModel):
     query: str
     mode: SearchMode
@@ -150,9 +181,14 @@ class SearchResponse(BaseModel):
     top_k: int
     total_candidates: int
     degraded: list[Leg]
-    legs: list[LegRead]
-    took_ms: float
+    legs: list[LegRead] = Field(
+        description="Every leg of the mode: `ok`, `timeout`, `error`, or `skipped` (not run: "
+        "its weight is 0 for this query). `took_ms` is the leg's own time; the legs run in "
+        "parallel, so their times overlap and do not add up."
+    )
+    took_ms: float = Field(description="The whole search: the sum of `timings`.")
     rerank_ms: float | None
+    timings: TimingsRead
     weights: dict[Leg, float] = Field(
         description="Per leg that answered: the weight the query was fused with "
         "(configured or requested; 0 for a dense encoder that cannot read the query)."

@@ -1,0 +1,216 @@
+"""The first stage of the query path: a request validated once into an immutable plan.
+
+A :class:`SearchPlan` holds everything the later stages need (which legs run and when,
+the candidate depth, the time budget, the parsed filter, the ranking parameters) as
+frozen, hashable values, so two requests that must give the same result give equal
+plans with equal hashes, and any field that changes the result changes the plan. Every
+invalid request is refused here, before any work is done, with an
+:class:`~hsearch.errors.InvalidRequestError` (422) naming the field.
+
+Which legs run
+--------------
+A leg whose weight is 0 for this query takes no part in fusion, so it is not run
+(reported ``skipped``), unless the weight rule (:func:`~hsearch.search.ranking.leg_weights`)
+could still give it weight once the other legs have answered. Its :class:`LegRole`
+says when that is:
+
+* a leg with weight 0 (configured or requested) is :attr:`LegRole.IF_NONE_ANSWERED`:
+  it runs only when every leg that ran failed, since the rule then gives every leg that
+  answered weight 1;
+* a dense leg whose encoder cannot read the query's script
+  (:func:`~hsearch.search.ranking.dense_cannot_read`, decided from the query text) in a
+  hybrid search with a weighted sparse leg is :attr:`LegRole.IF_NO_HITS`: the rule
+  silences it whenever the sparse leg finds something, so it runs only when the sparse
+  leg found nothing (failed or returned no candidate);
+* every other leg of the mode is :attr:`LegRole.PRIMARY` and runs first. (When the
+  dense encoder cannot read the query and the sparse leg has weight 0, both legs run:
+  the rule then gives both weight 1 when both find something.)
+
+The fused result is the same as if every leg of the mode had run, as long as the legs
+that ran answered within the budget: a fallback leg runs on what is left of it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from hsearch.config import SearchSettings
+from hsearch.embedding.protocol import EncoderInfo
+from hsearch.errors import InvalidFusionError, InvalidRequestError
+from hsearch.search.facets import validate_facet_requests
+from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
+from hsearch.search.models import SearchQuery
+from hsearch.search.ranking import RankingSpec, dense_cannot_read
+from hsearch.types import MODE_LEGS, Leg, SearchMode
+from hsearch.vectorstore.filters import FilterNode, parse_filter
+
+__all__ = ["LegPlan", "LegRole", "QueryPlanner", "SearchPlan"]
+
+
+class LegRole(StrEnum):
+    """When a leg of the mode runs (see the module docstring)."""
+
+    PRIMARY = "primary"
+    """Runs first, in parallel with the other primary legs."""
+    IF_NONE_ANSWERED = "if_none_answered"
+    """Weight 0: runs only when every primary leg failed."""
+    IF_NO_HITS = "if_no_hits"
+    """Silenced by the script-coverage rule: runs only when the primary legs found
+    nothing (failed, or answered without a candidate)."""
+
+    def due(self, primary: Sequence[Sequence[object] | None]) -> bool:
+        """Whether a leg of this role must run, given what the primary legs answered
+        (``None`` for a leg that failed or timed out, else its candidates)."""
+        if self is LegRole.IF_NONE_ANSWERED:
+            return all(hits is None for hits in primary)
+        if self is LegRole.IF_NO_HITS:
+            return not any(primary)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class LegPlan:
+    leg: Leg
+    role: LegRole
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPlan:
+    """One validated search: immutable and hashable (a result cache can key on it).
+
+    ``offset`` (in :attr:`ranking`) cuts the page from the fused list; it changes
+    nothing else, in particular not :attr:`candidates`, so every page of a query is cut
+    from the same fused list.
+    """
+
+    tenant_id: str
+    query: str
+    mode: SearchMode
+    legs: tuple[LegPlan, ...]
+    """The mode's legs in :class:`Leg` order, each with its role."""
+    candidates: int
+    """The depth of every leg: derived from ``top_k``, never from ``offset``."""
+    budget_s: float
+    """The time encoding and the legs share, from the start of the request; each leg
+    gets what is left of it when it starts."""
+    filter: FilterNode | None
+    ranking: RankingSpec
+    rerank: bool
+    highlight: bool
+
+    def legs_in(self, role: LegRole) -> tuple[Leg, ...]:
+        return tuple(p.leg for p in self.legs if p.role is role)
+
+
+class QueryPlanner:
+    """Turns a :class:`SearchQuery` into a :class:`SearchPlan` for one server: its
+    search settings, its encoder (which scripts the dense side reads) and whether a
+    reranker is configured."""
+
+    def __init__(self, settings: SearchSettings, *, encoder: EncoderInfo, can_rerank: bool) -> None:
+        self._settings = settings
+        self._dense_scripts = encoder.dense_scripts
+        self._can_rerank = can_rerank
+
+    def plan(self, query: SearchQuery) -> SearchPlan:
+        """Validate ``query``; raises :class:`InvalidRequestError` naming the field."""
+        s = self._settings
+        if not query.query.strip():
+            raise InvalidRequestError("query: must not be empty")
+        if not 1 <= query.top_k <= s.max_top_k:
+            raise InvalidRequestError(f"top_k: must be between 1 and {s.max_top_k}")
+        if query.offset < 0:
+            raise InvalidRequestError("offset: must be >= 0")
+        # The candidate depth must not depend on the offset: every page of a query is
+        # then cut from the same fused list, so pages neither repeat nor skip hits.
+        candidates = query.candidates or min(
+            s.max_candidates, max(s.min_candidates, s.candidates_factor * query.top_k)
+        )
+        if not query.top_k <= candidates <= s.max_candidates:
+            raise InvalidRequestError(
+                f"candidates: must be between top_k ({query.top_k}) and {s.max_candidates}"
+            )
+        budget = query.leg_timeout_s or s.leg_timeout_s
+        if not 0 < budget <= s.max_leg_timeout_s:
+            raise InvalidRequestError(
+                f"leg_timeout_ms: must be in (0, {int(s.max_leg_timeout_s * 1000)}]"
+            )
+        if query.min_score is not None and not math.isfinite(query.min_score):
+            raise InvalidRequestError("min_score: must be a finite number")
+        # Parsed once here; every leg gets the tree. InvalidFilterError names the part.
+        filter = parse_filter(query.filter)
+        validate_facet_requests(query.facets)
+        if query.rerank and not self._can_rerank:
+            msg = "rerank: no reranker is configured on this server (HSEARCH_RERANK__MODEL_PATH)"
+            raise InvalidRequestError(msg)
+        method = query.fusion or s.fusion
+        weights = _weights(query.weights or s.default_weights(method))
+        if not any(weights[leg] > 0 for leg in MODE_LEGS[query.mode]):
+            raise InvalidRequestError(
+                f"weights: at least one leg of mode {query.mode.value!r} needs a weight above 0"
+            )
+        rrf_k = query.rrf_k or s.rrf_k
+        if not MIN_RRF_K <= rrf_k <= MAX_RRF_K:
+            msg = f"rrf_k: must be an integer between {MIN_RRF_K} and {MAX_RRF_K} (got {rrf_k})"
+            raise InvalidFusionError(msg)
+        unreadable = dense_cannot_read(
+            query.query,
+            dense_scripts=self._dense_scripts,
+            min_dense_script_coverage=s.min_dense_script_coverage,
+        )
+        return SearchPlan(
+            tenant_id=query.tenant_id,
+            query=query.query,
+            mode=query.mode,
+            legs=_leg_plans(MODE_LEGS[query.mode], weights=weights, dense_unreadable=unreadable),
+            candidates=candidates,
+            budget_s=budget,
+            filter=filter,
+            ranking=RankingSpec(
+                method=method,
+                weights=tuple(weights.items()),
+                rrf_k=rrf_k,
+                dense_unreadable=unreadable,
+                min_score=query.min_score,
+                group_by_document=query.group_by_document,
+                facets=tuple(query.facets),
+                offset=query.offset,
+                top_k=query.top_k,
+            ),
+            rerank=query.rerank,
+            highlight=query.highlight,
+        )
+
+
+def _weights(given: Mapping[Leg, float] | Mapping[str, float]) -> dict[Leg, float]:
+    """Every leg's weight in :class:`Leg` order (0 for a leg not given), validated."""
+    by_leg: dict[Leg, float] = {}
+    for name, weight in given.items():
+        try:
+            leg = Leg(name)
+        except ValueError:
+            allowed = ", ".join(repr(leg.value) for leg in Leg)
+            raise InvalidRequestError(
+                f"weights: unknown leg {name!r}; allowed: {allowed}"
+            ) from None
+        if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
+            raise InvalidRequestError(f"weights.{leg}: must be between 0 and 1")
+        by_leg[leg] = float(weight)
+    return {leg: by_leg.get(leg, 0.0) for leg in Leg}
+
+
+def _leg_plans(
+    legs: Collection[Leg], *, weights: Mapping[Leg, float], dense_unreadable: bool
+) -> tuple[LegPlan, ...]:
+    """Each leg of the mode with its role (the rules are in the module docstring)."""
+    weighted = {leg for leg in legs if weights[leg] > 0}
+    roles = {leg: LegRole.PRIMARY if leg in weighted else LegRole.IF_NONE_ANSWERED for leg in legs}
+    if dense_unreadable and {Leg.DENSE, Leg.SPARSE} <= set(legs) and Leg.DENSE in weighted:
+        if Leg.SPARSE in weighted:
+            roles[Leg.DENSE] = LegRole.IF_NO_HITS
+        else:
+            roles[Leg.SPARSE] = LegRole.PRIMARY
+    return tuple(LegPlan(leg, roles[leg]) for leg in Leg if leg in roles)

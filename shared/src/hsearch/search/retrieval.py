@@ -1,0 +1,201 @@
+"""The retrieval stage: encode the query for the legs that run, then run them in parallel.
+
+A leg is a value, :class:`LegRequest` (leg, vector, filter, limit, deadline), like
+pymilvus's ``AnnSearchRequest`` or qdrant's ``Prefetch``: another signal is another
+request, not another method. The legs of a round run concurrently
+(:func:`asyncio.gather`); each answers, fails (``error``) or misses its deadline
+(``timeout``) on its own, and a leg that is not run is reported ``skipped``.
+
+One deadline per request: the plan's budget, counted from the start of the request,
+covers encoding, the tenant statistics and the legs together; a leg gets what is left
+of it when it starts. The encoder computes only the sides the legs about to run read
+(a keyword search no dense vector). Legs the plan holds back
+(:class:`~hsearch.search.planner.LegRole`) run in a second round, encoded then, only if
+the first round's answers make them count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Collection, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import anyio.to_thread
+
+from hsearch.embedding.protocol import Embedder, SparseKind
+from hsearch.errors import BackendError, VectorStoreTimeoutError
+from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.search.models import LegReport
+from hsearch.search.planner import LegRole, SearchPlan
+from hsearch.search.timings import Stage, StageClock
+from hsearch.types import Leg, LegStatus, SparseVector
+from hsearch.vectorstore.filters import FilterNode
+from hsearch.vectorstore.protocol import StoredHit, VectorStore
+
+__all__ = ["DEADLINE_MARGIN_S", "LegOutcome", "LegRequest", "Retriever"]
+
+logger = logging.getLogger(__name__)
+
+# Extra time granted past a leg's deadline for the store's own timeout to land (it
+# then reports why) before the leg is cancelled.
+DEADLINE_MARGIN_S = 0.05
+
+Vector = tuple[float, ...] | SparseVector
+
+_NO_TIME_LEFT = "no time left of the request's budget to run it"
+
+
+@dataclass(frozen=True, slots=True)
+class LegRequest:
+    """One leg to run: which signal, with what vector, under which filter, how deep,
+    and by when (a :func:`time.perf_counter` instant). The tenant goes with every leg."""
+
+    leg: Leg
+    tenant_id: str
+    vector: Vector
+    filter: FilterNode | None
+    limit: int
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class LegOutcome:
+    """How a leg went: its candidates (``None`` unless it answered) and its report."""
+
+    leg: Leg
+    hits: tuple[StoredHit, ...] | None
+    report: LegReport
+
+
+class Retriever:
+    """Encodes queries and runs legs against one store."""
+
+    def __init__(
+        self, *, embedder: Embedder, store: VectorStore, statistics: LexicalStatistics
+    ) -> None:
+        self._embedder = embedder
+        self._store = store
+        self._statistics = statistics
+
+    async def retrieve(self, plan: SearchPlan, *, clock: StageClock) -> tuple[LegOutcome, ...]:
+        """Run the plan's legs: the primary ones, then those held back if they are due.
+
+        Returns one outcome per leg of the plan, in its order; charges ``clock`` with
+        the encode, statistics and retrieval stages.
+        """
+        deadline = clock.started + plan.budget_s
+        outcomes = {p.leg: _skipped(p.leg) for p in plan.legs}
+        first = await self._round(
+            plan, legs=plan.legs_in(LegRole.PRIMARY), deadline=deadline, clock=clock
+        )
+        outcomes.update(first)
+        answers = [o.hits for o in first.values()]
+        later = [p.leg for p in plan.legs if p.role is not LegRole.PRIMARY and p.role.due(answers)]
+        if later:
+            outcomes.update(await self._round(plan, legs=later, deadline=deadline, clock=clock))
+        return tuple(outcomes[p.leg] for p in plan.legs)
+
+    async def run(self, requests: Sequence[LegRequest]) -> list[LegOutcome]:
+        """Run ``requests`` concurrently; one outcome each, in order."""
+        return list(await asyncio.gather(*(self.run_leg(r) for r in requests)))
+
+    async def run_leg(self, request: LegRequest) -> LegOutcome:
+        """Run one leg under its deadline; a failure or timeout is reported, not raised."""
+        started = time.perf_counter()
+        remaining = request.deadline - started
+        if remaining <= 0:
+            return _failed(request.leg, LegStatus.TIMEOUT, _NO_TIME_LEFT, started=started)
+        try:
+            hits = await asyncio.wait_for(
+                self._search(request, timeout=remaining), remaining + DEADLINE_MARGIN_S
+            )
+        except TimeoutError:
+            status, error = LegStatus.TIMEOUT, f"no answer within {remaining:.3f}s"
+        except VectorStoreTimeoutError as exc:  # the store's own deadline fired
+            status, error = LegStatus.TIMEOUT, f"{type(exc).__name__}: {exc.message}"
+        except BackendError as exc:  # a failing backend degrades the leg, not the request
+            status, error = LegStatus.ERROR, f"{type(exc).__name__}: {exc.message}"
+        else:
+            took = (time.perf_counter() - started) * 1000
+            report = LegReport(request.leg, LegStatus.OK, took, len(hits))
+            return LegOutcome(request.leg, tuple(hits), report)
+        return _failed(request.leg, status, error, started=started)
+
+    async def encode(
+        self, plan: SearchPlan, *, legs: Collection[Leg], clock: StageClock
+    ) -> dict[Leg, Vector]:
+        """The query vectors ``legs`` read, and nothing else.
+
+        Encoding is tenant-independent; raw term counts then get the tenant's IDF (BM25
+        as an inner product: the query side carries the IDF) as a stage of its own.
+        """
+        dense, sparse = Leg.DENSE in legs, Leg.SPARSE in legs
+        embed = partial(self._embedder.embed_query, plan.query, dense=dense, sparse=sparse)
+        embedding = await anyio.to_thread.run_sync(embed)
+        clock.lap(Stage.ENCODE)
+        vectors: dict[Leg, Vector] = {}
+        if dense:
+            vectors[Leg.DENSE] = embedding.dense
+        if sparse:
+            weights = embedding.sparse
+            if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
+                weigh = partial(self._statistics.weigh_query, plan.tenant_id, weights)
+                weights = await anyio.to_thread.run_sync(weigh)
+                clock.lap(Stage.STATISTICS)
+            vectors[Leg.SPARSE] = weights
+        return vectors
+
+    def _search(self, request: LegRequest, *, timeout: float) -> Awaitable[list[StoredHit]]:
+        """The store's search for the request's leg (the leg is data: one branch per
+        signal the store can search)."""
+        vector = request.vector
+        if request.leg is Leg.DENSE and not isinstance(vector, SparseVector):
+            return self._store.search_dense(
+                vector,
+                tenant_id=request.tenant_id,
+                filter=request.filter,
+                limit=request.limit,
+                timeout=timeout,
+            )
+        if request.leg is Leg.SPARSE and isinstance(vector, SparseVector):
+            return self._store.search_sparse(
+                vector,
+                tenant_id=request.tenant_id,
+                filter=request.filter,
+                limit=request.limit,
+                timeout=timeout,
+            )
+        msg = f"no search for a {request.leg} leg with a {type(vector).__name__} vector"
+        raise TypeError(msg)
+
+    async def _round(
+        self, plan: SearchPlan, *, legs: Sequence[Leg], deadline: float, clock: StageClock
+    ) -> dict[Leg, LegOutcome]:
+        now = time.perf_counter()
+        if now >= deadline:
+            # No time left to encode or search: the legs missed the deadline.
+            outcomes = [_failed(leg, LegStatus.TIMEOUT, _NO_TIME_LEFT, started=now) for leg in legs]
+        else:
+            vectors = await self.encode(plan, legs=legs, clock=clock)
+            requests = [
+                LegRequest(
+                    leg, plan.tenant_id, vectors[leg], plan.filter, plan.candidates, deadline
+                )
+                for leg in legs
+            ]
+            outcomes = await self.run(requests)
+        clock.lap(Stage.RETRIEVAL)
+        return {o.leg: o for o in outcomes}
+
+
+def _skipped(leg: Leg) -> LegOutcome:
+    return LegOutcome(leg, None, LegReport(leg, LegStatus.SKIPPED, 0.0, 0))
+
+
+def _failed(leg: Leg, status: LegStatus, error: str, *, started: float) -> LegOutcome:
+    took = (time.perf_counter() - started) * 1000
+    logger.warning("search.leg.degraded leg=%s status=%s error=%s", leg, status, error)
+    return LegOutcome(leg, None, LegReport(leg, status, took, 0, error))

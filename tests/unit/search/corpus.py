@@ -1,0 +1,134 @@
+"""A small indexed corpus and store doubles for the search tests (embedded parts:
+SQLite statistics, the fake encoder, the in-memory store)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.config import IngestSettings, SearchSettings
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.protocol import EncoderInfo
+from hsearch.errors import VectorStoreError, VectorStoreTimeoutError
+from hsearch.ingestion.dispatch import unit_of_work
+from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.jobs import JobService
+from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.search.service import SearchService
+from hsearch.types import Leg, SparseVector
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
+
+TENANT = "t"
+DOCS = [
+    DocumentInput(external_id="rivers", title="Rivers", text="Rivers flow into the sea."),
+    DocumentInput(external_id="mountains", title="Mountains", text="Mountains rise high."),
+    DocumentInput(external_id="tokyo", title="東京", text="東京は日本の首都です。"),
+    DocumentInput(external_id="kyoto", title="京都", text="京都は古い都です。"),
+]
+
+
+class LatinOnlyEmbedder(FakeEmbedder):
+    """The fake encoder, declared English-only on the dense side like MiniLM."""
+
+    @property
+    def info(self) -> EncoderInfo:
+        base = super().info
+        return EncoderInfo(
+            base.name,
+            base.dimension,
+            base.version,
+            base.sparse_kind,
+            dense_scripts=frozenset({"LATIN"}),
+        )
+
+
+def index(
+    sessions: sessionmaker[Session], embedder: FakeEmbedder, docs: list[DocumentInput] = DOCS
+) -> InMemoryVectorStore:
+    """``docs`` indexed for TENANT through the real indexing service."""
+    store = InMemoryVectorStore()
+    indexing = IndexingService(
+        session_factory=sessions,
+        embedder=embedder,
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        chunk_max_chars=500,
+        chunk_overlap_chars=0,
+    )
+    queue = InMemoryJobQueue()
+    with unit_of_work(sessions, queue=queue) as uow:
+        JobService(uow, settings=IngestSettings()).submit(tenant_id=TENANT, documents=docs)
+    indexing.process_job(queue.sent[0])
+    return store
+
+
+def build(
+    sessions: sessionmaker[Session], embedder: FakeEmbedder | None = None, **kwargs: object
+) -> tuple[SearchService, InMemoryVectorStore]:
+    embedder = embedder or FakeEmbedder()
+    store = index(sessions, embedder)
+    service = SearchService(
+        embedder=embedder,
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(),
+        **kwargs,
+    )  # type: ignore[arg-type]
+    return service, store
+
+
+class ScriptedStore(InMemoryVectorStore):
+    """The in-memory store whose legs behave as told, per leg:
+
+    ``ok`` searches the rows; ``empty`` finds nothing; ``fail`` raises a store error;
+    ``timeout`` raises the store's timeout error (its own deadline fired); ``stall``
+    never answers; a number answers (from the rows) after that many seconds.
+    ``calls`` records each leg searched with the timeout it was given.
+    """
+
+    def __init__(self, rows: Mapping[str, ChunkRecord], **behaviour: str | float) -> None:
+        super().__init__()
+        self.upsert(list(rows.values()))
+        self.behaviour = behaviour
+        self.calls: list[tuple[Leg, float]] = []
+
+    async def _act(self, leg: Leg, timeout: float) -> list[StoredHit] | None:
+        self.calls.append((leg, timeout))
+        what = self.behaviour.get(leg.value, "ok")
+        if what == "empty":
+            return []
+        if what == "fail":
+            raise VectorStoreError(f"{leg} index offline")
+        if what == "timeout":
+            raise VectorStoreTimeoutError(f"{leg} search missed its {timeout:.3f}s deadline")
+        if what == "stall":
+            await asyncio.sleep(3600)
+        if isinstance(what, float | int):
+            await asyncio.sleep(what)
+        return None
+
+    async def search_dense(self, vector: Any, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+        scripted = await self._act(Leg.DENSE, kwargs["timeout"])
+        return await super().search_dense(vector, **kwargs) if scripted is None else scripted
+
+    async def search_sparse(self, vector: SparseVector, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+        scripted = await self._act(Leg.SPARSE, kwargs["timeout"])
+        return await super().search_sparse(vector, **kwargs) if scripted is None else scripted
+
+
+class CountingStatistics(LexicalStatistics):
+    """The tenant statistics, counting the queries they weighed."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        super().__init__(sessions)
+        self.queries = 0
+
+    def weigh_query(self, tenant_id: str, term_frequencies: SparseVector) -> SparseVector:
+        self.queries += 1
+        return super().weigh_query(tenant_id, term_frequencies)

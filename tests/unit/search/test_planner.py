@@ -1,0 +1,211 @@
+"""The planner: a request validated once into an immutable, hashable plan that says
+which legs run, how deep, for how long, and how the result is ranked."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+
+from hsearch.config import SearchSettings
+from hsearch.embedding.protocol import EncoderInfo, SparseKind
+from hsearch.errors import InvalidFusionError, InvalidRequestError
+from hsearch.search.facets import FacetRange, FacetRequest
+from hsearch.search.models import SearchQuery
+from hsearch.search.planner import LegPlan, LegRole, QueryPlanner, SearchPlan
+from hsearch.types import FusionMethod, Leg, SearchMode
+
+MULTILINGUAL = EncoderInfo("enc", 8, "1", SparseKind.TERM_FREQUENCY)
+LATIN_ONLY = dataclasses.replace(MULTILINGUAL, dense_scripts=frozenset({"LATIN"}))
+BASE: dict[str, Any] = {"tenant_id": "t", "query": "rivers and the sea"}
+
+
+def planner(encoder: EncoderInfo = MULTILINGUAL, **settings: Any) -> QueryPlanner:
+    return QueryPlanner(SearchSettings(**settings), encoder=encoder, can_rerank=True)
+
+
+def plan(encoder: EncoderInfo = MULTILINGUAL, **query: Any) -> SearchPlan:
+    return planner(encoder).plan(SearchQuery(**{**BASE, **query}))
+
+
+def containers(value: object) -> list[type]:
+    """The mutable containers anywhere inside ``value`` (a plan must hold none)."""
+    if isinstance(value, list | dict | set | bytearray):
+        return [type(value)]
+    if isinstance(value, tuple | frozenset):
+        return [t for item in value for t in containers(item)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [t for f in dataclasses.fields(value) for t in containers(getattr(value, f.name))]
+    return []
+
+
+FULL: dict[str, Any] = {
+    **BASE,
+    "top_k": 5,
+    "offset": 5,
+    "mode": SearchMode.HYBRID,
+    "fusion": FusionMethod.RRF,
+    "rrf_k": 30,
+    "weights": {Leg.DENSE: 0.6, Leg.SPARSE: 0.4},
+    "filter": {"and": [{"source": {"in": ["a", "b"]}}, {"metadata.year": {"gte": 2000}}]},
+    "candidates": 50,
+    "leg_timeout_s": 0.5,
+    "min_score": 0.01,
+    "group_by_document": True,
+    "facets": (FacetRequest("source"), FacetRequest("metadata.year", ranges=(FacetRange(to=1),))),
+    "highlight": False,
+    "rerank": True,
+}
+
+
+def test_equal_queries_give_equal_plans_with_equal_hashes() -> None:
+    first, second = plan(**FULL), plan(**FULL)
+    assert first == second
+    assert hash(first) == hash(second)
+    assert first is not second
+    assert containers(first) == [], "a plan holds tuples and frozen values only"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.query = "other"  # type: ignore[misc]
+
+
+CHANGES: list[tuple[str, object]] = [
+    ("tenant_id", "other"),
+    ("query", "mountains"),
+    ("top_k", 6),
+    ("offset", 0),
+    ("mode", SearchMode.KEYWORD),
+    ("fusion", FusionMethod.SCORE),
+    ("rrf_k", 31),
+    ("weights", {Leg.DENSE: 0.6, Leg.SPARSE: 0.5}),
+    ("filter", {"source": {"in": ["a"]}}),
+    ("candidates", 51),
+    ("leg_timeout_s", 0.6),
+    ("min_score", 0.02),
+    ("group_by_document", False),
+    ("facets", (FacetRequest("source", size=3),)),
+    ("highlight", True),
+    ("rerank", False),
+]
+
+
+def test_every_field_of_a_query_is_probed() -> None:
+    assert {f.name for f in dataclasses.fields(SearchQuery)} == {f for f, _ in CHANGES} == set(FULL)
+
+
+@pytest.mark.parametrize(("field", "value"), CHANGES)
+def test_every_field_that_changes_the_result_changes_the_plan(field: str, value: object) -> None:
+    assert FULL[field] != value
+    changed = plan(**{**FULL, field: value})
+    assert changed != plan(**FULL)
+    assert hash(changed) != hash(plan(**FULL))
+
+
+def test_requests_with_the_same_result_give_the_same_plan() -> None:
+    # An omitted weight is 0; the default weights spelt out are the defaults.
+    assert plan(weights={Leg.DENSE: 1.0}) == plan(weights={Leg.DENSE: 1.0, Leg.SPARSE: 0.0})
+    defaults = SearchSettings().default_weights(FusionMethod.ADAPTIVE)
+    assert plan(weights=defaults) == plan()
+    assert plan(fusion=FusionMethod.ADAPTIVE) == plan()  # the configured default
+
+
+@pytest.mark.parametrize("top_k", [1, 10, 49, 50, 100])
+def test_the_candidate_depth_never_depends_on_the_offset(top_k: int) -> None:
+    first = plan(top_k=top_k)
+    for offset in (1, 7, 100, 10_000):
+        later = plan(top_k=top_k, offset=offset)
+        assert later.candidates == first.candidates
+        assert later.legs == first.legs
+        assert dataclasses.replace(later.ranking, offset=0) == first.ranking
+    assert first.candidates == max(100, 2 * top_k)
+
+
+def test_the_plan_carries_the_time_budget() -> None:
+    assert plan().budget_s == SearchSettings().leg_timeout_s
+    assert plan(leg_timeout_s=0.25).budget_s == 0.25
+
+
+def roles(p: SearchPlan) -> dict[str, str]:
+    return {lp.leg.value: lp.role.value for lp in p.legs}
+
+
+@pytest.mark.parametrize(
+    ("mode", "weights", "expected"),
+    [
+        (SearchMode.HYBRID, None, {"dense": "primary", "sparse": "primary"}),
+        (SearchMode.SEMANTIC, None, {"dense": "primary"}),
+        (SearchMode.KEYWORD, None, {"sparse": "primary"}),
+        (SearchMode.HYBRID, {Leg.DENSE: 1.0}, {"dense": "primary", "sparse": "if_none_answered"}),
+        (SearchMode.HYBRID, {Leg.SPARSE: 1.0}, {"dense": "if_none_answered", "sparse": "primary"}),
+        (SearchMode.KEYWORD, {Leg.DENSE: 0.5, Leg.SPARSE: 0.5}, {"sparse": "primary"}),
+    ],
+)
+def test_a_leg_with_weight_0_is_held_back(
+    mode: SearchMode, weights: dict[Leg, float] | None, expected: dict[str, str]
+) -> None:
+    assert roles(plan(mode=mode, weights=weights)) == expected
+
+
+def test_a_dense_leg_that_cannot_read_the_query_is_held_back() -> None:
+    japanese = {"query": "日本の首都"}
+    assert roles(plan(LATIN_ONLY, **japanese)) == {"dense": "if_no_hits", "sparse": "primary"}
+    assert plan(LATIN_ONLY, **japanese).ranking.dense_unreadable
+    # English, or an encoder that reads every script: both legs run.
+    assert roles(plan(LATIN_ONLY)) == {"dense": "primary", "sparse": "primary"}
+    assert roles(plan(MULTILINGUAL, **japanese)) == {"dense": "primary", "sparse": "primary"}
+    # A semantic search has no sparse leg to fall back on: the dense leg runs.
+    assert roles(plan(LATIN_ONLY, mode=SearchMode.SEMANTIC, **japanese)) == {"dense": "primary"}
+    # With sparse weight 0 the rule gives both legs weight 1 when both find something.
+    dense_only = {Leg.DENSE: 1.0}
+    assert roles(plan(LATIN_ONLY, weights=dense_only, **japanese)) == {
+        "dense": "primary",
+        "sparse": "primary",
+    }
+    sparse_only = {Leg.SPARSE: 1.0}
+    assert roles(plan(LATIN_ONLY, weights=sparse_only, **japanese)) == {
+        "dense": "if_none_answered",
+        "sparse": "primary",
+    }
+
+
+def test_when_a_held_back_leg_is_due() -> None:
+    failed, empty, found = None, (), ("hit",)
+    assert not LegRole.IF_NONE_ANSWERED.due([empty])
+    assert not LegRole.IF_NONE_ANSWERED.due([failed, found])
+    assert LegRole.IF_NONE_ANSWERED.due([failed])
+    assert LegRole.IF_NONE_ANSWERED.due([failed, failed])
+    assert not LegRole.IF_NO_HITS.due([found])
+    assert LegRole.IF_NO_HITS.due([empty])
+    assert LegRole.IF_NO_HITS.due([failed])
+    assert LegRole.PRIMARY.due([found])
+    assert plan().legs_in(LegRole.PRIMARY) == (Leg.DENSE, Leg.SPARSE)
+    assert plan().legs == (
+        LegPlan(Leg.DENSE, LegRole.PRIMARY),
+        LegPlan(Leg.SPARSE, LegRole.PRIMARY),
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"min_score": math.nan}, "min_score"),
+        ({"min_score": math.inf}, "min_score"),
+        ({"leg_timeout_s": math.nan}, "leg_timeout_ms"),
+        ({"weights": {Leg.DENSE: math.nan}}, "weights.dense"),
+        ({"weights": {"graph": 1.0}}, "weights: unknown leg 'graph'; allowed: 'dense', 'sparse'"),
+        ({"offset": -1}, "offset"),
+        ({"facets": (FacetRequest("nowhere"),)}, "facets[0].field"),
+    ],
+)
+def test_invalid_queries_are_refused_naming_the_field(query: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidRequestError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        plan(**query)
+
+
+def test_rrf_k_and_rerank_are_checked_before_any_work() -> None:
+    with pytest.raises(InvalidFusionError, match="rrf_k: must be an integer between 1 and 1000"):
+        plan(rrf_k=1001)
+    no_reranker = QueryPlanner(SearchSettings(), encoder=MULTILINGUAL, can_rerank=False)
+    with pytest.raises(InvalidRequestError, match="rerank: no reranker is configured"):
+        no_reranker.plan(SearchQuery(**BASE, rerank=True))

@@ -1,0 +1,284 @@
+"""Retrieval: legs as values run in parallel under one request deadline, timeouts told
+from errors, legs with weight 0 skipped, and only the query sides the legs read encoded."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.config import SearchSettings
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.protocol import Embedding
+from hsearch.errors import SearchUnavailableError
+from hsearch.search.models import SearchQuery, SearchResult
+from hsearch.search.planner import QueryPlanner
+from hsearch.search.retrieval import DEADLINE_MARGIN_S, LegRequest, Retriever
+from hsearch.search.service import SearchService
+from hsearch.search.timings import StageClock
+from hsearch.types import Leg, LegStatus, SearchMode
+from hsearch.vectorstore.filters import parse_filter
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.search.corpus import (
+    TENANT,
+    CountingStatistics,
+    LatinOnlyEmbedder,
+    ScriptedStore,
+    index,
+)
+
+
+class Search:
+    """A search service over the indexed corpus, with every part within reach."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        embedder: FakeEmbedder | None = None,
+        **behaviour: str | float,
+    ) -> None:
+        self.embedder = embedder or FakeEmbedder()
+        self.store = ScriptedStore(index(sessions, self.embedder)._rows, **behaviour)
+        self.statistics = CountingStatistics(sessions)
+        self.service = SearchService(
+            embedder=self.embedder,
+            store=self.store,
+            statistics=self.statistics,
+            settings=SearchSettings(),
+        )
+
+    async def __call__(self, query: str = "rivers", **options: object) -> SearchResult:
+        return await self.service.search(SearchQuery(tenant_id=TENANT, query=query, **options))  # type: ignore[arg-type]
+
+    def computed(self) -> tuple[int, int]:
+        """How many queries the encoder computed a dense and a sparse side for."""
+        return self.embedder.dense_computed, self.embedder.sparse_computed
+
+    def searched(self) -> list[Leg]:
+        return [leg for leg, _ in self.store.calls]
+
+
+def statuses(result: SearchResult) -> dict[str, str]:
+    return {r.leg.value: r.status.value for r in result.legs}
+
+
+# -- parallel legs under one deadline -------------------------------------------------------
+
+
+async def test_a_stalled_leg_times_out_and_the_other_answers(
+    sessions: sessionmaker[Session],
+) -> None:
+    search = Search(sessions, dense="stall")
+    started = time.perf_counter()
+    result = await search(leg_timeout_s=0.2)
+    elapsed = time.perf_counter() - started
+    assert statuses(result) == {"dense": "timeout", "sparse": "ok"}
+    assert result.degraded == (Leg.DENSE,)
+    assert result.hits
+    (dense,) = (r for r in result.legs if r.leg is Leg.DENSE)
+    assert dense.error is not None
+    assert dense.error.startswith("no answer within")
+    # The deadline holds (the budget, the margin for the store's own timeout, slack).
+    assert elapsed < 0.2 + DEADLINE_MARGIN_S + 0.3
+    # The store was told how long it had: at most the budget.
+    assert all(0 < timeout <= 0.2 for _, timeout in search.store.calls)
+
+
+async def test_the_legs_run_in_parallel(sessions: sessionmaker[Session]) -> None:
+    search = Search(sessions, dense=0.3, sparse=0.3)
+    result = await search(leg_timeout_s=5.0)
+    assert statuses(result) == {"dense": "ok", "sparse": "ok"}
+    assert all(r.took_ms >= 300 for r in result.legs)
+    # One leg's time, not the sum: the legs overlapped.
+    assert 300 <= result.timings.retrieval_ms < 550
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "status", "error"),
+    [
+        ("timeout", LegStatus.TIMEOUT, "VectorStoreTimeoutError: sparse search missed its"),
+        ("fail", LegStatus.ERROR, "VectorStoreError: sparse index offline"),
+    ],
+)
+async def test_the_store_tells_a_missed_deadline_from_a_failure(
+    sessions: sessionmaker[Session], behaviour: str, status: LegStatus, error: str
+) -> None:
+    search = Search(sessions, sparse=behaviour)
+    result = await search()
+    (sparse,) = (r for r in result.legs if r.leg is Leg.SPARSE)
+    assert sparse.status is status
+    assert sparse.error is not None
+    assert sparse.error.startswith(error)
+    assert result.degraded == (Leg.SPARSE,)
+
+
+class SlowEmbedder(FakeEmbedder):
+    """Takes ``seconds`` to encode a query."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
+        time.sleep(self.seconds)
+        return super().embed_query(text, dense=dense, sparse=sparse)
+
+
+async def test_one_deadline_covers_encoding_and_the_legs(sessions: sessionmaker[Session]) -> None:
+    search = Search(sessions, SlowEmbedder(0.2))
+    result = await search(leg_timeout_s=0.5)
+    assert statuses(result) == {"dense": "ok", "sparse": "ok"}
+    # The legs got what encoding left of the budget, not a budget of their own.
+    assert all(timeout <= 0.3 for _, timeout in search.store.calls)
+    assert result.timings.encode_ms >= 200
+
+
+async def test_a_budget_spent_by_encoding_leaves_the_legs_no_time(
+    sessions: sessionmaker[Session],
+) -> None:
+    search = Search(sessions, SlowEmbedder(0.2))
+    with pytest.raises(SearchUnavailableError, match="no time left of the request's budget"):
+        await search(leg_timeout_s=0.1)
+    assert search.store.calls == [], "a leg with no time left never reaches the store"
+
+
+async def test_a_leg_is_a_value(sessions: sessionmaker[Session]) -> None:
+    # Two requests on the same leg with different filters: data, not another method.
+    embedder = FakeEmbedder()
+    store = index(sessions, embedder)
+    retriever = Retriever(embedder=embedder, store=store, statistics=CountingStatistics(sessions))
+    vector = embedder.embed_query("rivers", sparse=False).dense
+    deadline = time.perf_counter() + 5
+    requests = [
+        LegRequest(Leg.DENSE, TENANT, vector, None, 10, deadline),
+        LegRequest(
+            Leg.DENSE, TENANT, vector, parse_filter({"external_id": {"eq": "tokyo"}}), 10, deadline
+        ),
+    ]
+    assert len({*requests}) == 2, "requests are hashable values"
+    everything, tokyo = await retriever.run(requests)
+    assert everything.hits is not None
+    assert tokyo.hits is not None
+    assert len(everything.hits) == 4
+    assert [h.fields["external_id"] for h in tokyo.hits] == ["tokyo"]
+    assert (everything.report.status, everything.report.candidates) == (LegStatus.OK, 4)
+
+
+# -- no wasted work -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "computed", "searched", "weighed"),
+    [
+        (SearchMode.HYBRID, (1, 1), [Leg.DENSE, Leg.SPARSE], 1),
+        (SearchMode.SEMANTIC, (1, 0), [Leg.DENSE], 0),
+        (SearchMode.KEYWORD, (0, 1), [Leg.SPARSE], 1),
+    ],
+)
+async def test_only_the_sides_the_legs_read_are_encoded(
+    sessions: sessionmaker[Session],
+    mode: SearchMode,
+    computed: tuple[int, int],
+    searched: Sequence[Leg],
+    weighed: int,
+) -> None:
+    search = Search(sessions)
+    before = search.computed()
+    result = await search(mode=mode)
+    assert result.hits
+    after = search.computed()
+    assert (after[0] - before[0], after[1] - before[1]) == computed
+    assert search.searched() == list(searched)
+    assert search.statistics.queries == weighed
+    if not weighed:
+        assert result.timings.statistics_ms == 0.0
+
+
+async def test_a_leg_with_weight_0_is_skipped(sessions: sessionmaker[Session]) -> None:
+    search = Search(sessions)
+    before = search.computed()
+    result = await search(weights={Leg.DENSE: 1.0, Leg.SPARSE: 0.0})
+    assert statuses(result) == {"dense": "ok", "sparse": "skipped"}
+    assert result.degraded == ()
+    assert search.searched() == [Leg.DENSE]
+    assert search.computed() == (before[0] + 1, before[1])
+    assert search.statistics.queries == 0
+    assert result.weights == {Leg.DENSE: 1.0, Leg.SPARSE: 0.0}
+    (sparse,) = (r for r in result.legs if r.leg is Leg.SPARSE)
+    assert (sparse.took_ms, sparse.candidates, sparse.error) == (0.0, 0, None)
+
+
+async def test_a_leg_with_weight_0_answers_when_the_weighted_leg_fails(
+    sessions: sessionmaker[Session],
+) -> None:
+    search = Search(sessions, dense="fail")
+    result = await search(weights={Leg.DENSE: 1.0})
+    assert statuses(result) == {"dense": "error", "sparse": "ok"}
+    assert search.searched() == [Leg.DENSE, Leg.SPARSE], "the sparse leg ran after the dense"
+    assert result.hits[0].external_id == "rivers"
+    # As before: the only weighted leg degraded, so the leg that answered gets weight 1.
+    assert result.weights == {Leg.SPARSE: 1.0}
+
+
+async def test_no_time_left_for_a_fallback_leg_is_a_timeout(
+    sessions: sessionmaker[Session],
+) -> None:
+    search = Search(sessions, dense="stall")
+    before = search.computed()
+    with pytest.raises(SearchUnavailableError) as info:
+        await search(weights={Leg.DENSE: 1.0}, leg_timeout_s=0.1)
+    assert "sparse: no time left" in info.value.message
+    assert search.searched() == [Leg.DENSE]
+    assert search.computed()[1] == before[1], "nothing encoded for a leg that cannot run"
+
+
+async def test_a_dense_leg_that_cannot_read_the_query_is_skipped(
+    sessions: sessionmaker[Session],
+) -> None:
+    search = Search(sessions, LatinOnlyEmbedder())
+    before = search.computed()
+    result = await search("日本の首都")
+    assert statuses(result) == {"dense": "skipped", "sparse": "ok"}
+    assert search.computed() == (before[0], before[1] + 1)
+    assert result.hits[0].external_id == "tokyo"
+    assert result.weights == {Leg.DENSE: 0.0, Leg.SPARSE: 0.05}
+
+
+async def test_it_runs_when_the_sparse_leg_finds_nothing(sessions: sessionmaker[Session]) -> None:
+    search = Search(sessions, LatinOnlyEmbedder())
+    before = search.computed()
+    result = await search("火山の噴火")  # no term of it is in the corpus
+    assert statuses(result) == {"dense": "ok", "sparse": "ok"}
+    assert search.searched() == [Leg.SPARSE, Leg.DENSE]
+    assert search.computed() == (before[0] + 1, before[1] + 1)
+    assert result.hits, "the dense leg's ranking is all there is"
+    assert all(h.explanation.sparse_rank is None for h in result.hits)
+
+
+async def test_retrieve_charges_the_clock(sessions: sessionmaker[Session]) -> None:
+    embedder = FakeEmbedder()
+    store = index(sessions, embedder)
+    planner = QueryPlanner(SearchSettings(), encoder=embedder.info, can_rerank=False)
+    retriever = Retriever(embedder=embedder, store=store, statistics=CountingStatistics(sessions))
+    clock = StageClock()
+    plan = planner.plan(SearchQuery(tenant_id=TENANT, query="rivers"))
+    outcomes = await retriever.retrieve(plan, clock=clock)
+    assert [o.leg for o in outcomes] == [Leg.DENSE, Leg.SPARSE]
+    timings = clock.timings()
+    assert timings.encode_ms > 0
+    assert timings.statistics_ms > 0
+    assert timings.retrieval_ms > 0
+    assert timings.fusion_ms == timings.hydrate_ms == 0.0
+
+
+async def test_an_empty_store_is_not_a_failure() -> None:
+    embedder = FakeEmbedder()
+    store = InMemoryVectorStore()
+    retriever = Retriever(embedder=embedder, store=store, statistics=None)  # type: ignore[arg-type]
+    (outcome,) = await retriever.run(
+        [LegRequest(Leg.DENSE, TENANT, (1.0,) * 32, None, 5, time.perf_counter() + 1)]
+    )
+    assert outcome.hits == ()
+    assert outcome.report.status is LegStatus.OK
