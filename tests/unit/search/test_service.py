@@ -199,6 +199,20 @@ async def test_the_stage_timings_sum_to_took_ms(sessions: sessionmaker[Session])
             assert timings.rerank_ms < 1.0  # nothing but the step itself
 
 
+async def test_the_service_shows_the_plan_it_runs(sessions: sessionmaker[Session]) -> None:
+    service, _ = build(sessions, LatinOnlyEmbedder())
+    query = SearchQuery(tenant_id=TENANT, query="日本の首都", offset=10)
+    plan = service.plan(query)
+    assert plan == service.plan(query)
+    assert plan.ranking.offset == 10
+    assert [(p.leg.value, p.role.value) for p in plan.legs] == [
+        ("dense", "if_no_hits"),
+        ("sparse", "primary"),
+    ]
+    with pytest.raises(InvalidRequestError, match="rerank"):
+        service.plan(SearchQuery(tenant_id=TENANT, query="x", rerank=True))
+
+
 async def every_leg_of_the_mode(
     store: ScriptedStore,
     embedder: FakeEmbedder,

@@ -1,1 +1,2 @@
-"""Query path: fusion, filters, facets, highlighting and the search service."""
+"""The query path in stages: planner, retrieval, ranking (fusion, facets, highlighting)
+and the search service that composes them."""
