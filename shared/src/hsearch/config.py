@@ -174,6 +174,14 @@ class IngestSettings(BaseModel):
     chunk_overlap_chars: int = Field(default=150, ge=0, le=5000)
     max_documents_per_request: int = Field(default=5000, ge=1, le=100000)
     max_document_chars: int = Field(default=1_000_000, ge=1)
+    flush_min_interval_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=3600,
+        description="A job's end flushes the vector store unless a flush began less than "
+        "this long ago; then one timed flush serves every job finishing meanwhile. A job "
+        "is reported finished once flushed (docs/benchmarks.md, Flush).",
+    )
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:
