@@ -59,6 +59,8 @@ def stack_env(
             "HSEARCH_MILVUS__COLLECTION": collection,
             "HSEARCH_DATA_DIR": str(data_dir),
             "HSEARCH_LOG_LEVEL": "INFO",
+            # Tests submit jobs seconds apart: batched flushes, without 10 s waits.
+            "HSEARCH_INGEST__FLUSH_MIN_INTERVAL_S": "1",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false",

@@ -66,6 +66,19 @@ class MilvusSettings(BaseModel):
     hnsw_m: int = Field(default=16, ge=4, le=64)
     hnsw_ef_construction: int = Field(default=256, ge=8, le=512)
     hnsw_ef: int = Field(default=128, ge=1, le=4096)
+    hnsw_max_ef: int = Field(
+        default=16384,
+        ge=1,
+        le=32768,
+        description="Widest ef a filtered dense search may use (docs/filtered-search.md).",
+    )
+    exact_search_max_rows: int = Field(
+        default=1000,
+        ge=0,
+        le=100_000,
+        description="A filtered dense search matching at most this many chunks scores "
+        "them all exactly instead of searching HNSW (docs/filtered-search.md).",
+    )
     write_timeout_s: float = Field(default=30.0, gt=0)
     lite_host: str = Field(default="127.0.0.1", description="`hsearch run`: Milvus Lite bind host.")
     lite_port: int = Field(default=19530, ge=1, le=65535, description="`hsearch run`: its port.")
@@ -161,6 +174,14 @@ class IngestSettings(BaseModel):
     chunk_overlap_chars: int = Field(default=150, ge=0, le=5000)
     max_documents_per_request: int = Field(default=5000, ge=1, le=100000)
     max_document_chars: int = Field(default=1_000_000, ge=1)
+    flush_min_interval_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=3600,
+        description="A job's end flushes the vector store unless a flush began less than "
+        "this long ago; then one timed flush serves every job finishing meanwhile. A job "
+        "is reported finished once flushed (docs/benchmarks.md, Flush).",
+    )
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:

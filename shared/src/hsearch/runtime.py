@@ -68,6 +68,7 @@ class Services:
     statistics: LexicalStatistics
     search: SearchService
     queue_factory: Callable[[], JobQueue] = field(repr=False)
+    _indexers: list[IndexingService] = field(default_factory=list, repr=False, init=False)
 
     @cached_property
     def queue(self) -> JobQueue:
@@ -76,15 +77,19 @@ class Services:
         return self.queue_factory()
 
     def indexing(self) -> IndexingService:
-        """A new indexing service on these resources: what a worker runs per job."""
-        return IndexingService(
+        """A new indexing service on these resources: what a worker runs per job.
+        Closing these resources closes it too (its waiting flush runs first)."""
+        indexer = IndexingService(
             session_factory=self.sessions,
             embedder=self.embedder,
             store=self.store,
             statistics=self.statistics,
             chunk_max_chars=self.settings.ingest.chunk_max_chars,
             chunk_overlap_chars=self.settings.ingest.chunk_overlap_chars,
+            flush_min_interval_s=self.settings.ingest.flush_min_interval_s,
         )
+        self._indexers.append(indexer)
+        return indexer
 
     async def check_readiness(self) -> Readiness:
         """Probe the metadata database and the vector store, each in a worker thread
@@ -110,6 +115,8 @@ class Services:
         self.close()
 
     def close(self) -> None:
+        for indexer in self._indexers:
+            indexer.close()
         self.store.close()
         self.engine.dispose()
 

@@ -26,6 +26,7 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
+from tests.unit.ingestion.timing import Clock, Timers
 
 TENANT = "t1"
 
@@ -62,7 +63,11 @@ def make_service(
     sessions: sessionmaker[Session],
     store: InMemoryVectorStore,
     embedder: FakeEmbedder | None = None,
+    *,
+    timers: Timers | None = None,
 ) -> IndexingService:
+    """An indexer flushing after every job, or, given ``timers``, at most once per
+    10 s of a clock that stands still (the timers fire when a test says so)."""
     return IndexingService(
         session_factory=sessions,
         embedder=embedder or FakeEmbedder(),
@@ -70,6 +75,9 @@ def make_service(
         statistics=LexicalStatistics(sessions),
         chunk_max_chars=200,
         chunk_overlap_chars=0,
+        flush_min_interval_s=0 if timers is None else 10,
+        clock=Clock(),
+        start_timer=timers or Timers(),
     )
 
 
@@ -224,3 +232,80 @@ def test_chunks_of_an_abandoned_attempt_are_removed_by_the_next_version(
     run(sessions, service, docs(("a", "A new, short version.")))
     assert store.chunk_ids(tenant_id=TENANT, document_id=doc).isdisjoint(orphans)
     assert store.count(tenant_id=TENANT) == 1
+
+
+class FlushCountingStore(InMemoryVectorStore):
+    """Records, for each flush, how many chunk writes preceded it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+        self.flushes: list[int] = []
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        super().upsert(records)
+        self.writes += len(records)
+
+    def flush(self) -> None:
+        self.flushes.append(self.writes)
+
+
+def statuses(sessions: sessionmaker[Session], job_ids: Sequence[uuid.UUID]) -> list[JobStatus]:
+    return [get_job(sessions, j).status for j in job_ids]
+
+
+def test_a_job_is_reported_finished_once_its_chunks_are_flushed(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = FlushCountingStore()
+    job_id = run(sessions, make_service(sessions, store), docs(A, B))
+    assert get_job(sessions, job_id).status is JobStatus.SUCCEEDED
+    assert store.flushes == [store.writes], "one flush, after the job's last write"
+
+
+def test_back_to_back_jobs_share_a_flush(sessions: sessionmaker[Session]) -> None:
+    store = FlushCountingStore()
+    timers = Timers()
+    service = make_service(sessions, store, timers=timers)
+    jobs = [submit(sessions, docs((f"d{i}", f"Document number {i}."))) for i in range(5)]
+    assert [service.process_job(j) for j in jobs] == [JobStatus.SUCCEEDED] + [JobStatus.RUNNING] * 4
+    assert len(store.flushes) == 1, "the first job flushed; the others wait for the timer"
+    assert statuses(sessions, jobs) == [JobStatus.SUCCEEDED] + [JobStatus.RUNNING] * 4
+    assert [get_job(sessions, j).indexed for j in jobs] == [1] * 5, "written, not yet finished"
+    assert timers.live() == [10.0]
+    timers.fire()
+    assert store.flushes == [1, 5], "one more flush, after every write"
+    assert statuses(sessions, jobs) == [JobStatus.SUCCEEDED] * 5
+
+
+def test_a_job_that_wrote_nothing_finishes_without_waiting(sessions: sessionmaker[Session]) -> None:
+    store = FlushCountingStore()
+    service = make_service(sessions, store, timers=Timers())
+    run(sessions, service, docs(A))
+    again = submit(sessions, docs(A))  # unchanged: skipped, nothing written
+    assert service.process_job(again) is JobStatus.SUCCEEDED
+    assert len(store.flushes) == 1
+
+
+def test_closing_runs_the_waiting_flush(sessions: sessionmaker[Session]) -> None:
+    store = FlushCountingStore()
+    service = make_service(sessions, store, timers=Timers())
+    run(sessions, service, docs(A))
+    waiting = run(sessions, service, docs(B))
+    assert get_job(sessions, waiting).status is JobStatus.RUNNING
+    service.close()
+    assert get_job(sessions, waiting).status is JobStatus.SUCCEEDED
+    assert len(store.flushes) == 2
+
+
+def test_jobs_a_stopped_worker_left_waiting_finish_with_the_next_flush(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = FlushCountingStore()
+    stopped = make_service(sessions, store, timers=Timers())  # its timer never fires
+    run(sessions, stopped, docs(A))
+    orphan = run(sessions, stopped, docs(B))
+    other = make_service(sessions, store)  # another worker process
+    job_id = run(sessions, other, docs(C))
+    assert statuses(sessions, [orphan, job_id]) == [JobStatus.SUCCEEDED] * 2
+    assert len(store.flushes) == 2

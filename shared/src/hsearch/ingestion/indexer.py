@@ -9,12 +9,21 @@ Indexing a job is safe to run twice and to kill at any point:
   transaction that marks its job item done, after Milvus has the new chunks and the
   stale ones are deleted, so a re-delivered job redoes exactly the unfinished items;
 * unchanged content (same hash, same encoder) is skipped without touching Milvus.
+
+A job is reported finished (its terminal status) only once a store flush that began
+after its last write has run, so a finished job's chunks are sealed and fast to search.
+Until then it stays ``running`` with no pending item; :class:`FlushSchedule` decides when
+the flush runs, one for many jobs when they finish close together. A worker finishes
+the jobs it wrote; its first flush also finishes those a stopped worker left waiting.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -28,6 +37,7 @@ from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
 from hsearch.ingestion.chunking import chunk_text
+from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
 from hsearch.ingestion.ids import chunk_id, document_id
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
@@ -59,7 +69,13 @@ class IndexingService:
         chunk_max_chars: int,
         chunk_overlap_chars: int,
         batch_documents: int = 16,
+        flush_min_interval_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+        start_timer: TimerFactory = start_thread_timer,
     ) -> None:
+        """``flush_min_interval_s`` 0 flushes at the end of every job that wrote
+        chunks; ``clock`` and ``start_timer`` drive the flush schedule (tests replace
+        them)."""
         self._sessions = session_factory
         self._embedder = embedder
         self._store = store
@@ -68,12 +84,22 @@ class IndexingService:
         self._chunk_overlap = chunk_overlap_chars
         self._batch = batch_documents
         self._collection_ready = False
+        # Jobs written here and not yet finished; the timer thread reads it too.
+        self._waiting: set[uuid.UUID] = set()
+        self._waiting_lock = threading.Lock()
+        self._started = utcnow()
+        self._swept = False
+        self._flushes = FlushSchedule(
+            self._seal, min_interval_s=flush_min_interval_s, clock=clock, start_timer=start_timer
+        )
 
     def process_job(self, job_id: uuid.UUID) -> JobStatus:
-        """Index every pending item of ``job_id``; returns the final status.
+        """Index every pending item of ``job_id``; returns the final status, or
+        ``running`` when the job's chunks wait for a flush that a timer runs (the job
+        finishes then).
 
         Raises :class:`BackendError` (transient) with the job left ``running`` so a
-        retry or a re-delivery picks up the remaining items.
+        retry or a re-delivery picks up the remaining items (or the flush).
         """
         with transaction(self._sessions) as session:
             job = JobRepository(session).lock(job_id)
@@ -97,22 +123,74 @@ class IndexingService:
             changed |= self._process_batch(job_id, tenant_id, pending[start : start + self._batch])
 
         with transaction(self._sessions) as session:
-            job = JobRepository(session).lock(job_id)
-            if job is None:
-                raise JobNotFoundError(f"job {job_id} not found")
-            job.status = _final_status(job)
-            job.finished_at = utcnow()
+            job = self._lock(session, job_id)
             if changed:
                 TenantRepository(session).bump_generation(tenant_id)
+            if job.status in TERMINAL:  # a flush for another job finished this one
+                return job.status
+            if job.indexed == 0:
+                return self._finish(job)  # nothing of it in the store: nothing to seal
             logger.info(
-                "ingest.job.finished job_id=%s status=%s indexed=%d skipped=%d failed=%d",
+                "ingest.job.written job_id=%s indexed=%d: finished at the next flush",
                 job_id,
-                job.status,
                 job.indexed,
-                job.skipped,
-                job.failed,
             )
-            return job.status
+        with self._waiting_lock:
+            self._waiting.add(job_id)
+        if not self._flushes.request():
+            return JobStatus.RUNNING
+        with transaction(self._sessions) as session:
+            return self._lock(session, job_id).status
+
+    def close(self) -> None:
+        """Run a flush that is waiting for its interval now, so the jobs it would
+        finish do not stay ``running`` (a worker process shutting down). If it fails
+        they finish with the next flush of any worker."""
+        try:
+            self._flushes.drain()
+        except HsearchError as exc:
+            logger.warning("ingest.flush.failed at shutdown error=%s", exc)
+
+    def _seal(self) -> None:
+        """Flush the store, then report finished the jobs written before the flush
+        began: this worker's, and at its first flush those a worker stopped before its
+        timer fired left waiting (jobs with every item done that started before this
+        service; a worker finishes only its own jobs otherwise, since the metadata
+        database may serve collections it does not flush, as in the test suite)."""
+        with self._waiting_lock:
+            jobs = set(self._waiting)
+        if not self._swept:
+            with transaction(self._sessions) as session:
+                jobs.update(JobRepository(session).written_ids(started_before=self._started))
+        if not jobs:
+            return
+        started = time.perf_counter()
+        self._store.flush()
+        with transaction(self._sessions) as session:
+            for job_id in jobs:
+                job = JobRepository(session).lock(job_id)
+                if job is not None and job.status is JobStatus.RUNNING:
+                    self._finish(job)
+        with self._waiting_lock:
+            self._waiting.difference_update(jobs)
+        self._swept = True
+        logger.info(
+            "ingest.flush.done jobs=%d seconds=%.2f", len(jobs), time.perf_counter() - started
+        )
+
+    @staticmethod
+    def _finish(job: IngestionJob) -> JobStatus:
+        job.status = _final_status(job)
+        job.finished_at = utcnow()
+        logger.info(
+            "ingest.job.finished job_id=%s status=%s indexed=%d skipped=%d failed=%d",
+            job.id,
+            job.status,
+            job.indexed,
+            job.skipped,
+            job.failed,
+        )
+        return job.status
 
     def fail_job(self, job_id: uuid.UUID, *, error: str) -> None:
         """Give up on a job (retries exhausted, or an unexpected error escaped the task):

@@ -15,6 +15,8 @@ def create_vector_store(settings: MilvusSettings, *, uri: str) -> MilvusVectorSt
         hnsw_m=settings.hnsw_m,
         hnsw_ef_construction=settings.hnsw_ef_construction,
         hnsw_ef=settings.hnsw_ef,
+        hnsw_max_ef=settings.hnsw_max_ef,
+        exact_search_max_rows=settings.exact_search_max_rows,
         write_timeout=settings.write_timeout_s,
         leg_uris={
             leg: leg_uri

@@ -3,6 +3,10 @@
 One collection holds each chunk's dense and sparse vectors; the tenant id is the
 partition key. The encoder a collection was built with is stored in its properties
 and checked on every open.
+
+The dense leg returns what an exact search would rank first under any filter, which
+HNSW alone does not: see :meth:`MilvusVectorStore.search_dense` and
+docs/filtered-search.md.
 """
 
 from __future__ import annotations
@@ -10,17 +14,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
+import numpy as np
 from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
 
 from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import EncoderMismatchError, VectorStoreError, VectorStoreTimeoutError
 from hsearch.types import SparseVector
-from hsearch.vectorstore.filters import FilterNode
-from hsearch.vectorstore.milvus_filters import compile_filter, quote_string
+from hsearch.vectorstore.filters import FilterNode, matches
+from hsearch.vectorstore.milvus_filters import compile_filter, quote_string, tenant_expression
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
 from hsearch.vectorstore.schema import (
     DENSE_FIELD,
@@ -44,6 +51,15 @@ SCHEMA_VERSION = "1"
 # Outside every encoder's index space (term hashes < 2**31, token ids < 2**20).
 EMPTY_SPARSE_INDEX = 2**32 - 2
 
+# Filtered dense search (docs/filtered-search.md). The sample is the tenant's nearest
+# SAMPLE_FACTOR x limit chunks: for a filter keeping half the chunks it holds 1.5 x limit
+# matches on average, the limit 5.8 standard deviations below (limit 100).
+SAMPLE_FACTOR = 3
+# HNSW under a filter finds matches only among the nodes its ef-wide frontier passes:
+# ef = EF_PER_MATCH x limit / (share of matches in the sample). Measured on Milvus Lite
+# at 5 % selectivity (20,000 chunks, limit 100): ef 2,048 recall 0.95, this rule 0.99.
+EF_PER_MATCH = 2
+
 _SCALAR_TYPES: Mapping[FieldType, DataType] = {
     FieldType.STRING: DataType.VARCHAR,
     FieldType.INT: DataType.INT64,
@@ -66,6 +82,8 @@ class MilvusVectorStore:
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 256,
         hnsw_ef: int = 128,
+        hnsw_max_ef: int = 16384,
+        exact_search_max_rows: int = 1000,
         write_timeout: float = 30.0,
         leg_uris: Mapping[str, str] | None = None,
     ) -> None:
@@ -75,6 +93,8 @@ class MilvusVectorStore:
         self._hnsw_m = hnsw_m
         self._hnsw_ef_construction = hnsw_ef_construction
         self._hnsw_ef = hnsw_ef
+        self._hnsw_max_ef = max(hnsw_max_ef, hnsw_ef)
+        self._exact_max_rows = exact_search_max_rows
         self._write_timeout = write_timeout
         try:
             self._client = MilvusClient(uri=uri, token=self._token)
@@ -258,15 +278,101 @@ class MilvusVectorStore:
         limit: int,
         timeout: float,
     ) -> list[StoredHit]:
-        return await self._search(
-            [list(vector)],
-            anns_field=DENSE_FIELD,
-            params={"metric_type": "IP", "params": {"ef": max(self._hnsw_ef, limit)}},
-            tenant_id=tenant_id,
-            filter=filter,
-            limit=limit,
-            timeout=timeout,
+        """The ``limit`` chunks an exact search under the tenant and ``filter`` ranks
+        first (docs/filtered-search.md).
+
+        HNSW searched under a condition only finds the matching chunks its ef-wide
+        frontier walks past: fine when most chunks match, a few percent of the
+        matches when few do (Milvus Lite, ef 128: recall 0.27 at 5 % selectivity, 0.04
+        at 0.5 %). So a filter costs one more request, a sample of the tenant's nearest
+        chunks, which is either the answer (a broad filter) or tells how selective the
+        filter is near the query: moderately, and HNSW runs with an ef that grows as
+        the share of matches falls; very, and the matching chunks are scored exactly.
+        Without a filter the search is HNSW alone, as fast as ever; only a result
+        shorter than ``limit`` (a tenant smaller than the limit, which may share its
+        partition with larger ones) is checked with an exact search.
+        """
+        query = np.asarray(vector, dtype=np.float32)
+        deadline = time.monotonic() + timeout
+        tenant = tenant_expression(tenant_id)
+        if filter is None:
+            hits = await self._dense_ann(query, expr=tenant, limit=limit, ef=0, deadline=deadline)
+            if len(hits) >= limit:
+                return hits
+            exact = await self._dense_exact(query, expr=tenant, limit=limit, deadline=deadline)
+            return hits if exact is None else exact
+
+        size = SAMPLE_FACTOR * limit
+        sample = await self._dense_ann(query, expr=tenant, limit=size, ef=0, deadline=deadline)
+        kept = [hit for hit in sample if matches(filter, hit.fields)]
+        expr = compile_filter(filter, tenant_id=tenant_id)
+        if len(sample) == size:  # a short sample: a small tenant, perhaps sharing HNSW graphs
+            if len(kept) >= limit:
+                return kept[:limit]
+            if kept:
+                ef = math.ceil(EF_PER_MATCH * limit * size / len(kept))
+                if ef <= self._hnsw_max_ef:
+                    return await self._dense_ann(
+                        query, expr=expr, limit=limit, ef=ef, deadline=deadline
+                    )
+        exact = await self._dense_exact(query, expr=expr, limit=limit, deadline=deadline)
+        if exact is not None:
+            return exact
+        # Many matches, but rare near the query: the widest graph search allowed.
+        return await self._dense_ann(
+            query, expr=expr, limit=limit, ef=self._hnsw_max_ef, deadline=deadline
         )
+
+    async def _dense_ann(
+        self, query: np.ndarray[Any, Any], *, expr: str, limit: int, ef: int, deadline: float
+    ) -> list[StoredHit]:
+        """HNSW under ``expr``; ``ef`` at least the configured one and ``limit``."""
+        return await self._search(
+            [query.tolist()],
+            anns_field=DENSE_FIELD,
+            params={"metric_type": "IP", "params": {"ef": max(self._hnsw_ef, limit, ef)}},
+            expr=expr,
+            limit=limit,
+            timeout=_remaining(deadline, DENSE_FIELD),
+        )
+
+    async def _dense_exact(
+        self, query: np.ndarray[Any, Any], *, expr: str, limit: int, deadline: float
+    ) -> list[StoredHit] | None:
+        """The exact top ``limit`` under ``expr`` when it matches at most
+        ``exact_search_max_rows`` chunks (``None`` when it matches more): their vectors
+        are fetched and scored here."""
+        client = self._get_async_client(DENSE_FIELD)
+        try:
+            rows = await client.query(
+                self._collection,
+                filter=expr,
+                output_fields=[*OUTPUT_FIELDS, DENSE_FIELD],
+                limit=self._exact_max_rows + 1,
+                timeout=_remaining(deadline, DENSE_FIELD),
+            )
+        except (MilvusException, grpc.RpcError, OSError) as exc:
+            if missed_deadline(exc):
+                msg = f"Milvus query on {DENSE_FIELD} missed its deadline: {exc}"
+                raise VectorStoreTimeoutError(msg) from exc
+            raise VectorStoreError(f"Milvus query on {DENSE_FIELD} failed: {exc}") from exc
+        if len(rows) > self._exact_max_rows:
+            return None
+        if not rows:
+            return []
+        vectors = np.asarray([row[DENSE_FIELD] for row in rows], dtype=np.float32)
+        scores = vectors @ query
+        ids = [str(row[PRIMARY_FIELD]) for row in rows]
+        # Best score first; equal scores in chunk id order, for a stable answer.
+        order = sorted(range(len(rows)), key=lambda i: (-scores[i], ids[i]))[:limit]
+        return [
+            StoredHit(
+                chunk_id=ids[i],
+                score=float(scores[i]),
+                fields=_from_entity({k: rows[i].get(k) for k in OUTPUT_FIELDS}),
+            )
+            for i in order
+        ]
 
     async def search_sparse(
         self,
@@ -279,13 +385,14 @@ class MilvusVectorStore:
     ) -> list[StoredHit]:
         if len(vector) == 0:
             return []  # no known term: an empty leg, not an error
+        # The inverted index scores every chunk sharing a term with the query, under
+        # the filter: exact at any selectivity (tests/integration/test_filtered_recall.py).
         return await self._search(
             [vector.to_dict()],
             anns_field=SPARSE_FIELD,
             # Milvus Lite rejects a non-zero drop ratio on search.
             params={"metric_type": "IP", "params": {"drop_ratio_search": 0.0}},
-            tenant_id=tenant_id,
-            filter=filter,
+            expr=compile_filter(filter, tenant_id=tenant_id),
             limit=limit,
             timeout=timeout,
         )
@@ -296,12 +403,10 @@ class MilvusVectorStore:
         *,
         anns_field: str,
         params: dict[str, Any],
-        tenant_id: str,
-        filter: FilterNode | None,
+        expr: str,
         limit: int,
         timeout: float,
     ) -> list[StoredHit]:
-        expr = compile_filter(filter, tenant_id=tenant_id)
         client = self._get_async_client(anns_field)
         try:
             result = await client.search(
@@ -388,6 +493,14 @@ def missed_deadline(exc: BaseException) -> bool:
             return True
         pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return False
+
+
+def _remaining(deadline: float, leg: str) -> float:
+    """Seconds left for the next request of a leg that makes several."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise VectorStoreTimeoutError(f"Milvus search on {leg} ran out of time")
+    return left
 
 
 def _to_row(r: ChunkRecord) -> dict[str, Any]:

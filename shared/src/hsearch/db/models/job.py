@@ -13,7 +13,7 @@ from hsearch.db.base import Base, JSONType, utcnow
 
 class JobStatus(StrEnum):
     QUEUED = "queued"
-    RUNNING = "running"
+    RUNNING = "running"  # being indexed, or indexed and waiting for its flush (indexer.py)
     SUCCEEDED = "succeeded"  # every item indexed or skipped
     PARTIAL = "partial"  # some items failed, the rest landed
     FAILED = "failed"  # every item failed, or the job itself could not run

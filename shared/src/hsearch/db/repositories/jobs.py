@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hsearch.db.models import IngestionJob, JobItem, JobItemStatus
+from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 
 
 class JobRepository:
@@ -35,6 +36,25 @@ class JobRepository:
                 select(JobItem.id)
                 .where(JobItem.job_id == job_id, JobItem.status == JobItemStatus.PENDING)
                 .order_by(JobItem.ordinal)
+            )
+        )
+
+    def written_ids(self, *, started_before: datetime) -> list[uuid.UUID]:
+        """Jobs started before ``started_before``, still running with no pending
+        item: every chunk written, the job not yet reported finished (it waits for a
+        flush)."""
+        pending = (
+            select(JobItem.id)
+            .where(JobItem.job_id == IngestionJob.id, JobItem.status == JobItemStatus.PENDING)
+            .exists()
+        )
+        return list(
+            self._session.scalars(
+                select(IngestionJob.id).where(
+                    IngestionJob.status == JobStatus.RUNNING,
+                    IngestionJob.started_at < started_before,
+                    ~pending,
+                )
             )
         )
 
