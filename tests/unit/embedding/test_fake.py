@@ -78,8 +78,26 @@ def test_documents_in_order_and_like_queries() -> None:
     fake = FakeEmbedder()
     texts = ["one", "two words", "", "three little words"]
     documents = fake.embed_documents(texts)
-    assert documents == [fake.embed_query(t) for t in texts]
+    queries = [fake.embed_query(t) for t in texts]
+    assert [d.dense for d in documents] == [q.dense for q in queries]
+    # A query also holds the folded form of each word whose stem differs ("words").
+    for document, query in zip(documents, queries, strict=True):
+        assert set(document.sparse.indices) <= set(query.sparse.indices)
+    assert documents[0] == queries[0]  # "one" is its own stem
+    assert len(queries[1].sparse) == len(documents[1].sparse) + 1
     assert fake.embed_documents([]) == []
+
+
+def test_documents_are_analysed_in_their_language() -> None:
+    fake = FakeEmbedder()
+    english, german, unknown = fake.embed_documents(
+        ["the volcanoes", "the volcanoes", "the volcanoes"], langs=["en", "de", ""]
+    )
+    assert english.sparse == unknown.sparse == term_frequencies("volcano")[0]
+    assert german.sparse == term_frequencies("the volcanoes", lang="de")[0]
+    assert len(german.sparse) == 2  # no stop words, no stems outside English
+    with pytest.raises(ValueError, match="2 language tags for 3 texts"):
+        fake.embed_documents(["a", "b", "c"], langs=["en", "de"])
 
 
 @given(st.text(max_size=200))

@@ -15,8 +15,14 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, SparseVector
-from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, term_id
+from hsearch.embedding.protocol import (
+    Embedding,
+    EncoderInfo,
+    SparseKind,
+    SparseVector,
+    document_langs,
+)
+from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, analyze_query, term_id
 
 __all__ = ["FakeEmbedder"]
 
@@ -66,17 +72,26 @@ class FakeEmbedder:
     def info(self) -> EncoderInfo:
         return self._info
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        """Encode passages; the sparse counts sum to each passage's length in terms."""
-        return [self._embed(text) for text in texts]
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        """Encode passages; the sparse counts sum to each passage's length in terms,
+        analysed in the passage's language (``langs``; unknown when ``None``)."""
+        return [
+            self._embed(terms, terms)
+            for terms in (
+                analyze(text, lang=lang)
+                for text, lang in zip(texts, document_langs(texts, langs), strict=True)
+            )
+        ]
 
     def embed_query(self, text: str) -> Embedding:
-        """Encode one query (same analysis as documents)."""
-        return self._embed(text)
+        """Encode one query: the dense side from the terms a document with this text would
+        have, the sparse side from the query's terms (:func:`analyze_query`)."""
+        return self._embed(analyze(text), analyze_query(text))
 
-    def _embed(self, text: str) -> Embedding:
-        terms = analyze(text)
-        counts = Counter(term_id(term) for term in terms)
+    def _embed(self, terms: list[str], sparse_terms: list[str]) -> Embedding:
+        counts = Counter(term_id(term) for term in sparse_terms)
         sparse = SparseVector.from_mapping({i: float(n) for i, n in counts.items()})
         return Embedding(dense=self._dense(terms), sparse=sparse)
 

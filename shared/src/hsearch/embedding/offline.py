@@ -21,9 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hsearch.embedding.fingerprint import fingerprint
-from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind
+from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, document_langs
 from hsearch.errors import EncoderError
-from hsearch.lexical.analyzer import ANALYZER_VERSION, term_frequencies
+from hsearch.lexical.analyzer import (
+    ANALYZER_VERSION,
+    query_term_frequencies,
+    term_frequencies,
+)
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -128,20 +132,24 @@ class OfflineEmbedder:
     def info(self) -> EncoderInfo:
         return self._info
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        """Encode passages; each sparse vector's counts sum to the passage's length in terms."""
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        """Encode passages; each sparse vector's counts sum to the passage's length in
+        terms, analysed in the passage's language (``langs``; unknown when ``None``)."""
         if not texts:
             return []
+        languages = document_langs(texts, langs)
         dense = self._encode_dense(list(texts))
         return [
-            Embedding(dense=vector, sparse=term_frequencies(text)[0])
-            for vector, text in zip(dense, texts, strict=True)
+            Embedding(dense=vector, sparse=term_frequencies(text, lang=lang)[0])
+            for vector, text, lang in zip(dense, texts, languages, strict=True)
         ]
 
     def embed_query(self, text: str) -> Embedding:
         """Encode one query: MiniLM vector + term counts (the pipeline applies IDF)."""
         (dense,) = self._encode_dense([text])
-        return Embedding(dense=dense, sparse=term_frequencies(text)[0])
+        return Embedding(dense=dense, sparse=query_term_frequencies(text))
 
     def _encode_dense(self, texts: list[str]) -> list[tuple[float, ...]]:
         try:

@@ -78,10 +78,32 @@ class Embedder(Protocol):
     @property
     def info(self) -> EncoderInfo: ...
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        """Encode passages in batches; one embedding per text, in order."""
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        """Encode passages in batches; one embedding per text, in order.
+
+        ``langs`` holds each text's language tag (``""``: unknown), for encoders whose
+        analysis depends on the language (the lexical analyzer's English rules);
+        ``None``: all unknown. Encoders that read every language alike ignore it.
+        """
         ...
 
     def embed_query(self, text: str) -> Embedding:
         """Encode one query."""
         ...
+
+
+def document_langs(texts: Sequence[str], langs: Sequence[str] | None) -> Sequence[str]:
+    """The language tag of each of ``texts`` as :meth:`Embedder.embed_documents` takes
+    them: ``langs`` checked against ``texts``, or all unknown (``""``) for ``None``.
+
+    Raises:
+        ValueError: ``langs`` and ``texts`` differ in length.
+    """
+    if langs is None:
+        return [""] * len(texts)
+    if len(langs) != len(texts):
+        msg = f"got {len(langs)} language tags for {len(texts)} texts"
+        raise ValueError(msg)
+    return langs

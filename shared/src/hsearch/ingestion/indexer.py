@@ -58,6 +58,7 @@ class _PreparedItem:
     item_id: int
     document_id: uuid.UUID
     title: str
+    lang: str
     chunks: tuple[str, ...]
     chunk_ids: tuple[str, ...]
 
@@ -215,6 +216,7 @@ class IndexingService:
                         item_id=item.id,
                         document_id=doc_id,
                         title=item.title,
+                        lang=item.lang,
                         chunks=tuple(chunks),
                         chunk_ids=tuple(chunk_id(doc_id, i, c) for i, c in enumerate(chunks)),
                     )
@@ -227,15 +229,17 @@ class IndexingService:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
         document fails alone. Returns embeddings and errors by item id."""
         texts = [_embedding_text(p.title, c) for p in todo for c in p.chunks]
+        langs = [p.lang for p in todo for _ in p.chunks]
         out: dict[int, list[Embedding]] = {}
         errors: dict[int, HsearchError] = {}
         try:
-            flat = self._embedder.embed_documents(texts) if texts else []
+            flat = self._embedder.embed_documents(texts, langs=langs) if texts else []
         except HsearchError:
             for prepared in todo:
                 try:
                     out[prepared.item_id] = self._embedder.embed_documents(
-                        [_embedding_text(prepared.title, c) for c in prepared.chunks]
+                        [_embedding_text(prepared.title, c) for c in prepared.chunks],
+                        langs=[prepared.lang] * len(prepared.chunks),
                     )
                 except HsearchError as exc:
                     errors[prepared.item_id] = exc
