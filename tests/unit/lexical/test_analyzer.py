@@ -11,6 +11,7 @@ from hsearch.lexical.analyzer import (
     MAX_TERM_CHARS,
     STOP_WORDS,
     TERM_ID_BOUND,
+    UNSTEMMED_PREFIX,
     Token,
     analyze,
     analyze_query,
@@ -45,7 +46,8 @@ from hsearch.lexical.analyzer import (
 )
 def test_word_tokens(text: str, expected: list[str]) -> None:
     # A language without stop words or stems (anything but English): tokens and folding.
-    assert analyze(text, lang="xx") == expected
+    terms = analyze(text, lang="xx")
+    assert [term.removeprefix(UNSTEMMED_PREFIX) for term in terms] == expected
 
 
 @pytest.mark.parametrize(
@@ -129,8 +131,8 @@ def test_term_frequencies_counts_and_length() -> None:
     vector, length = term_frequencies("the cat and the hat, the end", lang="xx")
     assert length == 7
     counts = vector.to_dict()
-    assert counts[term_id("the")] == 3.0
-    assert counts[term_id("cat")] == 1.0
+    assert counts[term_id("=the")] == 3.0
+    assert counts[term_id("=cat")] == 1.0
     assert sum(counts.values()) == length
     assert list(vector.indices) == sorted(vector.indices)
     # English (or unknown) text: the stop words are not counted, nor in the length.
@@ -223,17 +225,29 @@ def test_english_or_unknown_language_gets_english_rules(lang: str | None) -> Non
 
 @pytest.mark.parametrize("lang", ["de", "fr", "ja", "vi", "eng-x"])
 def test_other_languages_keep_their_words(lang: str) -> None:
-    assert analyze("The volcanoes", lang=lang) == ["the", "volcanoes"]
+    assert analyze("The volcanoes 2024", lang=lang) == ["=the", "=volcanoes", "2024"]
 
 
 def test_queries_match_documents_in_any_language() -> None:
-    # A query has no language: it holds the English stem and the folded word, so it
-    # matches an English document (stems) and a German one (folded words) alike.
+    # A query has no language: it holds the English stem and the marked folded word, so
+    # it matches an English document (stems) and a German one (folded words) alike.
     query = set(analyze_query("Volcanoes"))
-    assert query == {"volcano", "volcanoes"}
+    assert query == {"volcano", "=volcanoes"}
     assert set(analyze("volcanoes", lang="en")) <= query
     assert set(analyze("Volcanoes", lang="de")) <= query
     assert set(analyze("Vulkane", lang="de")) <= set(analyze_query("vulkane"))
+    assert not set(analyze_query("number")) & set(analyze("numbering", lang="de"))
+
+
+@given(st.text())
+def test_english_documents_hold_no_marked_words(text: str) -> None:
+    # So a query's marked forms (for other languages) never match an English document.
+    assert not any(term.startswith(UNSTEMMED_PREFIX) for term in analyze(text))
+    assert all(
+        term.startswith(UNSTEMMED_PREFIX)
+        for term in analyze(text, lang="de")
+        if any(c.isalpha() and c.isascii() for c in term)
+    )
 
 
 def test_japanese_is_unchanged() -> None:
@@ -241,7 +255,8 @@ def test_japanese_is_unchanged() -> None:
     text = "東京は日本の首都です。"
     expected = ["東京", "京は", "は日", "日本", "本の", "の首", "首都", "都で", "です"]
     assert analyze(text) == analyze(text, lang="ja") == analyze_query(text) == expected
-    assert analyze("Milvusで検索する", lang="ja") == ["milvus", "で検", "検索", "索す", "する"]
+    assert analyze("Milvusで検索する") == ["milvus", "で検", "検索", "索す", "する"]
+    assert analyze("Milvusで検索する", lang="ja")[0] == "=milvus"  # Latin, not English
 
 
 def test_other_scripts_are_not_stemmed() -> None:
@@ -250,8 +265,8 @@ def test_other_scripts_are_not_stemmed() -> None:
 
 
 def test_match_terms_reads_a_word_like_a_query() -> None:
-    assert match_terms("Volcanoes") == {"volcano", "volcanoes"}
-    assert match_terms("café") == {"cafe"}
+    assert match_terms("Volcanoes") == {"volcano", "=volcanoes"}
+    assert match_terms("café") == {"cafe", "=cafe"}
     assert match_terms("and") == match_terms("The") == frozenset()
 
 

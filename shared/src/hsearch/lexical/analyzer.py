@@ -18,20 +18,21 @@ Analysis, in order:
 4. English words: a Latin-script word of an English document (``lang`` ``en``, or no
    ``lang`` at all: then the script decides) is dropped when it is an English stop word
    (:data:`STOP_WORDS`) and otherwise reduced to its Snowball (Porter2) stem
-   (``volcanoes`` → ``volcano``). Documents in another language keep their words as
-   folded (no English rules on German or Vietnamese text); words in other scripts are
-   never stemmed.
+   (``volcanoes`` → ``volcano``). Documents in another language keep their Latin words
+   as folded, marked as such (:data:`UNSTEMMED_PREFIX`; no English rules on German or
+   Vietnamese text); words in other scripts are never stemmed.
 5. CJK runs (Han, Hiragana, Katakana, Hangul) inside a token become overlapping character
    bigrams (``東京都`` → ``東京``, ``京都``); a one-character run stays a unigram. This is
    the Lucene ``CJKBigramFilter`` approach: no dictionary, recall-friendly, and good
    enough for BM25 on Japanese, Chinese and Korean.
 
-Queries carry no language, so :func:`analyze_query` reads Latin words as English (step 4)
-and also keeps each word's folded form where its stem differs: a document analysed in
-another language (which holds ``volcanoes``, unstemmed) still matches the query
-``volcanoes``, and in an English document that form matches nothing, so BM25 leaves it
-out (document frequency 0). Stop words are dropped from queries in every form: they
-cannot weigh in a ranking.
+Queries carry no language, so :func:`analyze_query` gives each Latin word in both forms:
+its stem, which English documents hold, and its folded form marked with
+:data:`UNSTEMMED_PREFIX` (``=volcanoes``), which documents in other languages hold. Each
+document holds one of the two vocabularies, so a query word matches it through one form
+at most; in a tenant without such documents the marked forms match nothing and BM25
+leaves them out (document frequency 0). Stop words are dropped from queries in every
+form: they cannot weigh in a ranking.
 
 Scripts written without spaces other than CJK (Thai, Lao, Khmer, Burmese) come out as
 whole-phrase tokens; they would need a dictionary segmenter, which is out of scope.
@@ -61,6 +62,7 @@ __all__ = [
     "MAX_TERM_CHARS",
     "STOP_WORDS",
     "TERM_ID_BOUND",
+    "UNSTEMMED_PREFIX",
     "Token",
     "analyze",
     "analyze_query",
@@ -111,6 +113,13 @@ rare words (docs/analyzer.md measures both)."""
 
 _ENGLISH = "en"
 """The language tag (primary subtag) whose Latin words get stop words and stems."""
+
+UNSTEMMED_PREFIX = "="
+"""Marks the term of a Latin word analysed without the English rules (a document in
+another language): ``volcanoes`` there is ``=volcanoes``. Stems and these words are then
+two vocabularies, so the form a query adds for other languages never matches an English
+document by accident (``number`` the word is not ``number`` the stem of ``numbered``).
+No token holds ``=``, so no other term starts with it."""
 
 _CJK_RANGES = (
     "\u1100-\u11ff"  # Hangul Jamo
@@ -260,17 +269,18 @@ def _is_english(lang: str | None) -> bool:
     return lang.strip().lower().replace("_", "-").split("-", 1)[0] in ("", "und", _ENGLISH)
 
 
-def _word_forms(token: str, *, english: bool) -> tuple[str, str] | None:
-    """``(term, folded form)`` of one non-CJK token, or ``None`` when it yields no term
-    (too long, or an English stop word)."""
+def _word_terms(token: str, *, english: bool, query: bool) -> list[str]:
+    """The terms of one non-CJK token (module docstring, steps 3 and 4)."""
     folded = _fold_latin(token)
     if len(folded) > MAX_TERM_CHARS:
-        return None
-    if not (english and _has_latin(folded)):
-        return folded, folded
-    if folded in STOP_WORDS:
-        return None
-    return _stem(folded), folded
+        return []
+    if not _has_latin(folded):
+        return [folded]  # digits, other scripts: the same in every language
+    if folded in STOP_WORDS and (english or query):
+        return []
+    if query:
+        return [_stem(folded), UNSTEMMED_PREFIX + folded]
+    return [_stem(folded)] if english else [UNSTEMMED_PREFIX + folded]
 
 
 def _analyze(text: str, *, english: bool, query: bool) -> list[str]:
@@ -278,11 +288,7 @@ def _analyze(text: str, *, english: bool, query: bool) -> list[str]:
     for match in _token_pattern().finditer(_normalise(text)):
         token = match.group(0)
         if match.group("cjk") is None:
-            forms = _word_forms(token, english=english)
-            if forms is not None:
-                terms.append(forms[0])
-                if query and forms[1] != forms[0]:
-                    terms.append(forms[1])
+            terms.extend(_word_terms(token, english=english, query=query))
         elif len(token) == 1:
             terms.append(token)
         else:
@@ -303,17 +309,18 @@ def analyze(text: str, *, lang: str | None = None) -> list[str]:
 
 
 def analyze_query(text: str) -> list[str]:
-    """The terms of a query: :func:`analyze` of the text as English (a query has no
-    language), plus, after each Latin word whose stem differs, its folded form, so the
-    query also matches documents analysed in another language. No stop words."""
+    """The terms of a query, which has no language: each Latin word as English text has
+    it (its stem) and as other languages have it (:data:`UNSTEMMED_PREFIX` + the folded
+    word), so the query matches documents in either; stop words in neither form. Other
+    terms as :func:`analyze` gives them."""
     return _analyze(text, english=True, query=True)
 
 
 @lru_cache(maxsize=16384)
 def match_terms(word: str) -> frozenset[str]:
     """The query terms that match ``word`` (one token of a text, as :func:`tokens` cuts
-    it, or one CJK bigram of it) wherever it stands: its term in English text and its
-    folded form, as :func:`analyze_query` would give them. Empty for a stop word, so
+    it, or one CJK bigram of it) wherever it stands: its term in English text and in
+    other languages, as :func:`analyze_query` gives them. Empty for a stop word, so
     highlighting built on this never marks one."""
     return frozenset(analyze_query(word))
 
