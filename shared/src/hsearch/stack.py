@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib.resources import files
 from pathlib import Path
 from types import FrameType
@@ -216,6 +216,35 @@ def _milvus(settings: Settings, env: dict[str, str], data: Path, children: list[
     uri = f"http://{host}:{port}"
     say(f"Milvus Lite server on {uri} (data in {data / 'milvus'})")
     return uri
+
+
+@contextlib.contextmanager
+def milvus_for_command(settings: Settings) -> Iterator[str]:
+    """The Milvus URI an operator command (``hsearch reindex``) works on: the configured
+    one; else the embedded profile's Milvus Lite server, the one ``hsearch run`` serves
+    when it is up, or one started on the same data directory for the command (and
+    stopped after it)."""
+    if settings.milvus.uri:
+        yield settings.milvus.uri
+        return
+    host, port = settings.milvus.lite_host, settings.milvus.lite_port
+    uri = f"http://{host}:{port}"
+    if _port_open(host, port):
+        yield uri
+        return
+    data = settings.data_dir.resolve()
+    (data / "logs").mkdir(parents=True, exist_ok=True)
+    milvus = Child(
+        "milvus",
+        milvus_lite_command(data / "milvus", host=host, port=port),
+        os.environ,
+        data / "logs" / "milvus.log",
+    )
+    try:
+        _wait_until(lambda: _port_open(host, port), timeout=60, what="Milvus Lite", child=milvus)
+        yield uri
+    finally:
+        milvus.stop()
 
 
 def _prepare(settings: Settings) -> None:

@@ -112,6 +112,8 @@ def test_tokens_analyse_like_the_text(text: str) -> None:
     # (circled Hangul into jamo), and variation selectors vanish from between two tokens.
     assume(unicodedata.normalize("NFKC", text) == text)
     assume(not any(unicodedata.name(c, "").startswith("VARIATION SELECTOR") for c in text))
+    # Case folding turns one combining mark into a letter (Greek ypogegrammeni → iota).
+    assume("\u0345" not in text)
     assert [term for token in tokens(text) for term in analyze(token.text)] == analyze(text)
 
 

@@ -29,8 +29,9 @@ from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
 from hsearch.ingestion.chunking import chunk_text
 from hsearch.ingestion.ids import chunk_id, document_id
+from hsearch.ingestion.records import chunk_records, embedding_text
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
-from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
+from hsearch.vectorstore.protocol import VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ class IndexingService:
     ) -> tuple[dict[int, list[Embedding]], dict[int, HsearchError]]:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
         document fails alone. Returns embeddings and errors by item id."""
-        texts = [_embedding_text(p.title, c) for p in todo for c in p.chunks]
+        texts = [embedding_text(p.title, c) for p in todo for c in p.chunks]
         langs = [p.lang for p in todo for _ in p.chunks]
         out: dict[int, list[Embedding]] = {}
         errors: dict[int, HsearchError] = {}
@@ -238,7 +239,7 @@ class IndexingService:
             for prepared in todo:
                 try:
                     out[prepared.item_id] = self._embedder.embed_documents(
-                        [_embedding_text(prepared.title, c) for c in prepared.chunks],
+                        [embedding_text(prepared.title, c) for c in prepared.chunks],
                         langs=[prepared.lang] * len(prepared.chunks),
                     )
                 except HsearchError as exc:
@@ -274,27 +275,20 @@ class IndexingService:
                 for e, weights in zip(vectors, lexical.weights, strict=True)
             ]
         created = existing.created_at if existing else utcnow()
-        records = [
-            ChunkRecord(
-                chunk_id=cid,
-                document_id=str(prepared.document_id),
-                tenant_id=tenant_id,
-                external_id=item.external_id,
-                title=item.title,
-                text=text,
-                ordinal=i,
-                dense=e.dense,
-                sparse=e.sparse,
-                source=item.source,
-                lang=item.lang,
-                tags=tuple(item.tags),
-                created_at=int(created.timestamp()),
-                metadata=item.metadata_,
-            )
-            for i, (cid, text, e) in enumerate(
-                zip(prepared.chunk_ids, prepared.chunks, vectors, strict=True)
-            )
-        ]
+        records = chunk_records(
+            tenant_id=tenant_id,
+            document_id=prepared.document_id,
+            external_id=item.external_id,
+            title=item.title,
+            source=item.source,
+            lang=item.lang,
+            tags=item.tags,
+            metadata=item.metadata_,
+            created_at=created,
+            chunk_ids=prepared.chunk_ids,
+            chunks=prepared.chunks,
+            vectors=vectors,
+        )
         # Stale: what the indexed version has, plus what interrupted attempts wrote.
         stale = set(existing.chunk_ids if existing else ())
         stale.update(
@@ -362,11 +356,6 @@ class IndexingService:
             item.external_id,
             item.error,
         )
-
-
-def _embedding_text(title: str, chunk: str) -> str:
-    # The title travels with every chunk: it is often the best evidence of the topic.
-    return f"{title}\n{chunk}" if title else chunk
 
 
 def _final_status(job: IngestionJob) -> JobStatus:
