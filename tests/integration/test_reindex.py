@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,10 +54,10 @@ class OldFake(FakeEmbedder):
 
 
 @pytest.fixture
-def settings(milvus_uri: str, tmp_path: Path) -> Iterator[Settings]:
+def env(milvus_uri: str, tmp_path: Path) -> Iterator[dict[str, str]]:
     with postgres_database() as url:
         upgrade_database(url)
-        env = stack_env(
+        yield stack_env(
             database_url=url,
             broker_url="memory://",
             milvus_uri=milvus_uri,
@@ -62,7 +65,11 @@ def settings(milvus_uri: str, tmp_path: Path) -> Iterator[Settings]:
             encoder={"kind": "fake"},
             data_dir=tmp_path,
         )
-        yield settings_from_env(env)
+
+
+@pytest.fixture
+def settings(env: dict[str, str]) -> Settings:
+    return settings_from_env(env)
 
 
 def ingest(services: Services) -> None:
@@ -170,5 +177,33 @@ def test_reindex_migrates_a_collection_from_before_aliases(settings: Settings) -
         assert new.store.live_collection() == f"{name}_v1"
         assert {t: new.store.count(tenant_id=t) for t in TENANTS} == counts
         assert search(new, "volcanoes", mode=SearchMode.KEYWORD)[0] == "v"
+    finally:
+        new.close()
+
+
+def test_the_command_rebuilds_and_names_what_it_did(
+    env: dict[str, str], settings: Settings
+) -> None:
+    alias = settings.milvus.collection
+    old = build_services(settings, embedder=OldFake())
+    try:
+        ingest(old)
+    finally:
+        old.close()
+    command = [sys.executable, "-m", "hsearch.cli", "reindex", "--keep-previous"]
+    done = subprocess.run(  # the configured encoder (fake) is the new one
+        command,
+        env={**env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"now searches '{alias}_v2'" in done.stdout
+    assert f"previous {alias}_v1 (kept)" in done.stdout
+    new = build_services(settings, embedder=FakeEmbedder())
+    try:
+        assert new.store.live_collection() == f"{alias}_v2"
     finally:
         new.close()
