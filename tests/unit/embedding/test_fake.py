@@ -28,7 +28,9 @@ def test_info() -> None:
     assert info.name == "fake"
     assert info.dimension == 48
     assert info.sparse_kind is SparseKind.TERM_FREQUENCY
-    assert info.version
+    # The analyzer's version is part of the encoder's: lex1 collections are refused.
+    assert info.version == "fake1.lex2"
+    assert info.fingerprint == "fake|48|fake1.lex2|term_frequency"
     assert FakeEmbedder(dimension=48).info == info
 
 

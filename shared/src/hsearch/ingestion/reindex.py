@@ -165,6 +165,8 @@ class ReindexService:
         except BaseException:
             self._discard(built)
             raise
+        finally:
+            built.close()  # its connection; the collection lives on behind the alias
         collection = self._store.live_collection() or ""
         if previous is not None and not keep_previous:
             self._store.drop_previous(previous)

@@ -24,6 +24,7 @@ class InMemoryVectorStore:
         self._rows: dict[str, ChunkRecord] = {}
         self._encoder: str | None = None
         self._name = name
+        self._base = name  # new collections are <base>_v1, _v2...
         self._generation = 0
 
     def ensure_collection(self, encoder: EncoderInfo) -> None:
@@ -39,7 +40,7 @@ class InMemoryVectorStore:
 
     def new_collection(self, encoder: EncoderInfo) -> InMemoryVectorStore:
         self._generation += 1
-        built = InMemoryVectorStore(name=f"{self._name.split('_v')[0]}_v{self._generation}")
+        built = InMemoryVectorStore(name=f"{self._base}_v{self._generation}")
         built.ensure_collection(encoder)
         return built
 

@@ -10,8 +10,8 @@ goes through the alias, so ``hsearch reindex`` builds the next version beside th
 one and then moves the alias in one step (``alter_alias``): searches answer from the old
 collection until the new one is complete. A deployment from before aliases has a
 collection under the plain name: it is used as it is, and the first reindex migrates it
-(renamed to ``<name>_v0``, or dropped, and the alias created in its place: the only swap
-that is two calls, so searches may miss it for milliseconds).
+(renamed to ``<name>_v0``, then dropped unless kept, and the alias created in its place:
+the only swap that is two calls, so searches may miss it for milliseconds).
 """
 
 from __future__ import annotations
