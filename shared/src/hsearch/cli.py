@@ -22,6 +22,52 @@ def db_upgrade(revision: str = typer.Argument("head")) -> None:
     typer.echo(f"database at revision {revision}")
 
 
+@app.command("reindex")
+def reindex(
+    keep_previous: bool = typer.Option(
+        False, "--keep-previous", help="Keep the replaced collection instead of dropping it."
+    ),
+) -> None:
+    """Rebuild the collection from the stored documents with the configured encoder.
+
+    Searches keep answering from the current collection until the new one is complete,
+    then switch to it in one step. Run it after a change of encoder or analyzer (the
+    API refuses a collection built with another one), with ingestion paused.
+    """
+    import time  # noqa: PLC0415 - keep `--help` fast
+
+    from hsearch.errors import HsearchError  # noqa: PLC0415
+    from hsearch.runtime import reindexing  # noqa: PLC0415
+    from hsearch.stack import milvus_for_command  # noqa: PLC0415
+
+    settings = get_settings()
+    last = 0.0
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        if time.monotonic() - last >= 2 or done == total:
+            last = time.monotonic()
+            typer.echo(f"  {done}/{total} documents encoded")
+
+    try:
+        with milvus_for_command(settings) as uri:
+            milvus = settings.milvus.model_copy(update={"uri": uri})
+            with reindexing(settings.model_copy(update={"milvus": milvus})) as service:
+                typer.echo(f"rebuilding {settings.milvus.collection!r} at {uri}")
+                report = service.run(keep_previous=keep_previous, progress=progress)
+    except HsearchError as exc:
+        typer.echo(f"reindex failed ({exc.code}): {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    previous = report.previous or "-"
+    if report.previous is not None:
+        previous += " (kept)" if report.kept_previous else " (dropped)"
+    typer.echo(
+        f"{settings.milvus.collection!r} now searches {report.collection!r}: "
+        f"{report.documents} documents, {report.chunks} chunks, {report.tenants} tenants "
+        f"in {report.seconds:.1f} s; encoder {report.encoder}; previous {previous}"
+    )
+
+
 @app.command("run")
 def run(
     sample: bool = typer.Option(True, help="Ingest the bundled sample corpus on first start."),

@@ -62,7 +62,13 @@ class MilvusSettings(BaseModel):
     sparse_uri: str | None = Field(
         default=None, description="Endpoint for the sparse leg's searches; unset: uri."
     )
-    collection: str = Field(default="hsearch_chunks", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+    collection: str = Field(
+        default="hsearch_chunks",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$",
+        description="The alias searches and writes go through; the collections behind it "
+        "are <collection>_v1, _v2... (`hsearch reindex` builds the next and swaps). A "
+        "collection of this very name, from before aliases, is used as it is.",
+    )
     hnsw_m: int = Field(default=16, ge=4, le=64)
     hnsw_ef_construction: int = Field(default=256, ge=8, le=512)
     hnsw_ef: int = Field(default=128, ge=1, le=4096)

@@ -13,6 +13,7 @@ carries the HTTP status the API answers with and a stable machine-readable
     ├── ConfigurationError            500 configuration_error
     │   └── EncoderMismatchError      409 encoder_mismatch
     ├── EncoderError                  500 encoder_error
+    ├── ReindexError                  409 reindex_refused       (the live collection is untouched)
     └── BackendError                  503 backend_unavailable   (transient: retried by workers)
         ├── VectorStoreError          503 vector_store_unavailable
         │   └── VectorStoreTimeoutError  503 vector_store_timeout   (the call's deadline fired)
@@ -72,6 +73,15 @@ class EncoderMismatchError(ConfigurationError):
 
 class EncoderError(HsearchError):
     code = "encoder_error"
+
+
+class ReindexError(HsearchError):
+    """A rebuild (``hsearch reindex``) cannot finish as asked: ingestion is running,
+    documents changed under it, or some failed to encode. The live collection and the
+    statistics are left as they were."""
+
+    status_code = 409
+    code = "reindex_refused"
 
 
 class BackendError(HsearchError):

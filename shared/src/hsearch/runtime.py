@@ -9,7 +9,8 @@ in-memory store, the fake encoder, an in-memory job queue.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 
@@ -23,6 +24,7 @@ from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
+from hsearch.ingestion.reindex import ReindexService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.protocol import Reranker
@@ -30,7 +32,7 @@ from hsearch.search.service import SearchService
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["Readiness", "Services", "build_services"]
+__all__ = ["Readiness", "Services", "build_services", "reindexing"]
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +181,40 @@ def build_services(
         search=search,
         queue_factory=_queue_factory(settings, queue),
     )
+
+
+@contextmanager
+def reindexing(
+    settings: Settings,
+    *,
+    store: VectorStore | None = None,
+    embedder: Embedder | None = None,
+) -> Iterator[ReindexService]:
+    """The rebuild service (``hsearch reindex``) on the configured database, vector store
+    and encoder; everything it opened is closed on exit, the injected parts included.
+
+    Unlike :func:`build_services` it does not check the live collection's encoder: a
+    collection built with another encoder is what it is for.
+    """
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = create_db_engine(settings.database_url, pool_size=settings.database.pool_size)
+    try:
+        if embedder is None:
+            embedder = create_embedder(settings.encoder)
+        if store is None:
+            store = create_vector_store(settings.milvus, uri=settings.milvus_uri)
+        try:
+            yield ReindexService(
+                session_factory=create_session_factory(engine),
+                embedder=embedder,
+                store=store,
+                chunk_max_chars=settings.ingest.chunk_max_chars,
+                chunk_overlap_chars=settings.ingest.chunk_overlap_chars,
+            )
+        finally:
+            store.close()
+    finally:
+        engine.dispose()
 
 
 def _queue_factory(settings: Settings, queue: JobQueue | None) -> Callable[[], JobQueue]:

@@ -9,11 +9,13 @@ search to paste. SIGINT/SIGTERM stop every child; children also die with this pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 from types import FrameType
@@ -27,7 +29,7 @@ from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import ConfigurationError
-from hsearch.processes import Child, start_api, start_milvus_lite, worker_command
+from hsearch.processes import Child, port_open, start_api, start_milvus_lite, worker_command
 
 
 def sample_documents() -> list[dict[str, Any]]:
@@ -110,6 +112,30 @@ def _milvus(settings: Settings, env: dict[str, str], data: Path, children: list[
     children.append(milvus)
     say(f"Milvus Lite server on {uri} (data in {data / 'milvus'})")
     return uri
+
+
+@contextlib.contextmanager
+def milvus_for_command(settings: Settings) -> Iterator[str]:
+    """The Milvus URI an operator command (``hsearch reindex``) works on: the configured
+    one; else the embedded profile's Milvus Lite server, the one ``hsearch run`` serves
+    when it is up, or one started on the same data directory for the command (and
+    stopped after it)."""
+    if settings.milvus.uri:
+        yield settings.milvus.uri
+        return
+    host, port = settings.milvus.lite_host, settings.milvus.lite_port
+    if port_open(port, host=host):
+        yield f"http://{host}:{port}"
+        return
+    data = settings.data_dir.resolve()
+    (data / "logs").mkdir(parents=True, exist_ok=True)
+    milvus, uri = start_milvus_lite(
+        data / "milvus", log=data / "logs" / "milvus.log", host=host, port=port, env=os.environ
+    )
+    try:
+        yield uri
+    finally:
+        milvus.stop()
 
 
 def _prepare(settings: Settings) -> None:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedder, SparseKind
-from hsearch.lexical.analyzer import term_frequencies
+from hsearch.lexical.analyzer import query_term_frequencies, term_frequencies
 
 
 def _cosine(a: tuple[float, ...], b: tuple[float, ...]) -> float:
@@ -28,7 +28,9 @@ def test_info() -> None:
     assert info.name == "fake"
     assert info.dimension == 48
     assert info.sparse_kind is SparseKind.TERM_FREQUENCY
-    assert info.version
+    # The analyzer's version is part of the encoder's: lex1 collections are refused.
+    assert info.version == "fake1.lex2"
+    assert info.fingerprint == "fake|48|fake1.lex2|term_frequency"
     assert FakeEmbedder(dimension=48).info == info
 
 
@@ -60,10 +62,11 @@ def test_shared_words_make_texts_similar() -> None:
 
 def test_sparse_is_lexical_term_counts() -> None:
     text = "the cat and the hat"
-    embedding = FakeEmbedder().embed_query(text)
+    (embedding,) = FakeEmbedder().embed_documents([text])
     expected, length = term_frequencies(text)
     assert embedding.sparse == expected
     assert sum(embedding.sparse.values) == length
+    assert FakeEmbedder().embed_query(text).sparse == query_term_frequencies(text)
 
 
 def test_text_without_terms_still_gets_a_unit_vector() -> None:
@@ -78,8 +81,25 @@ def test_documents_in_order_and_like_queries() -> None:
     fake = FakeEmbedder()
     texts = ["one", "two words", "", "three little words"]
     documents = fake.embed_documents(texts)
-    assert documents == [fake.embed_query(t) for t in texts]
+    queries = [fake.embed_query(t) for t in texts]
+    assert [d.dense for d in documents] == [q.dense for q in queries]
+    # A query also holds each word as documents in other languages have it.
+    for document, query in zip(documents, queries, strict=True):
+        assert set(document.sparse.indices) <= set(query.sparse.indices)
+        assert len(query.sparse) == 2 * len(document.sparse)
     assert fake.embed_documents([]) == []
+
+
+def test_documents_are_analysed_in_their_language() -> None:
+    fake = FakeEmbedder()
+    english, german, unknown = fake.embed_documents(
+        ["the volcanoes", "the volcanoes", "the volcanoes"], langs=["en", "de", ""]
+    )
+    assert english.sparse == unknown.sparse == term_frequencies("volcano")[0]
+    assert german.sparse == term_frequencies("the volcanoes", lang="de")[0]
+    assert len(german.sparse) == 2  # no stop words, no stems outside English
+    with pytest.raises(ValueError, match="2 language tags for 3 texts"):
+        fake.embed_documents(["a", "b", "c"], langs=["en", "de"])
 
 
 @given(st.text(max_size=200))

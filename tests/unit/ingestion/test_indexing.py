@@ -138,10 +138,12 @@ def test_changed_documents_replace_chunks_and_statistics_exactly(
 class FlakyEmbedder(FakeEmbedder):
     """Fails on any text containing ``poison``."""
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
         if any("poison" in t for t in texts):
             raise EncoderError("cannot encode poison")
-        return super().embed_documents(texts)
+        return super().embed_documents(texts, langs=langs)
 
 
 def test_a_bad_document_fails_alone_and_keeps_its_previous_version(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import assume, given
@@ -8,10 +9,15 @@ from hypothesis import strategies as st
 
 from hsearch.lexical.analyzer import (
     MAX_TERM_CHARS,
+    STOP_WORDS,
     TERM_ID_BOUND,
+    UNSTEMMED_PREFIX,
     Token,
     analyze,
+    analyze_query,
     is_cjk,
+    match_terms,
+    query_term_frequencies,
     term_frequencies,
     term_id,
     tokens,
@@ -30,7 +36,8 @@ from hsearch.lexical.analyzer import (
         ("hybrid_search", ["hybrid", "search"]),  # underscores separate
         ("3.14 v2", ["3", "14", "v2"]),
         ("don't", ["don", "t"]),
-        ("café cafe\u0301", ["café", "café"]),  # composed and decomposed accents agree
+        ("café cafe\u0301 CAFÉ", ["cafe", "cafe", "cafe"]),  # Latin accents fold away
+        ("йод иод", ["йод", "иод"]),  # marks on other scripts tell letters apart
         ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),  # combining vowel signs stay in their word
         ("", []),
         ("  ...!?  — ", []),
@@ -38,7 +45,9 @@ from hsearch.lexical.analyzer import (
     ],
 )
 def test_word_tokens(text: str, expected: list[str]) -> None:
-    assert analyze(text) == expected
+    # A language without stop words or stems (anything but English): tokens and folding.
+    terms = analyze(text, lang="xx")
+    assert [term.removeprefix(UNSTEMMED_PREFIX) for term in terms] == expected
 
 
 @pytest.mark.parametrize(
@@ -103,8 +112,8 @@ def test_tokens_analyse_like_the_text(text: str) -> None:
     # (circled Hangul into jamo), and variation selectors vanish from between two tokens.
     assume(unicodedata.normalize("NFKC", text) == text)
     assume(not any(unicodedata.name(c, "").startswith("VARIATION SELECTOR") for c in text))
-    # Case folding can turn a combining mark into a letter (U+0345 becomes iota).
-    assume(all(c.casefold() == c for c in text if unicodedata.category(c) == "Mn"))
+    # Case folding turns one combining mark into a letter (Greek ypogegrammeni → iota).
+    assume("\u0345" not in text)
     assert [term for token in tokens(text) for term in analyze(token.text)] == analyze(text)
 
 
@@ -121,13 +130,17 @@ def test_term_ids_are_pinned() -> None:
 
 
 def test_term_frequencies_counts_and_length() -> None:
-    vector, length = term_frequencies("the cat and the hat, the end")
+    vector, length = term_frequencies("the cat and the hat, the end", lang="xx")
     assert length == 7
     counts = vector.to_dict()
-    assert counts[term_id("the")] == 3.0
-    assert counts[term_id("cat")] == 1.0
+    assert counts[term_id("=the")] == 3.0
+    assert counts[term_id("=cat")] == 1.0
     assert sum(counts.values()) == length
     assert list(vector.indices) == sorted(vector.indices)
+    # English (or unknown) text: the stop words are not counted, nor in the length.
+    english, length = term_frequencies("the cats and the hat, the end")
+    assert length == 3
+    assert english.to_dict() == {term_id("cat"): 1.0, term_id("hat"): 1.0, term_id("end"): 1.0}
 
 
 def test_term_frequencies_of_empty_text() -> None:
@@ -164,3 +177,108 @@ def test_counts_sum_to_length(text: str) -> None:
     assert sum(vector.values) == length
     assert all(v >= 1.0 for v in vector.values)
     assert all(0 <= i < TERM_ID_BOUND for i in vector.indices)
+
+
+# ------------------------------------------------------------------ English rules (lex2)
+
+
+def test_stop_words_are_dropped_from_documents_and_queries() -> None:
+    text = "programming languages and memory"
+    assert analyze(text) == ["program", "languag", "memori"]
+    assert "and" not in analyze_query(text)
+    assert term_id("and") not in query_term_frequencies(text).indices
+    assert analyze("The Who") == analyze_query("to be or not to be") == []
+    assert {"and", "the", "of", "who", "what", "s", "t"} <= STOP_WORDS
+
+
+@pytest.mark.parametrize(
+    ("forms", "term"),
+    [
+        (["volcano", "volcanoes", "Volcanoes", "VOLCANO"], "volcano"),
+        (["run", "running", "runs"], "run"),
+        (["language", "languages"], "languag"),
+    ],
+)
+def test_inflections_share_a_stem(forms: list[str], term: str) -> None:
+    assert {tuple(analyze(form)) for form in forms} == {(term,)}
+    for form in forms:  # a query in any form holds the documents' stem
+        assert term in analyze_query(form)
+
+
+@pytest.mark.parametrize(
+    "forms",
+    [
+        ["cafe", "café", "CAFÉ", "cafe\u0301", "\uff43\uff41\uff46\uff45"],  # full-width "cafe"
+        ["muller", "Müller", "MÜLLER"],
+        ["viet", "Việt"],
+        ["volcanoes", "\uff56\uff4f\uff4c\uff43\uff41\uff4e\uff4f\uff45\uff53"],  # full-width
+        ["api", "\uff21\uff30\uff29"],  # full-width "API"
+    ],
+)
+def test_accents_and_widths_fold(forms: list[str]) -> None:
+    assert len({tuple(analyze(form)) for form in forms}) == 1
+    assert len({tuple(analyze_query(form)) for form in forms}) == 1
+
+
+@pytest.mark.parametrize("lang", ["", None, "en", "EN", "en-GB", "en_US", "und"])
+def test_english_or_unknown_language_gets_english_rules(lang: str | None) -> None:
+    assert analyze("The volcanoes", lang=lang) == ["volcano"]
+
+
+@pytest.mark.parametrize("lang", ["de", "fr", "ja", "vi", "eng-x"])
+def test_other_languages_keep_their_words(lang: str) -> None:
+    assert analyze("The volcanoes 2024", lang=lang) == ["=the", "=volcanoes", "2024"]
+
+
+def test_queries_match_documents_in_any_language() -> None:
+    # A query has no language: it holds the English stem and the marked folded word, so
+    # it matches an English document (stems) and a German one (folded words) alike.
+    query = set(analyze_query("Volcanoes"))
+    assert query == {"volcano", "=volcanoes"}
+    assert set(analyze("volcanoes", lang="en")) <= query
+    assert set(analyze("Volcanoes", lang="de")) <= query
+    assert set(analyze("Vulkane", lang="de")) <= set(analyze_query("vulkane"))
+    assert not set(analyze_query("number")) & set(analyze("numbering", lang="de"))
+
+
+@given(st.text())
+def test_english_documents_hold_no_marked_words(text: str) -> None:
+    # So a query's marked forms (for other languages) never match an English document.
+    assert not any(term.startswith(UNSTEMMED_PREFIX) for term in analyze(text))
+    assert all(
+        term.startswith(UNSTEMMED_PREFIX)
+        for term in analyze(text, lang="de")
+        if any(c.isalpha() and c.isascii() for c in term)
+    )
+
+
+def test_japanese_is_unchanged() -> None:
+    # The English rules touch Latin words only: CJK bigrams are those of lex1.
+    text = "東京は日本の首都です。"
+    expected = ["東京", "京は", "は日", "日本", "本の", "の首", "首都", "都で", "です"]
+    assert analyze(text) == analyze(text, lang="ja") == analyze_query(text) == expected
+    assert analyze("Milvusで検索する") == ["milvus", "で検", "検索", "索す", "する"]
+    assert analyze("Milvusで検索する", lang="ja")[0] == "=milvus"  # Latin, not English
+
+
+def test_other_scripts_are_not_stemmed() -> None:
+    assert analyze("вулканы volcanoes") == ["вулканы", "volcano"]
+    assert analyze("ηφαίστεια") == ["ηφαίστεια"]  # Greek keeps its accents
+
+
+def test_match_terms_reads_a_word_like_a_query() -> None:
+    assert match_terms("Volcanoes") == {"volcano", "=volcanoes"}
+    assert match_terms("café") == {"cafe", "=cafe"}
+    assert match_terms("and") == match_terms("The") == frozenset()
+
+
+def test_analysis_is_the_same_on_every_thread() -> None:
+    words = [f"{w}{suffix}" for w in ("volcano", "run", "connect") for suffix in ("", "s", "ing")]
+    expected = [analyze(w) for w in words] * 50
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(analyze, words * 50)) == expected
+
+
+@given(st.text())
+def test_a_query_holds_the_terms_of_the_same_text_as_a_document(text: str) -> None:
+    assert set(analyze(text)) <= set(analyze_query(text))

@@ -10,6 +10,7 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document, LexicalCorpusStats, LexicalTermStats
 from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.lexical.analyzer import query_term_frequencies, term_frequencies, term_id
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_idf
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
 from hsearch.types import SparseVector
@@ -91,6 +92,24 @@ def test_query_terms_get_the_tenant_idf(sessions: sessionmaker[Session]) -> None
         B: pytest.approx(bm25_idf(10, document_count=10)),
     }
     assert weights.to_dict()[A] == pytest.approx(1.4816045409242156)  # ln(1 + 8.5 / 2.5)
+
+
+def test_a_stop_word_carries_no_weight_in_a_query(sessions: sessionmaker[Session]) -> None:
+    statistics = LexicalStatistics(sessions)
+    for text in (
+        "Rust and C give control over memory.",
+        "Python and Java manage memory for you.",
+        "Cats and dogs and birds.",
+        "Programming languages: a survey.",
+    ):
+        index(sessions, statistics, [term_frequencies(text)[0]])
+    query = query_term_frequencies("programming languages and memory")
+    weights = statistics.weigh_query(TENANT, query).to_dict()
+    # The query's unstemmed forms match no English chunk and drop out with "and".
+    assert set(weights) == {term_id("program"), term_id("languag"), term_id("memori")}
+    assert term_id("and") not in weights
+    # Without the stop list "and" (in 3 of 4 chunks) would weigh 30% of "programming".
+    assert bm25_idf(3, document_count=4) > 0.29 * bm25_idf(1, document_count=4)
 
 
 def test_a_tenant_without_statistics_matches_nothing(sessions: sessionmaker[Session]) -> None:

@@ -29,9 +29,9 @@ def test_fake_is_a_deterministic_reranker() -> None:
     reranker = FakeReranker()
     assert isinstance(reranker, Reranker)
     assert reranker.name.startswith("fake-reranker:")
-    passages = ["a b c", "c d", "x"]
-    assert reranker.score("a c", passages) == reranker.score("a c", passages) == [2.0, 1.0, 0.0]
-    assert reranker.score("a c", []) == []
+    passages = ["b c e", "c e", "x"]
+    assert reranker.score("b c", passages) == reranker.score("b c", passages) == [2.0, 1.0, 0.0]
+    assert reranker.score("b c", []) == []
     assert reranker.calls == 3
 
 

@@ -39,9 +39,24 @@ def test_marks_terms_case_insensitively() -> None:
 
 
 def test_marks_whole_words_only() -> None:
+    # A word whose stem matches is marked ("searching"), never a substring ("research").
     assert (
-        make_snippet("searching research search", "search") == "searching research <em>search</em>"
+        make_snippet("searching research search", "search")
+        == "<em>searching</em> research <em>search</em>"
     )
+
+
+def test_marks_stems_and_folded_words_never_stop_words() -> None:
+    assert (
+        make_snippet("Volcanoes and plate boundaries", "volcano and plates")
+        == "<em>Volcanoes</em> and <em>plate</em> boundaries"
+    )
+    assert make_snippet("Le café et le CAFE", "cafe") == "Le <em>café</em> et le <em>CAFE</em>"
+    assert (
+        make_snippet("programming languages and memory", "programming languages and memory")
+        == "<em>programming</em> <em>languages</em> and <em>memory</em>"
+    )
+    assert make_snippet("The Who and the band", "the who") == "The Who and the band"
 
 
 def test_underscores_and_punctuation_separate_words() -> None:
@@ -146,7 +161,7 @@ def test_escapes_the_text_but_not_the_markers() -> None:
 
 
 def test_escapes_around_marked_terms() -> None:
-    assert make_snippet("AT&T", "at") == "<em>AT</em>&amp;T"
+    assert make_snippet("B&Q", "b") == "<em>B</em>&amp;Q"
     assert make_snippet("x<y", "x y") == "<em>x</em>&lt;<em>y</em>"
 
 

@@ -137,8 +137,12 @@ class BgeM3Embedder:
     def info(self) -> EncoderInfo:
         return self._info
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        """Encode passages in batches of ``batch_size``; one embedding per text, in order."""
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        """Encode passages in batches of ``batch_size``; one embedding per text, in order.
+        BGE-M3 reads every language alike: ``langs`` is not needed."""
+        del langs
         embeddings: list[Embedding] = []
         for start in range(0, len(texts), self._batch_size):
             embeddings.extend(self._encode(list(texts[start : start + self._batch_size])))

@@ -21,8 +21,9 @@ from hsearch.embedding.protocol import (
     EncoderInfo,
     SparseKind,
     check_sides,
+    document_langs,
 )
-from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, term_id
+from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, analyze_query, term_id
 from hsearch.types import SparseVector
 
 __all__ = ["FakeEmbedder"]
@@ -79,25 +80,37 @@ class FakeEmbedder:
     def info(self) -> EncoderInfo:
         return self._info
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        """Encode passages; the sparse counts sum to each passage's length in terms."""
-        return [self._embed(text) for text in texts]
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        """Encode passages; the sparse counts sum to each passage's length in terms,
+        analysed in the passage's language (``langs``; unknown when ``None``)."""
+        return [
+            self._embed(terms, terms)
+            for terms in (
+                analyze(text, lang=lang)
+                for text, lang in zip(texts, document_langs(texts, langs), strict=True)
+            )
+        ]
 
     def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
-        """Encode one query (same analysis as documents), only the sides asked for."""
+        """Encode one query, only the sides asked for: the dense side from the terms a
+        document with this text would have, the sparse side from the query's terms
+        (:func:`analyze_query`)."""
         check_sides(dense=dense, sparse=sparse)
-        return self._embed(text, dense=dense, sparse=sparse)
+        return self._embed(
+            analyze(text) if dense else None, analyze_query(text) if sparse else None
+        )
 
-    def _embed(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
-        terms = analyze(text)
+    def _embed(self, terms: list[str] | None, sparse_terms: list[str] | None) -> Embedding:
         vector: tuple[float, ...] = ()
         counts = EMPTY_SPARSE
-        if dense:
+        if terms is not None:
             self.dense_computed += 1
             vector = self._dense(terms)
-        if sparse:
+        if sparse_terms is not None:
             self.sparse_computed += 1
-            tf = Counter(term_id(term) for term in terms)
+            tf = Counter(term_id(term) for term in sparse_terms)
             counts = SparseVector.from_mapping({i: float(n) for i, n in tf.items()})
         return Embedding(dense=vector, sparse=counts)
 

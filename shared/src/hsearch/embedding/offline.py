@@ -21,9 +21,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hsearch.embedding.fingerprint import fingerprint
-from hsearch.embedding.protocol import EMPTY_SPARSE, Embedding, EncoderInfo, SparseKind, check_sides
+from hsearch.embedding.protocol import (
+    EMPTY_SPARSE,
+    Embedding,
+    EncoderInfo,
+    SparseKind,
+    check_sides,
+    document_langs,
+)
 from hsearch.errors import EncoderError
-from hsearch.lexical.analyzer import ANALYZER_VERSION, term_frequencies
+from hsearch.lexical.analyzer import (
+    ANALYZER_VERSION,
+    query_term_frequencies,
+    term_frequencies,
+)
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -128,14 +139,18 @@ class OfflineEmbedder:
     def info(self) -> EncoderInfo:
         return self._info
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        """Encode passages; each sparse vector's counts sum to the passage's length in terms."""
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        """Encode passages; each sparse vector's counts sum to the passage's length in
+        terms, analysed in the passage's language (``langs``; unknown when ``None``)."""
         if not texts:
             return []
+        languages = document_langs(texts, langs)
         dense = self._encode_dense(list(texts))
         return [
-            Embedding(dense=vector, sparse=term_frequencies(text)[0])
-            for vector, text in zip(dense, texts, strict=True)
+            Embedding(dense=vector, sparse=term_frequencies(text, lang=lang)[0])
+            for vector, text, lang in zip(dense, texts, languages, strict=True)
         ]
 
     def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
@@ -145,7 +160,7 @@ class OfflineEmbedder:
         """
         check_sides(dense=dense, sparse=sparse)
         vector = self._encode_dense([text])[0] if dense else ()
-        counts = term_frequencies(text)[0] if sparse else EMPTY_SPARSE
+        counts = query_term_frequencies(text) if sparse else EMPTY_SPARSE
         return Embedding(dense=vector, sparse=counts)
 
     def _encode_dense(self, texts: list[str]) -> list[tuple[float, ...]]:

@@ -61,8 +61,15 @@ class Embedder(Protocol):
     @property
     def info(self) -> EncoderInfo: ...
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        """Encode passages in batches; one embedding per text, in order."""
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        """Encode passages in batches; one embedding per text, in order.
+
+        ``langs`` holds each text's language tag (``""``: unknown), for encoders whose
+        analysis depends on the language (the lexical analyzer's English rules);
+        ``None``: all unknown. Encoders that read every language alike ignore it.
+        """
         ...
 
     def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
@@ -83,3 +90,18 @@ def check_sides(*, dense: bool, sparse: bool) -> None:
 
 EMPTY_SPARSE = SparseVector((), ())
 """The sparse side of a query encoded for its dense side only."""
+
+
+def document_langs(texts: Sequence[str], langs: Sequence[str] | None) -> Sequence[str]:
+    """The language tag of each of ``texts`` as :meth:`Embedder.embed_documents` takes
+    them: ``langs`` checked against ``texts``, or all unknown (``""``) for ``None``.
+
+    Raises:
+        ValueError: ``langs`` and ``texts`` differ in length.
+    """
+    if langs is None:
+        return [""] * len(texts)
+    if len(langs) != len(texts):
+        msg = f"got {len(langs)} language tags for {len(texts)} texts"
+        raise ValueError(msg)
+    return langs

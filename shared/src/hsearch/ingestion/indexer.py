@@ -39,8 +39,9 @@ from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobN
 from hsearch.ingestion.chunking import chunk_text
 from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
 from hsearch.ingestion.ids import chunk_id, document_id
+from hsearch.ingestion.records import chunk_records, embedding_text
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
-from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
+from hsearch.vectorstore.protocol import VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class _PreparedItem:
     item_id: int
     document_id: uuid.UUID
     title: str
+    lang: str
     chunks: tuple[str, ...]
     chunk_ids: tuple[str, ...]
 
@@ -294,6 +296,7 @@ class IndexingService:
                         item_id=item.id,
                         document_id=doc_id,
                         title=item.title,
+                        lang=item.lang,
                         chunks=tuple(chunks),
                         chunk_ids=tuple(chunk_id(doc_id, i, c) for i, c in enumerate(chunks)),
                     )
@@ -305,16 +308,18 @@ class IndexingService:
     ) -> tuple[dict[int, list[Embedding]], dict[int, HsearchError]]:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
         document fails alone. Returns embeddings and errors by item id."""
-        texts = [_embedding_text(p.title, c) for p in todo for c in p.chunks]
+        texts = [embedding_text(p.title, c) for p in todo for c in p.chunks]
+        langs = [p.lang for p in todo for _ in p.chunks]
         out: dict[int, list[Embedding]] = {}
         errors: dict[int, HsearchError] = {}
         try:
-            flat = self._embedder.embed_documents(texts) if texts else []
+            flat = self._embedder.embed_documents(texts, langs=langs) if texts else []
         except HsearchError:
             for prepared in todo:
                 try:
                     out[prepared.item_id] = self._embedder.embed_documents(
-                        [_embedding_text(prepared.title, c) for c in prepared.chunks]
+                        [embedding_text(prepared.title, c) for c in prepared.chunks],
+                        langs=[prepared.lang] * len(prepared.chunks),
                     )
                 except HsearchError as exc:
                     errors[prepared.item_id] = exc
@@ -349,27 +354,20 @@ class IndexingService:
                 for e, weights in zip(vectors, lexical.weights, strict=True)
             ]
         created = existing.created_at if existing else utcnow()
-        records = [
-            ChunkRecord(
-                chunk_id=cid,
-                document_id=str(prepared.document_id),
-                tenant_id=tenant_id,
-                external_id=item.external_id,
-                title=item.title,
-                text=text,
-                ordinal=i,
-                dense=e.dense,
-                sparse=e.sparse,
-                source=item.source,
-                lang=item.lang,
-                tags=tuple(item.tags),
-                created_at=int(created.timestamp()),
-                metadata=item.metadata_,
-            )
-            for i, (cid, text, e) in enumerate(
-                zip(prepared.chunk_ids, prepared.chunks, vectors, strict=True)
-            )
-        ]
+        records = chunk_records(
+            tenant_id=tenant_id,
+            document_id=prepared.document_id,
+            external_id=item.external_id,
+            title=item.title,
+            source=item.source,
+            lang=item.lang,
+            tags=item.tags,
+            metadata=item.metadata_,
+            created_at=created,
+            chunk_ids=prepared.chunk_ids,
+            chunks=prepared.chunks,
+            vectors=vectors,
+        )
         # Stale: what the indexed version has, plus what interrupted attempts wrote.
         stale = set(existing.chunk_ids if existing else ())
         stale.update(
@@ -437,11 +435,6 @@ class IndexingService:
             item.external_id,
             item.error,
         )
-
-
-def _embedding_text(title: str, chunk: str) -> str:
-    # The title travels with every chunk: it is often the best evidence of the topic.
-    return f"{title}\n{chunk}" if title else chunk
 
 
 def _final_status(job: IngestionJob) -> JobStatus:

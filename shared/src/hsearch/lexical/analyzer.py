@@ -1,8 +1,9 @@
 """The lexical analyzer behind the term-frequency sparse vectors (offline and fake encoders).
 
 Pure and deterministic: the same text gives the same terms, and the same term the same
-index, on every machine and in every process. Documents and queries go through the very
-same analysis, so whatever it does to a word it does on both sides.
+index, on every machine and in every process. Documents and queries go through the same
+steps, so whatever analysis does to a word it does on both sides (docs/analyzer.md
+has the measurements behind each step).
 
 Analysis, in order:
 
@@ -11,49 +12,72 @@ Analysis, in order:
 2. Word tokens: maximal runs of letters and digits (Unicode-aware; combining marks stay
    inside their word, so Devanagari or decomposed accents are not cut apart; the
    underscore separates, so ``hybrid_search`` also matches ``hybrid`` and ``search``).
-3. CJK runs (Han, Hiragana, Katakana, Hangul) inside a token become overlapping character
+3. Accent folding for Latin letters: combining marks on a Latin base letter are removed
+   (``café`` ≡ ``cafe``, ``Müller`` ≡ ``muller``). Marks on other scripts stay: in
+   Devanagari or Cyrillic (``й``) they tell letters apart.
+4. English words: a Latin-script word of an English document (``lang`` ``en``, or no
+   ``lang`` at all: then the script decides) is dropped when it is an English stop word
+   (:data:`STOP_WORDS`) and otherwise reduced to its Snowball (Porter2) stem
+   (``volcanoes`` → ``volcano``). Documents in another language keep their Latin words
+   as folded, marked as such (:data:`UNSTEMMED_PREFIX`; no English rules on German or
+   Vietnamese text); words in other scripts are never stemmed.
+5. CJK runs (Han, Hiragana, Katakana, Hangul) inside a token become overlapping character
    bigrams (``東京都`` → ``東京``, ``京都``); a one-character run stays a unigram. This is
    the Lucene ``CJKBigramFilter`` approach: no dictionary, recall-friendly, and good
    enough for BM25 on Japanese, Chinese and Korean.
 
-No stopword list: BM25's IDF already drives very common terms towards zero weight, a list
-would be English-only (this analyzer serves every language), it would break queries made
-of common words ("The Who", "to be or not to be"), and Lucene's and Elasticsearch's
-standard analyzers have not removed stopwords by default for years either.
+Queries carry no language, so :func:`analyze_query` gives each Latin word in both forms:
+its stem, which English documents hold, and its folded form marked with
+:data:`UNSTEMMED_PREFIX` (``=volcanoes``), which documents in other languages hold. Each
+document holds one of the two vocabularies, so a query word matches it through one form
+at most; in a tenant without such documents the marked forms match nothing and BM25
+leaves them out (document frequency 0). Stop words are dropped from queries in every
+form: they cannot weigh in a ranking.
 
 Scripts written without spaces other than CJK (Thai, Lao, Khmer, Burmese) come out as
 whole-phrase tokens; they would need a dictionary segmenter, which is out of scope.
 
 Change :data:`ANALYZER_VERSION` whenever the terms or their ids change: it is part of the
-encoder version, so a collection built with the old analysis refuses the new one.
+encoder version, so a collection built with the old analysis refuses the new one (and
+``hsearch reindex`` rebuilds it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
+
+import Stemmer  # PyStemmer: the Snowball stemmers compiled to C
 
 from hsearch.types import SparseVector
 
 __all__ = [
     "ANALYZER_VERSION",
     "MAX_TERM_CHARS",
+    "STOP_WORDS",
     "TERM_ID_BOUND",
+    "UNSTEMMED_PREFIX",
     "Token",
     "analyze",
+    "analyze_query",
     "is_cjk",
+    "match_terms",
+    "query_term_frequencies",
     "term_frequencies",
     "term_id",
     "tokens",
 ]
 
-ANALYZER_VERSION = "lex1"
-"""Bumped whenever :func:`analyze` or :func:`term_id` would give other results."""
+ANALYZER_VERSION = "lex2"
+"""Bumped whenever :func:`analyze`, :func:`analyze_query` or :func:`term_id` would give
+other results. ``lex1``: folding and CJK bigrams; ``lex2``: + Latin accent folding,
+English stop words and Snowball stems."""
 
 TERM_ID_BOUND = 2**31
 """Term ids lie in ``[0, TERM_ID_BOUND)``: fits signed 32-bit consumers as well as Milvus."""
@@ -62,6 +86,40 @@ MAX_TERM_CHARS = 64
 """Longer word tokens are dropped: they are base64 blobs, minified code or URLs run
 together, never typed in a query, and would only grow the sparse vectors. Hex digests
 (40-64 characters) still fit."""
+
+# Snowball's English stop list (snowballstem.org, algorithms/english/stop.txt), as folded
+# words: its contractions ("don't", "they'll") are split at the apostrophe by the
+# tokenizer, so their clitics ("s", "t", "ll", "re", "ve", "d", "m") and the unambiguous
+# negated forms are listed instead; fragments that are also words of their own ("can",
+# "won", "don", "haven", "shan", "let") are not.
+_SNOWBALL_ENGLISH_STOP = """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his
+    himself she her hers herself it its itself they them their theirs themselves what
+    which who whom this that these those am is are was were be been being have has had
+    having do does did doing would should could ought
+    a an the and but if or because as until while of at by for with about against
+    between into through during before after above below to from up down in out on off
+    over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very
+    s t d ll m re ve isn aren wasn weren hasn hadn doesn didn wouldn shouldn couldn
+    mustn cannot
+"""
+
+STOP_WORDS: frozenset[str] = frozenset(_SNOWBALL_ENGLISH_STOP.split())
+"""English words too common to tell documents apart, dropped from English text and from
+every query. A list rather than IDF alone: with IDF an "and" still weighs a third of a
+rare word in a small corpus, and it decides rankings among documents that share the
+rare words (docs/analyzer.md measures both)."""
+
+_ENGLISH = "en"
+"""The language tag (primary subtag) whose Latin words get stop words and stems."""
+
+UNSTEMMED_PREFIX = "="
+"""Marks the term of a Latin word analysed without the English rules (a document in
+another language): ``volcanoes`` there is ``=volcanoes``. Stems and these words are then
+two vocabularies, so the form a query adds for other languages never matches an English
+document by accident (``number`` the word is not ``number`` the stem of ``numbered``).
+No token holds ``=``, so no other term starts with it."""
 
 _CJK_RANGES = (
     "\u1100-\u11ff"  # Hangul Jamo
@@ -163,23 +221,108 @@ def _normalise(text: str) -> str:
     return _VARIATION_SELECTORS.sub("", unicodedata.normalize("NFKC", folded))
 
 
-def analyze(text: str) -> list[str]:
-    """Split ``text`` into the terms the sparse side indexes, in reading order.
+@lru_cache(maxsize=4096)
+def _is_latin(char: str) -> bool:
+    return unicodedata.name(char, "").startswith("LATIN ")
 
-    Terms repeat as often as they occur (their counts are the term frequencies). Never
-    yields an empty term; yields no term at all for text without letters or digits.
-    """
+
+def _has_latin(word: str) -> bool:
+    if word.isascii():
+        return not word.isdigit()
+    return any(_is_latin(char) for char in word)
+
+
+def _fold_latin(word: str) -> str:
+    """``word`` without the combining marks that sit on Latin letters (``café`` → ``cafe``)."""
+    if word.isascii():
+        return word
+    kept: list[str] = []
+    base_is_latin = False
+    for char in unicodedata.normalize("NFD", word):
+        if unicodedata.combining(char):
+            if base_is_latin:
+                continue
+        else:
+            base_is_latin = _is_latin(char)
+        kept.append(char)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+_STEMMERS = threading.local()
+
+
+def _stem(word: str) -> str:
+    # A Stemmer object is not thread-safe (it keeps a cache): one per thread. Queries
+    # are encoded on worker threads.
+    stemmer: Stemmer.Stemmer | None = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = Stemmer.Stemmer("english")
+        _STEMMERS.english = stemmer
+    return str(stemmer.stemWord(word))
+
+
+def _is_english(lang: str | None) -> bool:
+    """Whether Latin words of a text tagged ``lang`` are read as English: tagged ``en``
+    (any region: ``en-GB``) or not tagged at all (then the script decides)."""
+    if not lang:
+        return True
+    return lang.strip().lower().replace("_", "-").split("-", 1)[0] in ("", "und", _ENGLISH)
+
+
+def _word_terms(token: str, *, english: bool, query: bool) -> list[str]:
+    """The terms of one non-CJK token (module docstring, steps 3 and 4)."""
+    folded = _fold_latin(token)
+    if len(folded) > MAX_TERM_CHARS:
+        return []
+    if not _has_latin(folded):
+        return [folded]  # digits, other scripts: the same in every language
+    if folded in STOP_WORDS and (english or query):
+        return []
+    if query:
+        return [_stem(folded), UNSTEMMED_PREFIX + folded]
+    return [_stem(folded)] if english else [UNSTEMMED_PREFIX + folded]
+
+
+def _analyze(text: str, *, english: bool, query: bool) -> list[str]:
     terms: list[str] = []
     for match in _token_pattern().finditer(_normalise(text)):
         token = match.group(0)
         if match.group("cjk") is None:
-            if len(token) <= MAX_TERM_CHARS:
-                terms.append(token)
+            terms.extend(_word_terms(token, english=english, query=query))
         elif len(token) == 1:
             terms.append(token)
         else:
             terms.extend(token[i : i + 2] for i in range(len(token) - 1))
     return terms
+
+
+def analyze(text: str, *, lang: str | None = None) -> list[str]:
+    """Split a document's ``text`` into the terms the sparse side indexes, in reading order.
+
+    ``lang`` is the document's language tag (``en``, ``de``, ``ja``…; empty or ``None``:
+    unknown). Latin words get English stop words and stems when it is English or unknown
+    (module docstring, step 4). Terms repeat as often as they occur (their counts are the
+    term frequencies). Never yields an empty term; yields no term at all for text without
+    letters or digits, or made of stop words only.
+    """
+    return _analyze(text, english=_is_english(lang), query=False)
+
+
+def analyze_query(text: str) -> list[str]:
+    """The terms of a query, which has no language: each Latin word as English text has
+    it (its stem) and as other languages have it (:data:`UNSTEMMED_PREFIX` + the folded
+    word), so the query matches documents in either; stop words in neither form. Other
+    terms as :func:`analyze` gives them."""
+    return _analyze(text, english=True, query=True)
+
+
+@lru_cache(maxsize=16384)
+def match_terms(word: str) -> frozenset[str]:
+    """The query terms that match ``word`` (one token of a text, as :func:`tokens` cuts
+    it, or one CJK bigram of it) wherever it stands: its term in English text and in
+    other languages, as :func:`analyze_query` gives them. Empty for a stop word, so
+    highlighting built on this never marks one."""
+    return frozenset(analyze_query(word))
 
 
 def term_id(term: str) -> int:
@@ -194,12 +337,22 @@ def term_id(term: str) -> int:
     return int.from_bytes(digest, "big") % TERM_ID_BOUND
 
 
-def term_frequencies(text: str) -> tuple[SparseVector, int]:
-    """Count the terms of ``text`` by :func:`term_id`.
+def _count(terms: list[str]) -> SparseVector:
+    counts = Counter(term_id(term) for term in terms)
+    return SparseVector.from_mapping({i: float(n) for i, n in counts.items()})
+
+
+def term_frequencies(text: str, *, lang: str | None = None) -> tuple[SparseVector, int]:
+    """Count the terms of a document's ``text`` (:func:`analyze`) by :func:`term_id`.
 
     Returns the counts as a sparse vector and the document length in terms (the number
     :func:`analyze` yields, which equals the sum of the counts).
     """
-    terms = analyze(text)
-    counts = Counter(term_id(term) for term in terms)
-    return SparseVector.from_mapping({i: float(n) for i, n in counts.items()}), len(terms)
+    terms = analyze(text, lang=lang)
+    return _count(terms), len(terms)
+
+
+def query_term_frequencies(text: str) -> SparseVector:
+    """Count the terms of a query (:func:`analyze_query`) by :func:`term_id`; BM25 reads
+    only which terms are there (each distinct term weighs its IDF once)."""
+    return _count(analyze_query(text))

@@ -38,7 +38,18 @@ from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
 from hsearch.types import SparseVector
 
-__all__ = ["LexicalContribution", "LexicalStatistics", "WeightedDocument"]
+__all__ = ["LexicalContribution", "LexicalStatistics", "WeightedDocument", "weigh_chunks"]
+
+
+def weigh_chunks(chunks: Sequence[SparseVector], *, avg_length: float) -> tuple[SparseVector, ...]:
+    """BM25 document-side weights of chunks (their raw term counts) in a corpus whose
+    average chunk length is ``avg_length`` (taken as at least 1)."""
+    return tuple(
+        bm25_document_weights(
+            tf, length=max(1, int(sum(tf.values))), avg_length=max(avg_length, 1.0)
+        )
+        for tf in chunks
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +146,7 @@ class LexicalStatistics:
         n_chunks, total = LexicalStatsRepository(session).corpus(tenant_id)
         new_n = n_chunks - old.chunks + contribution.chunks
         avg_length = (total - old.length + contribution.length) / new_n if new_n > 0 else 1.0
-        weights = tuple(
-            bm25_document_weights(
-                tf, length=max(1, int(sum(tf.values))), avg_length=max(avg_length, 1.0)
-            )
-            for tf in chunks
-        )
+        weights = weigh_chunks(chunks, avg_length=avg_length)
         return WeightedDocument(weights=weights, contribution=contribution, replaced=old)
 
     def record(self, session: Session, *, tenant_id: str, document: WeightedDocument) -> None:

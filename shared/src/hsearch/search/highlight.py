@@ -1,13 +1,16 @@
 """Snippets: the best window of a text, query terms marked, safe to put in HTML.
 
 Pure: no I/O. Terms are matched with the very analysis the sparse (lexical) leg uses:
-the text is cut into the analyzer's tokens (:func:`hsearch.lexical.analyzer.tokens`,
-which keep their offsets), and each token, or each bigram of a CJK run, is read by
-:func:`hsearch.lexical.analyzer.analyze` (NFKC, case folding), so a word is
-highlighted exactly when it could have matched lexically: a full-width ``API``
-in a text matches the query ``api``; in Japanese, where words are not separated by
-spaces, the query's character bigrams are found inside the text's CJK runs (and a
-one-character CJK query term matches that character anywhere in a run).
+the query is read by :func:`hsearch.lexical.analyzer.analyze_query`, the text is cut
+into the analyzer's tokens (:func:`hsearch.lexical.analyzer.tokens`, which keep their
+offsets), and each token, or each bigram of a CJK run, matches by its analysed terms
+(:func:`hsearch.lexical.analyzer.match_terms`: folding, stems), so a word is
+highlighted exactly when it could have matched lexically: a full-width ``API`` in a
+text matches the query ``api``, ``volcanoes`` and ``café`` match the queries
+``volcano`` and ``cafe``, and a stop word (``and``) is never marked, since no query
+holds one; in Japanese, where words are not separated by spaces, the query's character
+bigrams are found inside the text's CJK runs (and a one-character CJK query term
+matches that character anywhere in a run).
 
 The window is the ``max_chars`` characters of the text holding the most distinct query
 terms (then the most matches; the earliest wins a tie), moved so it does not cut a word
@@ -23,11 +26,10 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Final
 
 from hsearch.errors import InvalidRequestError
-from hsearch.lexical.analyzer import analyze, is_cjk, tokens
+from hsearch.lexical.analyzer import analyze_query, is_cjk, match_terms, tokens
 
 __all__ = ["MIN_SNIPPET_CHARS", "make_snippet"]
 
@@ -36,11 +38,6 @@ MIN_SNIPPET_CHARS: Final = 16
 _WHITESPACE: Final = re.compile(r"\s+")
 _MAX_SNAP: Final = 24
 """How far a window edge may move to avoid cutting a word."""
-
-
-@lru_cache(maxsize=16384)
-def _terms(token: str) -> frozenset[str]:
-    return frozenset(analyze(token))
 
 
 @dataclass(slots=True)
@@ -71,7 +68,7 @@ def make_snippet(
     if max_chars < MIN_SNIPPET_CHARS:
         msg = f"max_chars must be at least {MIN_SNIPPET_CHARS}, got {max_chars}"
         raise InvalidRequestError(msg)
-    spans = _find_matches(text, frozenset(analyze(query)))
+    spans = _find_matches(text, frozenset(analyze_query(query)))
     start, end = _choose_window(text, spans, max_chars)
     start, end = _snap(text, start, end, spans)
     # Trim whitespace at the edges: it would only become a stray space.
@@ -109,17 +106,17 @@ def _find_matches(text: str, query_terms: frozenset[str]) -> list[_Span]:
     for token in tokens(text):
         word, base = token.text, token.start
         if not token.cjk or len(word) == 1:
-            hit = _terms(word) & query_terms
+            hit = match_terms(word) & query_terms
             if hit:
                 found.append(_Span(base, token.end, set(hit)))
             continue
         for i in range(len(word) - 1):
-            hit = _terms(word[i : i + 2]) & query_terms
+            hit = match_terms(word[i : i + 2]) & query_terms
             if hit:
                 found.append(_Span(base + i, base + i + 2, set(hit)))
         if unigrams:
             for i, char in enumerate(word):
-                hit = _terms(char) & unigrams
+                hit = match_terms(char) & unigrams
                 if hit:
                     found.append(_Span(base + i, base + i + 1, set(hit)))
     found.sort(key=lambda span: (span.start, span.end))

@@ -16,14 +16,17 @@ from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import EncoderMismatchError
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
-from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
+from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore
 from hsearch.vectorstore.schema import OUTPUT_FIELDS
 
 
 class InMemoryVectorStore:
-    def __init__(self) -> None:
+    def __init__(self, *, name: str = "memory") -> None:
         self._rows: dict[str, ChunkRecord] = {}
         self._encoder: str | None = None
+        self._name = name
+        self._base = name  # new collections are <base>_v1, _v2...
+        self._generation = 0
 
     def ensure_collection(self, encoder: EncoderInfo) -> None:
         if self._encoder is None:
@@ -31,9 +34,32 @@ class InMemoryVectorStore:
         elif self._encoder != encoder.fingerprint:
             msg = (
                 f"collection was built with encoder {self._encoder!r}, "
-                f"but the configured encoder is {encoder.fingerprint!r}"
+                f"but the configured encoder is {encoder.fingerprint!r}; rebuild it with "
+                "`hsearch reindex`"
             )
             raise EncoderMismatchError(msg)
+
+    def new_collection(self, encoder: EncoderInfo) -> InMemoryVectorStore:
+        self._generation += 1
+        built = InMemoryVectorStore(name=f"{self._base}_v{self._generation}")
+        built.ensure_collection(encoder)
+        return built
+
+    def swap_in(self, built: VectorStore) -> str | None:
+        """Take over ``built``'s rows and encoder; the previous rows are gone with the
+        swap, so :meth:`drop_previous` has nothing left to drop."""
+        if not isinstance(built, InMemoryVectorStore):
+            msg = f"cannot swap a {type(built).__name__} into an in-memory store"
+            raise TypeError(msg)
+        previous = self.live_collection()
+        self._rows, self._encoder, self._name = dict(built._rows), built._encoder, built._name
+        return previous
+
+    def drop_previous(self, name: str) -> None:
+        """Nothing to drop: :meth:`swap_in` let the previous rows go."""
+
+    def live_collection(self) -> str | None:
+        return self._name if self._encoder is not None else None
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
         for record in records:

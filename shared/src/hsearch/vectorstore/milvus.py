@@ -7,6 +7,15 @@ and checked on every open.
 The dense leg returns what an exact search would rank first under any filter, which
 HNSW alone does not: see :meth:`MilvusVectorStore.search_dense` and
 docs/filtered-search.md.
+
+The configured name (``HSEARCH_MILVUS__COLLECTION``) is an alias; the collections
+behind it have versioned names (``<name>_v1``, ``<name>_v2``…). Every search and write
+goes through the alias, so ``hsearch reindex`` builds the next version beside the live
+one and then moves the alias in one step (``alter_alias``): searches answer from the old
+collection until the new one is complete. A deployment from before aliases has a
+collection under the plain name: it is used as it is, and the first reindex migrates it
+(renamed to ``<name>_v0``, then dropped unless kept, and the alias created in its place:
+the only swap that is two calls, so searches may miss it for milliseconds).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,7 +38,7 @@ from hsearch.errors import EncoderMismatchError, VectorStoreError, VectorStoreTi
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.milvus_filters import compile_filter, quote_string, tenant_expression
-from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
+from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore
 from hsearch.vectorstore.schema import (
     DENSE_FIELD,
     METADATA_FIELD,
@@ -50,6 +60,9 @@ SCHEMA_VERSION_PROPERTY = "hsearch.schema_version"
 SCHEMA_VERSION = "1"
 # Outside every encoder's index space (term hashes < 2**31, token ids < 2**20).
 EMPTY_SPARSE_INDEX = 2**32 - 2
+MAX_NAME_LENGTH = 255
+"""Milvus' limit on collection and alias names."""
+REINDEX_HINT = "rebuild it with the configured encoder: `hsearch reindex`"
 
 # Filtered dense search (docs/filtered-search.md). The sample is the tenant's nearest
 # SAMPLE_FACTOR x limit chunks: for a filter keeping half the chunks it holds 1.5 x limit
@@ -86,10 +99,15 @@ class MilvusVectorStore:
         exact_search_max_rows: int = 1000,
         write_timeout: float = 30.0,
         leg_uris: Mapping[str, str] | None = None,
+        pinned: bool = False,
     ) -> None:
+        """``collection`` is the alias searches and writes go through; with ``pinned``,
+        the name of one collection itself, never an alias (a collection being built by
+        a reindex)."""
         self._uri = uri
         self._token = token or ""
         self._collection = collection
+        self._pinned = pinned
         self._hnsw_m = hnsw_m
         self._hnsw_ef_construction = hnsw_ef_construction
         self._hnsw_ef = hnsw_ef
@@ -113,17 +131,35 @@ class MilvusVectorStore:
     # -- collection lifecycle -------------------------------------------------
 
     def ensure_collection(self, encoder: EncoderInfo) -> None:
+        """Verify the collection behind the name (an alias, or a collection from before
+        aliases) was built with ``encoder`` and load it; create the first version and
+        the alias when there is nothing under the name yet."""
         try:
-            if self._client.has_collection(self._collection):
-                self._verify_encoder(encoder)
-                state = self._client.get_load_state(self._collection)
-                if "Loaded" not in str(state.get("state")):
-                    # A collection reopened from disk starts released.
-                    self._client.load_collection(self._collection)
+            if not self._client.has_collection(self._collection):
+                if self._pinned:
+                    self._create(self._collection, encoder)
+                else:
+                    self._create_first_version(encoder)
                 return
-            self._create(encoder)
+            self._verify_encoder(encoder)
+            state = self._client.get_load_state(self._collection)
+            if "Loaded" not in str(state.get("state")):
+                # A collection reopened from disk starts released.
+                self._client.load_collection(self._collection)
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus collection set-up failed: {exc}") from exc
+
+    def _create_first_version(self, encoder: EncoderInfo) -> None:
+        physical = self._version_name(1)
+        if not self._client.has_collection(physical):
+            self._create(physical, encoder)
+        try:
+            self._client.create_alias(physical, self._collection)
+        except MilvusException:
+            # Another process (API and worker start together) created it first.
+            if self.live_collection() != physical:
+                raise
+        logger.info("vectorstore.alias.created alias=%s collection=%s", self._collection, physical)
 
     def collection_encoder(self) -> str | None:
         """The encoder fingerprint recorded on the collection, if it exists."""
@@ -133,17 +169,103 @@ class MilvusVectorStore:
         value = props.get(ENCODER_PROPERTY)
         return str(value) if value is not None else None
 
+    def live_collection(self) -> str | None:
+        """The collection behind the name: the alias' target, the collection itself
+        (pinned, or from before aliases), or ``None`` when nothing has that name."""
+        if not self._client.has_collection(self._collection):
+            return None
+        return str(self._client.describe_collection(self._collection)["collection_name"])
+
     def _verify_encoder(self, encoder: EncoderInfo) -> None:
         recorded = self.collection_encoder()
         if recorded != encoder.fingerprint:
             msg = (
                 f"collection {self._collection!r} was built with encoder {recorded!r}, "
-                f"but the configured encoder is {encoder.fingerprint!r}; use the same "
-                "encoder or a new collection (HSEARCH_MILVUS__COLLECTION)"
+                f"but the configured encoder is {encoder.fingerprint!r}; {REINDEX_HINT} "
+                "(or point HSEARCH_MILVUS__COLLECTION at another collection)"
             )
             raise EncoderMismatchError(msg)
 
-    def _create(self, encoder: EncoderInfo) -> None:
+    def new_collection(self, encoder: EncoderInfo) -> MilvusVectorStore:
+        """The next version (``<name>_v<n>``, one above every existing version), created
+        empty for ``encoder`` and loaded; the alias is left where it is."""
+        if self._pinned:
+            msg = f"{self._collection!r} is a pinned collection, not an alias: nothing to rebuild"
+            raise VectorStoreError(msg)
+        try:
+            pattern = re.compile(rf"{re.escape(self._collection)}_v(\d+)")
+            versions = [
+                int(m.group(1))
+                for name in self._client.list_collections()
+                if (m := pattern.fullmatch(str(name)))
+            ]
+            physical = self._version_name(max(versions, default=0) + 1)
+            self._create(physical, encoder)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus collection set-up failed: {exc}") from exc
+        return MilvusVectorStore(
+            self._uri,
+            collection=physical,
+            token=self._token or None,
+            hnsw_m=self._hnsw_m,
+            hnsw_ef_construction=self._hnsw_ef_construction,
+            hnsw_ef=self._hnsw_ef,
+            write_timeout=self._write_timeout,
+            pinned=True,
+        )
+
+    def swap_in(self, built: VectorStore) -> str | None:
+        """Point the alias at ``built``'s collection (``alter_alias``: one step); the
+        previous collection stays (:meth:`drop_previous`). A collection from before
+        aliases, under the plain name, is renamed ``<name>_v0`` first and the alias
+        created in its place."""
+        if not isinstance(built, MilvusVectorStore) or not built._pinned:
+            msg = "swap_in takes a store made by new_collection()"
+            raise VectorStoreError(msg)
+        target = built.collection
+        try:
+            previous = self.live_collection()
+            if previous is None:
+                self._client.create_alias(target, self._collection)
+            elif previous != self._collection:
+                self._client.alter_alias(target, self._collection)
+            else:
+                previous = self._version_name(0)
+                self._client.rename_collection(self._collection, previous)
+                self._client.create_alias(target, self._collection)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus alias swap failed: {exc}") from exc
+        logger.info(
+            "vectorstore.alias.swapped alias=%s collection=%s previous=%s",
+            self._collection,
+            target,
+            previous,
+        )
+        return previous
+
+    def drop_previous(self, name: str) -> None:
+        """Drop ``name``, a collection this store's alias no longer points at."""
+        try:
+            if self.live_collection() == name:
+                msg = f"{name!r} is the live collection of {self._collection!r}"
+                raise VectorStoreError(msg)
+            if self._client.has_collection(name):
+                self._client.drop_collection(name)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus drop failed: {exc}") from exc
+        logger.info("vectorstore.collection.dropped collection=%s", name)
+
+    def _version_name(self, version: int) -> str:
+        name = f"{self._collection}_v{version}"
+        if len(name) > MAX_NAME_LENGTH:
+            msg = (
+                f"collection name {self._collection!r} is too long to version: "
+                f"{name!r} exceeds Milvus' {MAX_NAME_LENGTH} characters"
+            )
+            raise VectorStoreError(msg)
+        return name
+
+    def _create(self, name: str, encoder: EncoderInfo) -> None:
         schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field(PRIMARY_FIELD, DataType.VARCHAR, is_primary=True, max_length=64)
         schema.add_field(TENANT_FIELD, DataType.VARCHAR, max_length=64, is_partition_key=True)
@@ -174,7 +296,7 @@ class MilvusVectorStore:
         )
         index_params.add_index(SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
         self._client.create_collection(
-            self._collection,
+            name,
             schema=schema,
             index_params=index_params,
             properties={
@@ -183,14 +305,17 @@ class MilvusVectorStore:
             },
         )
         logger.info(
-            "vectorstore.collection.created collection=%s encoder=%s",
-            self._collection,
-            encoder.fingerprint,
+            "vectorstore.collection.created collection=%s encoder=%s", name, encoder.fingerprint
         )
 
     def drop_collection(self) -> None:
-        if self._client.has_collection(self._collection):
-            self._client.drop_collection(self._collection)
+        """Drop the collection behind the name, and the alias with it."""
+        physical = self.live_collection()
+        if physical is None:
+            return
+        if physical != self._collection:
+            self._client.drop_alias(self._collection)
+        self._client.drop_collection(physical)
 
     # -- writes ----------------------------------------------------------------
 

@@ -49,11 +49,37 @@ class VectorStore(Protocol):
 
     Lifecycle: :meth:`ensure_collection` once at start, :meth:`ping` for readiness,
     :meth:`aclose` on the event loop that ran the searches, then :meth:`close`.
+
+    Rebuilding (``hsearch reindex``): :meth:`new_collection` makes an empty collection
+    beside the live one and a store that writes to it; searches and writes through this
+    store keep going to the live collection until :meth:`swap_in` makes the new one live
+    in one step; :meth:`drop_previous` then drops the old one.
     """
 
     def ensure_collection(self, encoder: EncoderInfo) -> None:
         """Create the collection for ``encoder`` or verify the existing one was built
-        with it (:class:`~hsearch.errors.EncoderMismatchError` otherwise)."""
+        with it (:class:`~hsearch.errors.EncoderMismatchError`, naming ``hsearch
+        reindex``, otherwise)."""
+        ...
+
+    def new_collection(self, encoder: EncoderInfo) -> VectorStore:
+        """A store on a new, empty collection built for ``encoder``, beside the live one
+        (which it leaves as it is); :meth:`swap_in` makes it live."""
+        ...
+
+    def swap_in(self, built: VectorStore) -> str | None:
+        """Make ``built`` (from :meth:`new_collection`) the live collection in one step:
+        searches and writes through this store go to it from now on. Returns the name of
+        the previous collection (``None``: there was none), which is kept until
+        :meth:`drop_previous`."""
+        ...
+
+    def drop_previous(self, name: str) -> None:
+        """Drop ``name``, a collection :meth:`swap_in` replaced (never the live one)."""
+        ...
+
+    def live_collection(self) -> str | None:
+        """The name of the collection searches go to now (``None``: none yet)."""
         ...
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None: ...

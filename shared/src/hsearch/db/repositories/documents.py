@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import Document
@@ -32,3 +33,20 @@ class DocumentRepository:
             )
             or 0
         )
+
+    def page(self, *, after: tuple[str, uuid.UUID] | None, limit: int) -> list[Document]:
+        """Documents of every tenant in ``(tenant_id, id)`` order, the first ``limit``
+        after the key ``after`` (``None``: from the start): keyset pages, stable while
+        rows change (a rebuild reads the whole table this way)."""
+        stmt = select(Document).order_by(Document.tenant_id, Document.id).limit(limit)
+        if after is not None:
+            stmt = stmt.where(tuple_(Document.tenant_id, Document.id) > tuple_(*after))
+        return list(self._session.scalars(stmt))
+
+    def state(self) -> tuple[int, datetime | None]:
+        """``(count, latest updated_at)`` over every tenant: it changes when any document
+        is added or re-indexed."""
+        count, latest = self._session.execute(
+            select(func.count(), func.max(Document.updated_at)).select_from(Document)
+        ).one()
+        return int(count or 0), latest

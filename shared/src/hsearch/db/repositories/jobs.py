@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
@@ -17,6 +17,12 @@ class JobRepository:
     def add(self, job: IngestionJob) -> None:
         self._session.add(job)
         self._session.flush()
+
+    def active_count(self) -> int:
+        """Jobs of any tenant that are queued or running."""
+        active = (JobStatus.QUEUED, JobStatus.RUNNING)
+        stmt = select(func.count()).select_from(IngestionJob).where(IngestionJob.status.in_(active))
+        return int(self._session.scalar(stmt) or 0)
 
     def get(self, job_id: uuid.UUID, *, tenant_id: str | None = None) -> IngestionJob | None:
         stmt = select(IngestionJob).where(IngestionJob.id == job_id)

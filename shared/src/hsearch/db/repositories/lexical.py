@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from sqlalchemy import delete, select
+from sqlalchemy import insert as insert_into
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -78,4 +79,28 @@ class LexicalStatsRepository:
                     LexicalTermStats.tenant_id == tenant_id, LexicalTermStats.df <= 0
                 )
             )
+        self._session.flush()
+
+    def replace_all(self, corpora: Mapping[str, tuple[int, int, Mapping[int, int]]]) -> None:
+        """Replace every tenant's statistics by ``corpora``: per tenant, ``(chunk count,
+        total length, document frequency per term)``; tenants left out have none after.
+        One statement per table and batch (a rebuild writes millions of rows)."""
+        self._session.execute(delete(LexicalTermStats))
+        self._session.execute(delete(LexicalCorpusStats))
+        if corpora:
+            self._session.execute(
+                insert_into(LexicalCorpusStats),
+                [
+                    {"tenant_id": t, "encoder": "", "chunk_count": n, "total_length": length}
+                    for t, (n, length, _) in sorted(corpora.items())
+                ],
+            )
+        rows = [
+            {"tenant_id": t, "term_id": term, "df": df}
+            for t, (_, _, dfs) in sorted(corpora.items())
+            for term, df in sorted(dfs.items())
+            if df > 0
+        ]
+        for start in range(0, len(rows), 5000):
+            self._session.execute(insert_into(LexicalTermStats), rows[start : start + 5000])
         self._session.flush()
