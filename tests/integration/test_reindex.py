@@ -57,7 +57,7 @@ class OldFake(FakeEmbedder):
 def env(milvus_uri: str, tmp_path: Path) -> Iterator[dict[str, str]]:
     with postgres_database() as url:
         upgrade_database(url)
-        yield stack_env(
+        env = stack_env(
             database_url=url,
             broker_url="memory://",
             milvus_uri=milvus_uri,
@@ -65,6 +65,10 @@ def env(milvus_uri: str, tmp_path: Path) -> Iterator[dict[str, str]]:
             encoder={"kind": "fake"},
             data_dir=tmp_path,
         )
+        # Every job flushes as it ends, so ingestion is idle when a rebuild starts
+        # (a rebuild refuses to run beside a job still waiting for its timed flush).
+        env["HSEARCH_INGEST__FLUSH_MIN_INTERVAL_S"] = "0"
+        yield env
 
 
 @pytest.fixture
