@@ -431,19 +431,22 @@ class MilvusVectorStore:
         sample = await self._dense_ann(query, expr=tenant, limit=size, ef=0, deadline=deadline)
         kept = [hit for hit in sample if matches(filter, hit.fields)]
         expr = compile_filter(filter, tenant_id=tenant_id)
-        if len(sample) == size:  # a short sample: a small tenant, perhaps sharing HNSW graphs
-            if len(kept) >= limit:
+        # A short sample comes from a small tenant, perhaps searched under its own
+        # condition in a shared partition: it proves nothing, and an exact search is cheap.
+        if len(sample) == size:
+            if len(kept) >= limit:  # a broad filter: the sample holds the answer
                 return kept[:limit]
-            if kept:
+            if kept:  # selective near the query: widen the graph search to match
                 ef = math.ceil(EF_PER_MATCH * limit * size / len(kept))
                 if ef <= self._hnsw_max_ef:
                     return await self._dense_ann(
                         query, expr=expr, limit=limit, ef=ef, deadline=deadline
                     )
+        # Very selective near the query: few matches in all, scored exactly, or many
+        # elsewhere, and the widest graph search allowed.
         exact = await self._dense_exact(query, expr=expr, limit=limit, deadline=deadline)
         if exact is not None:
             return exact
-        # Many matches, but rare near the query: the widest graph search allowed.
         return await self._dense_ann(
             query, expr=expr, limit=limit, ef=self._hnsw_max_ef, deadline=deadline
         )
