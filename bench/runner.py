@@ -88,7 +88,7 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
     search = s.model_copy(
         update={
             "max_top_k": max(s.max_top_k, TOP_K),
-            "max_candidates": max(s.max_candidates, s.min_candidates, s.candidates_factor * TOP_K),
+            "max_candidates": max(s.max_candidates, s.candidates, TOP_K),
         }
     )
     return base.model_copy(
@@ -183,13 +183,12 @@ def leg_record(
 
 
 def default_candidates(settings: Settings) -> int:
-    """The candidate depth per leg of a default request (``top_k`` = 10).
+    """The candidate depth per leg of a default request (the window, ``candidates``).
 
-    The benchmark asks for 100 hits (for recall@100) but searches at the depth a default
-    request gets, so nDCG@10 measures what a default search returns.
+    The benchmark asks for 100 hits (for recall@100) at the depth a default request
+    gets, so nDCG@10 measures what a default search returns.
     """
-    s = settings.search
-    return max(TOP_K, min(s.max_candidates, max(s.min_candidates, s.candidates_factor * 10)))
+    return max(TOP_K, settings.search.candidates)
 
 
 async def run_queries(

@@ -139,3 +139,35 @@ async def test_snippets_highlight_query_terms(client: httpx.AsyncClient, corpus:
     assert all("<em>rivers</em>" in h["snippet"] for h in body["hits"])
     plain = await search(client, mode="keyword", top_k=3, highlight=False)
     assert all(h["snippet"] is None for h in plain["hits"])
+
+
+async def test_totals_and_facets_count_every_keyword_match_whatever_the_page(
+    client: httpx.AsyncClient, corpus: list[Any]
+) -> None:
+    # A window of two chunks: the sparse leg fills it, and Milvus counts the rest (the
+    # collection was flushed when the job ended, so this runs on sealed segments).
+    window = {"mode": "keyword", "candidates": 2, "facets": ["source", "tags"]}
+    grouped = await search(client, **window, top_k=1, group_by_document=True)
+    assert (grouped["total"], grouped["total_exact"]) == (len(DOCS), True)
+    assert grouped["total_basis"] == "matches"
+    assert grouped["window"] == 2
+    assert grouped["facet_basis"] == {"unit": "document", "scope": "matches", "exact": True}
+    facets = {f["field"]: f for f in grouped["facets"]}
+    assert {b["value"]: b["count"] for b in facets["source"]["buckets"]} == dict(
+        Counter(d["source"] for d in DOCS)
+    )
+    assert {b["value"]: b["count"] for b in facets["tags"]["buckets"]} == dict(
+        Counter(t for d in DOCS for t in d["tags"])
+    )
+    chunks = await search(client, **window, top_k=2)
+    long = await search(client, mode="semantic", top_k=50, candidates=200, group_by_document=True)
+    long_chunks = next(h for h in long["hits"] if h["external_id"] == "long")["matching_chunks"]
+    assert (chunks["total"], chunks["total_exact"]) == (len(DOCS) - 1 + long_chunks, True)
+    for top_k, offset in ((1, 0), (1, 1), (2, 0)):
+        page = await search(client, **window, top_k=top_k, offset=offset)
+        assert (page["total"], page["facets"]) == (chunks["total"], chunks["facets"])
+    past = await client.post(
+        "/v1/search", json={"query": "rivers", **window, "top_k": 1, "offset": 2}
+    )
+    assert past.status_code == 422
+    assert "window of 2 results" in past.json()["detail"]

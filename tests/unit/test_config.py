@@ -66,7 +66,7 @@ def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> Non
         ("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dense": 0, "sparse": 0}', "rrf_weights"),
         ("HSEARCH_SEARCH__FUSION", "magic", "fusion"),
         # Limits the API advertises must be reachable together.
-        ("HSEARCH_SEARCH__MAX_TOP_K", "600", "max_top_k .600. must not exceed"),
+        ("HSEARCH_SEARCH__MAX_TOP_K", "600", r"max_top_k \(600\) <= search.candidates"),
         ("HSEARCH_SEARCH__LEG_TIMEOUT_S", "12", "leg_timeout_s .12.0. must not exceed"),
     ],
 )

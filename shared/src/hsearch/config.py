@@ -137,18 +137,40 @@ class SearchSettings(BaseModel):
     )
     leg_timeout_s: float = Field(default=2.0, gt=0, le=30)
     max_leg_timeout_s: float = Field(default=10.0, gt=0, le=60)
-    candidates_factor: int = Field(default=2, ge=1, le=20)
-    min_candidates: int = Field(default=100, ge=1, le=1000)
+    candidates: int = Field(
+        default=100,
+        ge=1,
+        le=16384,
+        description="The fused window: candidates each leg fetches when a request sets "
+        "none. Independent of top_k and offset, so every page of a query, its facets and "
+        "its total come from the same window; pages end at its end (docs/search.md).",
+    )
     max_candidates: int = Field(default=500, ge=1, le=16384)
     max_top_k: int = Field(default=100, ge=1, le=1000)
+    count_limit: int = Field(
+        default=10_000,
+        ge=1,
+        le=16384,
+        description="Keyword matches are counted exactly up to this many; above it the "
+        "total is a lower bound (total_exact false). At most Milvus' 16,384 per search.",
+    )
+    totals_cache_ttl_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="How long a query's total and facets are reused by its other pages "
+        "(0: computed for every request). A write shows in totals after at most this.",
+    )
+    totals_cache_size: int = Field(default=1024, ge=1, le=1_000_000)
 
     @model_validator(mode="after")
     def _limits_fit_together(self) -> SearchSettings:
         # The API advertises these maxima; each must be reachable with the others' defaults.
-        if self.max_top_k > self.max_candidates:
+        if not self.max_top_k <= self.candidates <= self.max_candidates:
             msg = (
-                f"search.max_top_k ({self.max_top_k}) must not exceed search.max_candidates "
-                f"({self.max_candidates}): a page cannot be larger than the candidates"
+                f"search.max_top_k ({self.max_top_k}) <= search.candidates "
+                f"({self.candidates}) <= search.max_candidates ({self.max_candidates}) "
+                "must hold: the default window must hold any page a request may ask for"
             )
             raise ValueError(msg)
         if self.leg_timeout_s > self.max_leg_timeout_s:

@@ -108,3 +108,21 @@ class SparseVector:
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+class CountUnit(StrEnum):
+    """What a total or a facet counts."""
+
+    CHUNK = "chunk"
+    DOCUMENT = "document"
+
+
+class CountScope(StrEnum):
+    """Which hits a total or a facet counts (``docs/search.md``, "Totals and facets")."""
+
+    MATCHES = "matches"
+    """The query's matches: every chunk holding a keyword query term (counted up to
+    ``search.count_limit``) and the dense leg's ``window`` nearest chunks, under the
+    filter."""
+    WINDOW = "window"
+    """Only the fused window: what the legs returned (with ``min_score`` applied)."""

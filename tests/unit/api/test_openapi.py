@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from hsearch.config import Settings
 from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
 from tests.unit.api.conftest import Api, api_settings, serve
 
@@ -88,7 +89,10 @@ def probe(field: str, kind: str, keyword: str, bound: float) -> tuple[object, ob
     return bound, past
 
 
-def request_with(field: str, value: object) -> dict[str, Any]:
+def request_with(field: str, value: object, settings: Settings) -> dict[str, Any]:
+    if field == "offset":
+        # An offset is bounded by the request's window: at its largest, max_candidates.
+        return {**BASE_QUERY, "offset": value, "candidates": settings.search.max_candidates}
     if field.startswith("weights."):
         leg = field.split(".", 1)[1]
         # The other leg keeps a weight, so a 0 here is not refused for another reason.
@@ -98,7 +102,16 @@ def request_with(field: str, value: object) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "limits",
-    [{}, {"max_top_k": 7, "max_candidates": 33, "leg_timeout_s": 0.2, "max_leg_timeout_s": 0.29}],
+    [
+        {},
+        {
+            "max_top_k": 7,
+            "candidates": 20,
+            "max_candidates": 33,
+            "leg_timeout_s": 0.2,
+            "max_leg_timeout_s": 0.29,
+        },
+    ],
     ids=["defaults", "configured"],
 )
 async def test_every_advertised_bound_is_the_enforced_one(
@@ -111,6 +124,7 @@ async def test_every_advertised_bound_is_the_enforced_one(
         # The settings are the one source of the server's limits.
         assert by_field[("top_k", "maximum")] == settings.search.max_top_k
         assert by_field[("candidates", "maximum")] == settings.search.max_candidates
+        assert by_field[("offset", "maximum")] == settings.search.max_candidates - 1
         assert by_field[("leg_timeout_ms", "maximum")] / 1000 == pytest.approx(
             settings.search.max_leg_timeout_s, abs=0.001
         )
@@ -127,7 +141,7 @@ async def test_every_advertised_bound_is_the_enforced_one(
         for field, kind, keyword, bound in bounds:
             assert keyword in BOUND_KEYWORDS, f"{field}: no probe for {keyword}"
             accepted, refused = probe(field, kind, keyword, bound)
-            resp = await api.client.post("/v1/search", json=request_with(field, accepted))
+            resp = await api.client.post("/v1/search", json=request_with(field, accepted, settings))
             if (field, keyword) == ("leg_timeout_ms", "minimum") and resp.status_code == 503:
                 # Accepted, but 1 ms for encoding and both legs may well be spent before
                 # the legs start: they then time out, and no leg answering is a 503.
@@ -135,7 +149,7 @@ async def test_every_advertised_bound_is_the_enforced_one(
                 assert "no time left" in resp.json()["detail"], resp.text
             else:
                 assert resp.status_code == 200, (field, keyword, bound, resp.text)
-            resp = await api.client.post("/v1/search", json=request_with(field, refused))
+            resp = await api.client.post("/v1/search", json=request_with(field, refused, settings))
             assert resp.status_code == 422, (field, keyword, bound, resp.text)
             assert resp.json()["error"] == "invalid_request"
             assert field in resp.json()["detail"]

@@ -89,7 +89,8 @@ class ScriptedStore(InMemoryVectorStore):
     ``ok`` searches the rows; ``empty`` finds nothing; ``fail`` raises a store error;
     ``timeout`` raises the store's timeout error (its own deadline fired); ``stall``
     never answers; a number answers (from the rows) after that many seconds.
-    ``calls`` records each leg searched with the timeout it was given.
+    ``calls`` records each leg searched with the timeout it was given. The keyword
+    matches (``matches``) behave as told too, and are recorded in ``match_calls``.
     """
 
     def __init__(self, rows: Mapping[str, ChunkRecord], **behaviour: str | float) -> None:
@@ -97,10 +98,12 @@ class ScriptedStore(InMemoryVectorStore):
         self.upsert(list(rows.values()))
         self.behaviour = behaviour
         self.calls: list[tuple[Leg, float]] = []
+        self.match_calls = 0
 
-    async def _act(self, leg: Leg, timeout: float) -> list[StoredHit] | None:
-        self.calls.append((leg, timeout))
-        what = self.behaviour.get(leg.value, "ok")
+    async def _act(self, leg: Leg | str, timeout: float) -> list[StoredHit] | None:
+        what = self.behaviour.get(leg, "ok")
+        if isinstance(leg, Leg):
+            self.calls.append((leg, timeout))
         if what == "empty":
             return []
         if what == "fail":
@@ -120,6 +123,11 @@ class ScriptedStore(InMemoryVectorStore):
     async def search_sparse(self, vector: SparseVector, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
         scripted = await self._act(Leg.SPARSE, kwargs["timeout"])
         return await super().search_sparse(vector, **kwargs) if scripted is None else scripted
+
+    async def match_sparse(self, vector: SparseVector, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+        self.match_calls += 1
+        scripted = await self._act("matches", kwargs["timeout"])
+        return await super().match_sparse(vector, **kwargs) if scripted is None else scripted
 
 
 class CountingStatistics(LexicalStatistics):

@@ -15,7 +15,7 @@ from hsearch.errors import InvalidFusionError, InvalidRequestError
 from hsearch.search.facets import FacetRange, FacetRequest
 from hsearch.search.models import SearchQuery
 from hsearch.search.planner import LegPlan, LegRole, QueryPlanner, SearchPlan
-from hsearch.types import FusionMethod, Leg, SearchMode
+from hsearch.types import CountUnit, FusionMethod, Leg, SearchMode
 
 MULTILINGUAL = EncoderInfo("enc", 8, "1", SparseKind.TERM_FREQUENCY)
 LATIN_ONLY = dataclasses.replace(MULTILINGUAL, dense_scripts=frozenset({"LATIN"}))
@@ -55,6 +55,7 @@ FULL: dict[str, Any] = {
     "min_score": 0.01,
     "group_by_document": True,
     "facets": (FacetRequest("source"), FacetRequest("metadata.year", ranges=(FacetRange(to=1),))),
+    "facet_unit": CountUnit.CHUNK,
     "highlight": False,
     "rerank": True,
 }
@@ -85,6 +86,7 @@ CHANGES: list[tuple[str, object]] = [
     ("min_score", 0.02),
     ("group_by_document", False),
     ("facets", (FacetRequest("source", size=3),)),
+    ("facet_unit", CountUnit.DOCUMENT),
     ("highlight", True),
     ("rerank", False),
 ]
@@ -111,14 +113,34 @@ def test_requests_with_the_same_result_give_the_same_plan() -> None:
 
 
 @pytest.mark.parametrize("top_k", [1, 10, 49, 50, 100])
-def test_the_candidate_depth_never_depends_on_the_offset(top_k: int) -> None:
+def test_the_window_depends_on_neither_top_k_nor_the_offset(top_k: int) -> None:
     first = plan(top_k=top_k)
-    for offset in (1, 7, 100, 10_000):
+    for offset in (1, 7, 99):
         later = plan(top_k=top_k, offset=offset)
         assert later.candidates == first.candidates
         assert later.legs == first.legs
+        assert later.counting_key() == first.counting_key()
         assert dataclasses.replace(later.ranking, offset=0) == first.ranking
-    assert first.candidates == max(100, 2 * top_k)
+    assert first.candidates == first.ranking.window == SearchSettings().candidates
+    assert plan(top_k=10).counting_key() == plan(top_k=top_k).counting_key()
+
+
+@pytest.mark.parametrize(("candidates", "offset"), [(None, 100), (None, 10_000), (50, 50)])
+def test_a_page_past_the_window_is_refused_naming_the_bound(
+    candidates: int | None, offset: int
+) -> None:
+    window = candidates or SearchSettings().candidates
+    with pytest.raises(InvalidRequestError) as caught:
+        plan(candidates=candidates, offset=offset)
+    assert caught.value.message.startswith("offset: ")
+    assert f"window of {window} results" in caught.value.message
+    assert str(SearchSettings().max_candidates) in caught.value.message
+
+
+def test_the_counting_key_keeps_what_changes_the_count() -> None:
+    assert plan(query="a").counting_key() != plan(query="b").counting_key()
+    assert plan(candidates=50).counting_key() != plan().counting_key()
+    assert plan(rerank=True, highlight=False).counting_key() == plan().counting_key()
 
 
 def test_the_plan_carries_the_time_budget() -> None:

@@ -11,12 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hsearch.search.facets import FacetRequest
 from hsearch.search.fusion import LegHit
 from hsearch.search.ranking import (
     RankingSpec,
     dense_cannot_read,
-    facet_counts,
     group_by_document,
     leg_weights,
     page,
@@ -24,7 +22,7 @@ from hsearch.search.ranking import (
     rank,
     rerank,
 )
-from hsearch.types import FusionMethod, Leg
+from hsearch.types import CountUnit, FusionMethod, Leg
 from hsearch.vectorstore.protocol import StoredHit
 
 
@@ -136,6 +134,8 @@ SPEC = RankingSpec(
     min_score=None,
     group_by_document=False,
     facets=(),
+    facet_unit=CountUnit.DOCUMENT,
+    window=100,
     offset=0,
     top_k=10,
 )
@@ -161,23 +161,22 @@ def test_a_skipped_leg_is_reported_with_weight_0_and_takes_no_part() -> None:
     assert [f.id for f in ranked.candidates] == ["a2", "c1"]
 
 
-def test_threshold_grouping_facets_and_page() -> None:
+def test_threshold_grouping_and_page() -> None:
     # RRF scores: a2 = 0.5/63 + 0.5/61, a1 = 0.5/61, b1 = c1 = 0.5/62.
-    spec = dataclasses.replace(
-        SPEC, min_score=0.5 / 61.5, group_by_document=True, facets=(FacetRequest("source"),)
-    )
+    spec = dataclasses.replace(SPEC, min_score=0.5 / 61.5, group_by_document=True)
     ranked = rank(spec, LEGS)
     assert [f.id for f in ranked.candidates] == ["a2", "a1"]
     assert [(f.id, n) for f, n in ranked.units] == [("a2", 2)]
-    (source,) = facet_counts(ranked, spec=spec)
-    assert [(b.value, b.count) for b in source.buckets] == [("wiki", 1)]  # one document
-    assert facet_counts(ranked, spec=SPEC) == ()
-    # Facets count every candidate, never just the page.
-    everything = rank(dataclasses.replace(SPEC, facets=(FacetRequest("source"),)), LEGS)
-    paged = dataclasses.replace(SPEC, offset=1, top_k=2, facets=(FacetRequest("source"),))
+    everything = rank(SPEC, LEGS)
+    paged = dataclasses.replace(SPEC, offset=1, top_k=2)
     assert [f.id for f, _ in page(everything.units, spec=paged)] == ["a1", "b1"]
-    (source,) = facet_counts(everything, spec=paged)
-    assert [(b.value, b.count) for b in source.buckets] == [("wiki", 3), ("blog", 1)]
+
+
+def test_pages_end_at_the_window() -> None:
+    ranked = rank(SPEC, LEGS)  # four fused hits
+    spec = dataclasses.replace(SPEC, window=3, offset=1, top_k=10)
+    assert [f.id for f, _ in page(ranked.units, spec=spec)] == ["a1", "b1"]
+    assert page(ranked.units, spec=dataclasses.replace(spec, offset=3)) == ()
 
 
 def test_group_by_document_keeps_the_best_chunk_first() -> None:

@@ -264,8 +264,9 @@ async def test_retrieve_charges_the_clock(sessions: sessionmaker[Session]) -> No
     retriever = Retriever(embedder=embedder, store=store, statistics=CountingStatistics(sessions))
     clock = StageClock()
     plan = planner.plan(SearchQuery(tenant_id=TENANT, query="rivers"))
-    outcomes = await retriever.retrieve(plan, clock=clock)
-    assert [o.leg for o in outcomes] == [Leg.DENSE, Leg.SPARSE]
+    retrieval = await retriever.retrieve(plan, clock=clock)
+    assert [o.leg for o in retrieval.outcomes] == [Leg.DENSE, Leg.SPARSE]
+    assert retrieval.matches is None, "matches are counted only when asked for"
     timings = clock.timings()
     assert timings.encode_ms > 0
     assert timings.statistics_ms > 0

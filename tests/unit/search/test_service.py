@@ -301,7 +301,83 @@ async def test_skipping_legs_changes_no_result(
         got = [(h.chunk_id, h.explanation.fused_score) for h in result.hits]
         assert got == ranking, case
         assert result.applied_weights == applied, case
-        assert result.total_candidates == len(ranking), case
+        assert result.window == len(ranking), case
         skipped += sum(r.status is LegStatus.SKIPPED for r in result.legs)
     # The cases exercise skipping (weight 0, and the language rule for LatinOnly).
     assert skipped > 0
+
+
+# -- totals: counted once per query, reused by its other pages --------------------------
+
+
+def counting_service(
+    sessions: sessionmaker[Session],
+    *,
+    ttl: float = 30.0,
+    rows: ScriptedStore | None = None,
+    **behaviour: str | float,
+) -> tuple[SearchService, ScriptedStore]:
+    embedder = FakeEmbedder()
+    indexed = rows._rows if rows is not None else index(sessions, embedder)._rows
+    store = ScriptedStore(indexed, **behaviour)
+    # A window of one chunk: the sparse leg fills it, so the keyword matches are counted.
+    settings = SearchSettings(candidates=1, max_top_k=1, totals_cache_ttl_s=ttl)
+    service = SearchService(
+        embedder=embedder, store=store, statistics=LexicalStatistics(sessions), settings=settings
+    )
+    return service, store
+
+
+def query(text: str = "rivers sea", **options: Any) -> SearchQuery:
+    return SearchQuery(tenant_id=TENANT, query=text, top_k=1, **options)
+
+
+async def test_the_other_pages_of_a_query_reuse_its_count(sessions: sessionmaker[Session]) -> None:
+    service, store = counting_service(sessions)
+    first = await service.search(query(mode=SearchMode.KEYWORD))
+    assert store.match_calls == 1
+    assert first.totals.exact
+    again = await service.search(query(mode=SearchMode.KEYWORD, highlight=False))
+    assert store.match_calls == 1, "the same query's count is reused"
+    assert again.totals == first.totals
+    assert again.timings.facets_ms <= first.timings.facets_ms + 1.0
+    await service.search(query("mountains", mode=SearchMode.KEYWORD))
+    assert store.match_calls == 2, "another query is counted"
+    fresh, fresh_store = counting_service(sessions, ttl=0, rows=store)
+    await fresh.search(query(mode=SearchMode.KEYWORD))
+    await fresh.search(query(mode=SearchMode.KEYWORD))
+    assert fresh_store.match_calls == 2, "ttl 0: counted for every request"
+
+
+async def test_a_degraded_answer_is_not_reused(sessions: sessionmaker[Session]) -> None:
+    service, store = counting_service(sessions, dense="fail")
+    first = await service.search(query())
+    assert first.degraded == (Leg.DENSE,)
+    assert not first.totals.exact
+    await service.search(query())
+    assert store.match_calls == 2
+
+
+async def test_a_failed_count_falls_back_to_the_window(sessions: sessionmaker[Session]) -> None:
+    service, store = counting_service(sessions, matches="fail")
+    result = await service.search(query(mode=SearchMode.KEYWORD))
+    assert result.hits, "the search still answers"
+    assert (result.totals.total, result.totals.exact) == (1, False)
+    assert result.totals.scope.value == "window"
+    assert store.match_calls == 1
+
+
+async def test_a_sparse_leg_short_of_its_window_is_not_counted_again(
+    sessions: sessionmaker[Session],
+) -> None:
+    embedder = FakeEmbedder()
+    store = ScriptedStore(index(sessions, embedder)._rows)
+    service = SearchService(
+        embedder=embedder,
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(),  # a window of 100: the four documents fit
+    )
+    result = await service.search(query(mode=SearchMode.KEYWORD))
+    assert store.match_calls == 0, "the sparse leg returned every match"
+    assert (result.totals.total, result.totals.exact) == (1, True)

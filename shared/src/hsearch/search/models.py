@@ -7,7 +7,8 @@ from typing import Any
 
 from hsearch.search.facets import FacetRequest, FacetResult
 from hsearch.search.timings import StageTimings
-from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
+from hsearch.search.totals import FacetBasis, Totals
+from hsearch.types import CountUnit, FusionMethod, Leg, LegStatus, SearchMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,7 @@ class SearchQuery:
     min_score: float | None = None
     group_by_document: bool = False
     facets: tuple[FacetRequest, ...] = ()
+    facet_unit: CountUnit = CountUnit.DOCUMENT
     highlight: bool = True
     rerank: bool = False
 
@@ -75,7 +77,10 @@ class SearchResult:
     mode: SearchMode
     method: FusionMethod
     hits: tuple[SearchHit, ...]
-    total_candidates: int
+    totals: Totals
+    """How many hits the query has, on the basis it declares (:mod:`~hsearch.search.totals`)."""
+    window: int
+    """How many units of the fused ranking pages run through (at most the plan's window)."""
     offset: int
     top_k: int
     degraded: tuple[Leg, ...]
@@ -91,5 +96,6 @@ class SearchResult:
     ``adaptive`` the per-query mixture weights, moved from ``weights`` towards the legs
     whose best candidate stands out."""
     facets: tuple[FacetResult, ...] = ()
+    facet_basis: FacetBasis | None = None
     timings: StageTimings = field(default_factory=StageTimings)
     """Where ``took_ms`` went, stage by stage (:mod:`hsearch.search.timings`)."""

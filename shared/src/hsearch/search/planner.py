@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from hsearch.config import SearchSettings
@@ -92,7 +92,8 @@ class SearchPlan:
     legs: tuple[LegPlan, ...]
     """The mode's legs in :class:`Leg` order, each with its role."""
     candidates: int
-    """The depth of every leg: derived from ``top_k``, never from ``offset``."""
+    """The depth of every leg (the window): the request's or the configured one, never
+    derived from ``top_k`` or ``offset``."""
     budget_s: float
     """The time encoding and the legs share, from the start of the request; each leg
     gets what is left of it when it starts."""
@@ -103,6 +104,12 @@ class SearchPlan:
 
     def legs_in(self, role: LegRole) -> tuple[Leg, ...]:
         return tuple(p.leg for p in self.legs if p.role is role)
+
+    def counting_key(self) -> SearchPlan:
+        """The plan with what cannot change its total and facets left out (the page,
+        reranking, snippets): the key under which they are reused by its other pages."""
+        ranking = replace(self.ranking, offset=0, top_k=1)
+        return replace(self, ranking=ranking, budget_s=0.0, rerank=False, highlight=False)
 
 
 class QueryPlanner:
@@ -124,14 +131,20 @@ class QueryPlanner:
             raise InvalidRequestError(f"top_k: must be between 1 and {s.max_top_k}")
         if query.offset < 0:
             raise InvalidRequestError("offset: must be >= 0")
-        # The candidate depth must not depend on the offset: every page of a query is
-        # then cut from the same fused list, so pages neither repeat nor skip hits.
-        candidates = query.candidates or min(
-            s.max_candidates, max(s.min_candidates, s.candidates_factor * query.top_k)
-        )
+        # The candidate depth (the window) depends on neither top_k nor offset: every
+        # page of a query is cut from the same fused list, so pages neither repeat nor
+        # skip hits, and totals and facets count the same set whatever the page.
+        candidates = query.candidates or s.candidates
         if not query.top_k <= candidates <= s.max_candidates:
             raise InvalidRequestError(
                 f"candidates: must be between top_k ({query.top_k}) and {s.max_candidates}"
+            )
+        if query.offset >= candidates:
+            # Past the window the fused order is not defined: say so, never an empty page.
+            raise InvalidRequestError(
+                f"offset: pages end at the window of {candidates} results (offset at most "
+                f"{candidates - 1}); to page deeper ask for more candidates "
+                f"(at most {s.max_candidates})"
             )
         budget = query.leg_timeout_s or s.leg_timeout_s
         if not 0 < budget <= s.max_leg_timeout_s:
@@ -177,6 +190,8 @@ class QueryPlanner:
                 min_score=query.min_score,
                 group_by_document=query.group_by_document,
                 facets=tuple(query.facets),
+                facet_unit=query.facet_unit,
+                window=candidates,
                 offset=query.offset,
                 top_k=query.top_k,
             ),

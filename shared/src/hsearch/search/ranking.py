@@ -1,5 +1,5 @@
-"""Ranking after retrieval (pure, no I/O): weights, fusion, threshold, grouping, facets,
-the page, and ordering by rerank scores.
+"""Ranking after retrieval (pure, no I/O): weights, fusion, threshold, grouping, the page,
+and ordering by rerank scores.
 
 The search service hands this module what the legs answered and the plan's
 :class:`RankingSpec`; every result is a function of those two, so the ranking of a
@@ -18,16 +18,15 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from hsearch.search.facets import FacetRequest, FacetResult, compute_facets
+from hsearch.search.facets import FacetRequest
 from hsearch.search.fusion import FusedHit, LegHit, fuse_explained, script_coverage
-from hsearch.types import FusionMethod, Leg
+from hsearch.types import CountUnit, FusionMethod, Leg
 from hsearch.vectorstore.protocol import StoredHit
 
 __all__ = [
     "Ranked",
     "RankingSpec",
     "dense_cannot_read",
-    "facet_counts",
     "group_by_document",
     "leg_weights",
     "page",
@@ -120,6 +119,11 @@ class RankingSpec:
     min_score: float | None
     group_by_document: bool
     facets: tuple[FacetRequest, ...]
+    facet_unit: CountUnit
+    window: int
+    """The candidate depth of every leg: pages end at this many units of the fused
+    ranking (:func:`page`), and the basis of totals holds each leg's window
+    (:mod:`~hsearch.search.totals`)."""
     offset: int
     top_k: int
 
@@ -133,7 +137,8 @@ class Ranked:
     """The fused ranking of one query, before the page is cut."""
 
     candidates: tuple[FusedHit, ...]
-    """The fused hits above ``min_score``: what facets count."""
+    """The fused hits above ``min_score``: the fused window, which totals and facets
+    count (:mod:`~hsearch.search.totals`)."""
     units: tuple[Unit, ...]
     """The ranking: one entry per hit, or per document when grouping, best first."""
     fields: Mapping[str, Mapping[str, Any]]
@@ -198,18 +203,12 @@ def group_by_document(
     return [(hit, counts[doc]) for doc, hit in best.items()]
 
 
-def facet_counts(ranked: Ranked, *, spec: RankingSpec) -> tuple[FacetResult, ...]:
-    """The requested facets over every fused candidate (not the page): their basis never
-    depends on ``top_k`` or ``offset``."""
-    if not spec.facets:
-        return ()
-    rows = [ranked.fields[f.id] for f in ranked.candidates]
-    return tuple(compute_facets(rows, spec.facets, group_by_document=spec.group_by_document))
-
-
 def page(units: Sequence[_T], *, spec: RankingSpec) -> Sequence[_T]:
-    """The entries of the requested page: ``top_k`` from ``offset``."""
-    return units[spec.offset : spec.offset + spec.top_k]
+    """The entries of the requested page: ``top_k`` from ``offset``, within the first
+    ``window`` units (past the legs' depth the fused order is no longer reliable: a
+    chunk both legs rank just below their windows could belong above)."""
+    end = min(spec.offset + spec.top_k, spec.window)
+    return units[spec.offset : end]
 
 
 # -- reranking --------------------------------------------------------------------------

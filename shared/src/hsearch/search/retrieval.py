@@ -31,11 +31,19 @@ from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.models import LegReport
 from hsearch.search.planner import LegRole, SearchPlan
 from hsearch.search.timings import Stage, StageClock
+from hsearch.search.totals import Matches
 from hsearch.types import Leg, LegStatus, SparseVector
 from hsearch.vectorstore.filters import FilterNode
 from hsearch.vectorstore.protocol import StoredHit, VectorStore
 
-__all__ = ["DEADLINE_MARGIN_S", "LegOutcome", "LegRequest", "Retriever"]
+__all__ = [
+    "DEADLINE_MARGIN_S",
+    "LegOutcome",
+    "LegRequest",
+    "MatchRequest",
+    "Retrieval",
+    "Retriever",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +78,24 @@ class LegOutcome:
     report: LegReport
 
 
+@dataclass(frozen=True, slots=True)
+class MatchRequest:
+    """Count the keyword matches too (:meth:`VectorStore.match_sparse`): up to ``limit``,
+    with ``fields``. Runs after the sparse leg, only if it filled its window, while the
+    other legs may still run; under the request's deadline."""
+
+    limit: int
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    outcomes: tuple[LegOutcome, ...]
+    """One per leg of the plan, in its order."""
+    matches: Matches | None = None
+    """The keyword matches, when asked for and counted in time."""
+
+
 class Retriever:
     """Encodes queries and runs legs against one store."""
 
@@ -80,23 +106,31 @@ class Retriever:
         self._store = store
         self._statistics = statistics
 
-    async def retrieve(self, plan: SearchPlan, *, clock: StageClock) -> tuple[LegOutcome, ...]:
-        """Run the plan's legs: the primary ones, then those held back if they are due.
+    async def retrieve(
+        self, plan: SearchPlan, *, clock: StageClock, matches: MatchRequest | None = None
+    ) -> Retrieval:
+        """Run the plan's legs: the primary ones, then those held back if they are due;
+        with ``matches``, count the keyword matches of a primary sparse leg that filled
+        its window.
 
-        Returns one outcome per leg of the plan, in its order; charges ``clock`` with
-        the encode, statistics and retrieval stages.
+        Charges ``clock`` with the encode, statistics and retrieval stages.
         """
         deadline = clock.started + plan.budget_s
         outcomes = {p.leg: _skipped(p.leg) for p in plan.legs}
-        first = await self._round(
-            plan, legs=plan.legs_in(LegRole.PRIMARY), deadline=deadline, clock=clock
+        first, counted = await self._round(
+            plan,
+            legs=plan.legs_in(LegRole.PRIMARY),
+            deadline=deadline,
+            clock=clock,
+            matches=matches,
         )
         outcomes.update(first)
         answers = [o.hits for o in first.values()]
         later = [p.leg for p in plan.legs if p.role is not LegRole.PRIMARY and p.role.due(answers)]
         if later:
-            outcomes.update(await self._round(plan, legs=later, deadline=deadline, clock=clock))
-        return tuple(outcomes[p.leg] for p in plan.legs)
+            second, _ = await self._round(plan, legs=later, deadline=deadline, clock=clock)
+            outcomes.update(second)
+        return Retrieval(tuple(outcomes[p.leg] for p in plan.legs), counted)
 
     async def run(self, requests: Sequence[LegRequest]) -> list[LegOutcome]:
         """Run ``requests`` concurrently; one outcome each, in order."""
@@ -171,10 +205,54 @@ class Retriever:
         msg = f"no search for a {request.leg} leg with a {type(vector).__name__} vector"
         raise TypeError(msg)
 
+    async def count_matches(self, request: LegRequest, matches: MatchRequest) -> Matches | None:
+        """The keyword matches of a sparse leg's request, or ``None`` (logged) when the
+        store fails or misses the deadline: totals then fall back to the window."""
+        vector = request.vector
+        if not isinstance(vector, SparseVector):
+            msg = f"keyword matches need a sparse vector, not a {type(vector).__name__}"
+            raise TypeError(msg)
+        remaining = request.deadline - time.perf_counter()
+        if remaining <= 0:
+            return None
+        try:
+            hits = await asyncio.wait_for(
+                self._store.match_sparse(
+                    vector,
+                    tenant_id=request.tenant_id,
+                    filter=request.filter,
+                    limit=matches.limit,
+                    fields=matches.fields,
+                    timeout=remaining,
+                ),
+                remaining + DEADLINE_MARGIN_S,
+            )
+        except (TimeoutError, BackendError) as exc:
+            logger.warning("search.count.failed error=%s: %s", type(exc).__name__, exc)
+            return None
+        return Matches(tuple(hits), matches.limit)
+
+    async def _leg_then_matches(
+        self, request: LegRequest, matches: MatchRequest | None
+    ) -> tuple[LegOutcome, Matches | None]:
+        """The leg, then with ``matches`` its keyword matches if it filled its window
+        (else it returned them all, and counting them again would be wasted work)."""
+        outcome = await self.run_leg(request)
+        if matches is None or outcome.hits is None or len(outcome.hits) < request.limit:
+            return outcome, None
+        return outcome, await self.count_matches(request, matches)
+
     async def _round(
-        self, plan: SearchPlan, *, legs: Sequence[Leg], deadline: float, clock: StageClock
-    ) -> dict[Leg, LegOutcome]:
+        self,
+        plan: SearchPlan,
+        *,
+        legs: Sequence[Leg],
+        deadline: float,
+        clock: StageClock,
+        matches: MatchRequest | None = None,
+    ) -> tuple[dict[Leg, LegOutcome], Matches | None]:
         now = time.perf_counter()
+        counted: Matches | None = None
         if now >= deadline:
             # No time left to encode or search: the legs missed the deadline.
             outcomes = [_failed(leg, LegStatus.TIMEOUT, _NO_TIME_LEFT, started=now) for leg in legs]
@@ -186,9 +264,16 @@ class Retriever:
                 )
                 for leg in legs
             ]
-            outcomes = await self.run(requests)
+            results = await asyncio.gather(
+                *(
+                    self._leg_then_matches(r, matches if r.leg is Leg.SPARSE else None)
+                    for r in requests
+                )
+            )
+            outcomes = [outcome for outcome, _ in results]
+            counted = next((m for _, m in results if m is not None), None)
         clock.lap(Stage.RETRIEVAL)
-        return {o.leg: o for o in outcomes}
+        return {o.leg: o for o in outcomes}, counted
 
 
 def _skipped(leg: Leg) -> LegOutcome:

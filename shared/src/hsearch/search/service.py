@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio.to_thread
+from cachetools import TTLCache
 
 from hsearch.config import SearchSettings
 from hsearch.embedding.protocol import Embedder
@@ -30,9 +31,10 @@ from hsearch.search.fusion import FusedHit
 from hsearch.search.highlight import make_snippet
 from hsearch.search.models import Explanation, SearchHit, SearchQuery, SearchResult
 from hsearch.search.planner import QueryPlanner, SearchPlan
-from hsearch.search.ranking import Ranked, Unit, facet_counts, page, rank, rerank
-from hsearch.search.retrieval import LegOutcome, Retriever
+from hsearch.search.ranking import Ranked, Unit, page, rank, rerank
+from hsearch.search.retrieval import LegOutcome, MatchRequest, Retriever
 from hsearch.search.timings import Stage, StageClock
+from hsearch.search.totals import Counted, count, match_fields, taking_part
 from hsearch.types import FusionMethod, Leg, LegStatus
 from hsearch.vectorstore.protocol import StoredHit, VectorStore
 
@@ -56,6 +58,13 @@ class SearchService:
         self._retriever = Retriever(embedder=embedder, store=store, statistics=statistics)
         self._reranker = reranker
         self._rerank_depth = rerank_depth
+        self._count_limit = settings.count_limit
+        # A query's total and facets, reused by its other pages for a short while.
+        self._counted: TTLCache[SearchPlan, Counted] | None = (
+            TTLCache(maxsize=settings.totals_cache_size, ttl=settings.totals_cache_ttl_s)
+            if settings.totals_cache_ttl_s > 0
+            else None
+        )
 
     def plan(self, query: SearchQuery) -> SearchPlan:
         """The plan :meth:`search` runs for ``query``; raises InvalidRequestError (422)."""
@@ -66,10 +75,26 @@ class SearchService:
         clock = StageClock()
         plan = self._planner.plan(query)
         clock.lap(Stage.PLAN)
-        outcomes = await self._retriever.retrieve(plan, clock=clock)
+        key = plan.counting_key()
+        cached = self._counted.get(key) if self._counted is not None else None
+        matches = (
+            None
+            if cached is not None
+            else MatchRequest(self._count_limit, match_fields(plan.ranking.facets))
+        )
+        retrieval = await self._retriever.retrieve(plan, clock=clock, matches=matches)
+        outcomes = retrieval.outcomes
         ranked = rank(plan.ranking, _answered(outcomes), skipped=_skipped(outcomes))
         clock.lap(Stage.FUSION)
-        facets = facet_counts(ranked, spec=plan.ranking)
+        counted = cached
+        if counted is None:
+            legs = taking_part(
+                {o.leg: o.hits for o in outcomes if o.hits is not None},
+                [o.leg for o in outcomes if o.report.status in _DEGRADED],
+            )
+            counted = count(plan.ranking, ranked, legs=legs, matches=retrieval.matches)
+            if self._counted is not None and not any(n is None for n in legs.values()):
+                self._counted[key] = counted  # never a degraded answer
         clock.lap(Stage.FACETS)
         units, rerank_scores = await self._rerank(plan, ranked)
         clock.lap(Stage.RERANK)
@@ -84,8 +109,10 @@ class SearchService:
             mode=plan.mode,
             method=plan.ranking.method,
             hits=hits,
-            total_candidates=len(units),
-            facets=facets,
+            totals=counted.totals,
+            window=min(len(units), plan.ranking.window),
+            facets=counted.facets,
+            facet_basis=counted.facet_basis,
             offset=plan.ranking.offset,
             top_k=plan.ranking.top_k,
             degraded=tuple(o.leg for o in outcomes if o.report.status in _DEGRADED),

@@ -17,7 +17,7 @@ from hsearch.errors import EncoderMismatchError
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore
-from hsearch.vectorstore.schema import OUTPUT_FIELDS
+from hsearch.vectorstore.schema import OUTPUT_FIELDS, PRIMARY_FIELD
 
 
 class InMemoryVectorStore:
@@ -119,6 +119,28 @@ class InMemoryVectorStore:
         filter: FilterNode | None,
         limit: int,
         timeout: float,
+    ) -> list[StoredHit]:
+        return await self._sparse(vector, tenant_id=tenant_id, filter=filter, limit=limit)
+
+    async def match_sparse(
+        self,
+        vector: SparseVector,
+        *,
+        tenant_id: str,
+        filter: FilterNode | None,
+        limit: int,
+        fields: Sequence[str],
+        timeout: float,
+    ) -> list[StoredHit]:
+        hits = await self._sparse(vector, tenant_id=tenant_id, filter=filter, limit=limit)
+        keep = {PRIMARY_FIELD, *fields}
+        return [
+            StoredHit(h.chunk_id, h.score, {k: v for k, v in h.fields.items() if k in keep})
+            for h in hits
+        ]
+
+    async def _sparse(
+        self, vector: SparseVector, *, tenant_id: str, filter: FilterNode | None, limit: int
     ) -> list[StoredHit]:
         query = vector.to_dict()
 

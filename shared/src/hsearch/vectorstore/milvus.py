@@ -525,6 +525,30 @@ class MilvusVectorStore:
             timeout=timeout,
         )
 
+    async def match_sparse(
+        self,
+        vector: SparseVector,
+        *,
+        tenant_id: str,
+        filter: FilterNode | None,
+        limit: int,
+        fields: Sequence[str],
+        timeout: float,
+    ) -> list[StoredHit]:
+        if len(vector) == 0:
+            return []
+        # The same inverted-index search as the sparse leg, deeper and without the text:
+        # it returns only chunks sharing a term with the query (a score above 0).
+        return await self._search(
+            [vector.to_dict()],
+            anns_field=SPARSE_FIELD,
+            params={"metric_type": "IP", "params": {"drop_ratio_search": 0.0}},
+            expr=compile_filter(filter, tenant_id=tenant_id),
+            limit=limit,
+            timeout=timeout,
+            output_fields=(PRIMARY_FIELD, *fields),
+        )
+
     async def _search(
         self,
         data: list[Any],
@@ -534,6 +558,7 @@ class MilvusVectorStore:
         expr: str,
         limit: int,
         timeout: float,
+        output_fields: Sequence[str] = OUTPUT_FIELDS,
     ) -> list[StoredHit]:
         client = self._get_async_client(anns_field)
         try:
@@ -543,7 +568,7 @@ class MilvusVectorStore:
                 anns_field=anns_field,
                 filter=expr,
                 limit=limit,
-                output_fields=list(OUTPUT_FIELDS),
+                output_fields=list(output_fields),
                 search_params=params,
                 timeout=timeout,
             )

@@ -129,6 +129,21 @@ class VectorStore(Protocol):
         timeout: float,
     ) -> list[StoredHit]: ...
 
+    async def match_sparse(
+        self,
+        vector: SparseVector,
+        *,
+        tenant_id: str,
+        filter: FilterNode | None,
+        limit: int,
+        fields: Sequence[str],
+        timeout: float,
+    ) -> list[StoredHit]:
+        """Every chunk of the tenant holding a term of ``vector`` under ``filter``, best
+        first, up to ``limit``: what a keyword query matches, for totals and facets.
+        Each hit carries the chunk id and only ``fields`` (no text, no vectors)."""
+        ...
+
     async def aclose(self) -> None:
         """Release what the search legs opened on the running event loop (connections
         bound to it); the store stays usable, a later search opens them again."""

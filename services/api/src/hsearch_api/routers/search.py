@@ -16,6 +16,7 @@ from hsearch.search.service import SearchService
 from hsearch_api.deps import SearchServiceDep, TenantDep
 from hsearch_api.schemas.search import (
     ExplanationRead,
+    FacetBasisRead,
     FacetBucketRead,
     FacetRead,
     HitRead,
@@ -64,6 +65,7 @@ async def run_search(body: SearchRequest, *, tenant: str, service: SearchService
             highlight=body.highlight,
             rerank=body.rerank,
             facets=parse_facet_requests(body.facets),
+            facet_unit=body.facet_unit,
         )
     )
     return search_response(result)
@@ -76,7 +78,11 @@ def search_response(result: SearchResult) -> SearchResponse:
         method=result.method,
         offset=result.offset,
         top_k=result.top_k,
-        total_candidates=result.total_candidates,
+        total=result.totals.total,
+        total_exact=result.totals.exact,
+        total_basis=result.totals.scope,
+        window=result.window,
+        total_candidates=result.window,
         degraded=list(result.degraded),
         legs=[
             LegRead(
@@ -105,6 +111,9 @@ def search_response(result: SearchResult) -> SearchResponse:
             )
             for f in result.facets
         ],
+        facet_basis=None
+        if result.facet_basis is None
+        else FacetBasisRead(**asdict(result.facet_basis)),
         hits=[
             HitRead(
                 chunk_id=h.chunk_id,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from hsearch.config import SearchSettings
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
-from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
+from hsearch.types import CountScope, CountUnit, FusionMethod, Leg, LegStatus, SearchMode
 
 LegWeight = Annotated[
     float,
@@ -34,7 +34,12 @@ class SearchRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=4096)
     top_k: int = Field(default=10, ge=1, description="Hits per page.")
-    offset: int = Field(default=0, ge=0, le=10000)
+    offset: int = Field(
+        default=0,
+        ge=0,
+        description="Where the page starts in the fused ranking. Pages end at the window "
+        "(`candidates`): an offset at or past it is refused with 422 naming the bound.",
+    )
     mode: SearchMode = SearchMode.HYBRID
     fusion: FusionMethod | None = Field(
         default=None, description="Fusion method; unset: the configured default."
@@ -53,8 +58,9 @@ class SearchRequest(BaseModel):
     candidates: int | None = Field(
         default=None,
         ge=1,
-        description="Candidates each leg fetches, at least top_k (default: the configured "
-        "depth for top_k).",
+        description="The window: candidates each leg fetches, at least top_k (default: the "
+        "configured one, whatever top_k and offset). Pages run through the first "
+        "`candidates` fused results; the total and facets count the dense leg's window.",
     )
     leg_timeout_ms: int | None = Field(
         default=None,
@@ -73,14 +79,20 @@ class SearchRequest(BaseModel):
     highlight: bool = Field(default=True, description="Add a snippet with query terms in <em>.")
     facets: list[str | dict[str, Any]] = Field(
         default_factory=list,
-        description='Fields to count over the fused candidates: "source", or '
+        description="Fields to count over the query's matches (`facet_basis` in the "
+        'response says which): "source", or '
         '{"field": "metadata.year", "size": 10, "ranges": [{"from": 2000, "to": 2010}]}.',
+    )
+    facet_unit: CountUnit = Field(
+        default=CountUnit.DOCUMENT,
+        description="What facets count: documents (each once per value, however many of "
+        "its chunks match) or chunks.",
     )
 
 
 def search_request_model(settings: SearchSettings) -> type[SearchRequest]:
     """:class:`SearchRequest` with the limits of ``settings``: the maxima of ``top_k``,
-    ``candidates`` and ``leg_timeout_ms`` the search service enforces
+    ``offset``, ``candidates`` and ``leg_timeout_ms`` the search service enforces
     (:class:`~hsearch.search.service.SearchService` validates with the same settings)."""
     fields = SearchRequest.model_fields
     return create_model(
@@ -88,6 +100,9 @@ def search_request_model(settings: SearchSettings) -> type[SearchRequest]:
         __base__=SearchRequest,
         __module__=__name__,
         top_k=(Annotated[int, Field(le=settings.max_top_k)], fields["top_k"]),
+        # The planner refuses an offset past the request's own window with a 422 that
+        # names it; this is the bound no window can exceed.
+        offset=(Annotated[int, Field(le=settings.max_candidates - 1)], fields["offset"]),
         candidates=(Annotated[int | None, Field(le=settings.max_candidates)], fields["candidates"]),
         leg_timeout_ms=(
             Annotated[int | None, Field(le=max_leg_timeout_ms(settings))],
@@ -156,6 +171,16 @@ class FacetRead(BaseModel):
     other: int
 
 
+class FacetBasisRead(BaseModel):
+    unit: CountUnit
+    scope: CountScope = Field(
+        description="`matches`: every keyword match and the dense leg's window, under the "
+        "filter; `window`: only what the legs returned (with `min_score`, or when the "
+        "keyword matches could not be counted in time)."
+    )
+    exact: bool = Field(description="False: the counts are lower bounds.")
+
+
 class TimingsRead(BaseModel):
     """Milliseconds per stage of the query path. The stages run one after another and
     sum to `took_ms`."""
@@ -168,7 +193,9 @@ class TimingsRead(BaseModel):
         "`legs[].took_ms`: those overlap, so they do not add up to this."
     )
     fusion_ms: float = Field(description="Weights, fusion, min_score and grouping.")
-    facets_ms: float = Field(description="Facet counts over the fused candidates.")
+    facets_ms: float = Field(
+        description="The total and facet counts (0 when reused from an earlier page)."
+    )
     rerank_ms: float = Field(description="The cross-encoder (0 unless `rerank` was asked).")
     hydrate_ms: float = Field(description="The page mapped to hits: fields and snippets.")
 
@@ -179,7 +206,24 @@ class SearchResponse(BaseModel):
     method: FusionMethod
     offset: int
     top_k: int
-    total_candidates: int
+    total: int = Field(
+        description="How many results the query has: chunks, or documents when grouping "
+        "by document. Counted on `total_basis`, whatever `top_k` and `offset` are."
+    )
+    total_exact: bool = Field(
+        description="False: `total` is a lower bound (more keyword matches than the "
+        "server counts, a leg that failed, or a window that was full under `min_score`)."
+    )
+    total_basis: CountScope = Field(
+        description="`matches`: every chunk holding a keyword query term (up to the "
+        "server's count limit) and the dense leg's `candidates` nearest chunks, under the "
+        "filter; `window`: only the fused window."
+    )
+    window: int = Field(
+        description="How many results pages run through (the first `candidates` of the "
+        "fused ranking, or fewer when fewer were found)."
+    )
+    total_candidates: int = Field(description="Deprecated: the same as `window`.")
     degraded: list[Leg]
     legs: list[LegRead] = Field(
         description="Every leg of the mode: `ok`, `timeout`, `error`, or `skipped` (not run: "
@@ -200,3 +244,6 @@ class SearchResponse(BaseModel):
     )
     hits: list[HitRead]
     facets: list[FacetRead]
+    facet_basis: FacetBasisRead | None = Field(
+        description="What the facets counted; null when no facet was asked for."
+    )

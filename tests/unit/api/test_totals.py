@@ -1,0 +1,119 @@
+"""Totals, facets and pages through the API (embedded parts): what a query counts does not
+move with ``top_k`` or ``offset``, and a page past the window is refused, not empty."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.unit.api.conftest import Api, api_settings, serve
+
+WINDOW = 8
+# 30 documents hold "volcano": more than the window, so only a count finds them all.
+VOLCANO = [
+    {
+        "external_id": f"v{i}",
+        "title": f"Volcano {i}",
+        "text": f"The volcano number {i} erupted." + " Ash fell." * (i % 4),
+        "source": ("atlas", "news", "blog")[i % 3],
+        "tags": ["geology", *(["ash"] if i % 2 else [])],
+    }
+    for i in range(30)
+]
+OTHER = [
+    {"external_id": f"o{i}", "title": "River", "text": f"A quiet river {i}.", "source": "atlas"}
+    for i in range(10)
+]
+
+
+async def ingest(api: Api, documents: list[dict[str, Any]]) -> None:
+    resp = await api.client.post("/v1/documents", json={"documents": documents})
+    assert resp.status_code == 202, resp.text
+    assert api.services.indexing().process_job(uuid.UUID(resp.json()["job_id"])) == "succeeded"
+
+
+async def search(api: Api, **body: Any) -> dict[str, Any]:
+    resp = await api.client.post("/v1/search", json={"query": "volcano", **body})
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+def counted(body: dict[str, Any]) -> tuple[object, ...]:
+    return (
+        body["total"],
+        body["total_exact"],
+        body["total_basis"],
+        body["window"],
+        body["facets"],
+        body["facet_basis"],
+    )
+
+
+async def test_totals_and_facets_do_not_move_with_the_page(tmp_path: Path) -> None:
+    # No reuse between requests: every response counts afresh.
+    settings = api_settings(tmp_path, candidates=WINDOW, max_top_k=WINDOW, totals_cache_ttl_s=0)
+    async with serve(settings) as api:
+        await ingest(api, VOLCANO + OTHER)
+        facets = ["source", "tags"]
+        first = await search(api, mode="keyword", top_k=1, facets=facets)
+        assert first["total"] == 30
+        assert first["total_exact"] is True
+        assert first["total_basis"] == "matches"
+        assert first["window"] == WINDOW
+        source = {b["value"]: b["count"] for b in first["facets"][0]["buckets"]}
+        assert source == {"atlas": 10, "news": 10, "blog": 10}
+        assert first["facet_basis"] == {"unit": "document", "scope": "matches", "exact": True}
+        for top_k, offset in itertools.product((1, 3, WINDOW), (0, 2, WINDOW - 1)):
+            body = await search(api, mode="keyword", top_k=top_k, offset=offset, facets=facets)
+            assert counted(body) == counted(first), (top_k, offset)
+            assert len(body["hits"]) == min(top_k, WINDOW - offset)
+
+        # Pages run through the window without repeating or skipping a hit.
+        pages = [await search(api, mode="keyword", top_k=3, offset=o) for o in (0, 3, 6)]
+        ids = [h["chunk_id"] for page in pages for h in page["hits"]]
+        whole = await search(api, mode="keyword", top_k=WINDOW)
+        assert ids == [h["chunk_id"] for h in whole["hits"]]
+
+        # Hybrid: every keyword match and the dense leg's window, each chunk once.
+        semantic = await search(api, mode="semantic", top_k=WINDOW)
+        assert (semantic["total"], semantic["total_exact"]) == (WINDOW, True)
+        nearest = {h["external_id"] for h in semantic["hits"]}
+        hybrid = await search(api, top_k=2)
+        assert hybrid["total_exact"] is True
+        assert hybrid["total"] == len({d["external_id"] for d in VOLCANO} | nearest)
+
+
+async def test_a_page_past_the_window_is_refused_naming_the_bound(tmp_path: Path) -> None:
+    async with serve(api_settings(tmp_path, candidates=WINDOW, max_top_k=WINDOW)) as api:
+        await ingest(api, VOLCANO)
+        past = {"query": "volcano", "offset": WINDOW, "top_k": 1}
+        resp = await api.client.post("/v1/search", json=past)
+        assert resp.status_code == 422
+        assert resp.json()["detail"].startswith("offset: pages end at the window of 8 results")
+        deeper = await search(api, offset=WINDOW, candidates=2 * WINDOW, top_k=WINDOW)
+        assert len(deeper["hits"]) == WINDOW
+
+
+async def test_a_count_limit_makes_the_total_a_lower_bound(tmp_path: Path) -> None:
+    settings = api_settings(tmp_path, candidates=WINDOW, max_top_k=WINDOW, count_limit=20)
+    async with serve(settings) as api:
+        await ingest(api, VOLCANO)
+        body = await search(api, mode="keyword", top_k=1, facets=["source"])
+        assert (body["total"], body["total_exact"]) == (20, False)
+        assert body["facet_basis"]["exact"] is False
+
+
+async def test_facets_count_chunks_when_asked(tmp_path: Path) -> None:
+    async with serve(api_settings(tmp_path)) as api:
+        long = {**VOLCANO[0], "text": "The volcano erupted. " * 400}  # several chunks
+        await ingest(api, [long])
+        by_document = await search(api, mode="keyword", facets=["source"])
+        by_chunk = await search(api, mode="keyword", facets=["source"], facet_unit="chunk")
+    chunks = by_chunk["facets"][0]["buckets"][0]["count"]
+    assert by_document["facets"][0]["buckets"] == [
+        {"value": "atlas", "count": 1, "from": None, "to": None}
+    ]
+    assert chunks == by_document["total"] > 1
+    assert by_chunk["facet_basis"]["unit"] == "chunk"
