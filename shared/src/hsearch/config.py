@@ -222,6 +222,12 @@ class IngestSettings(BaseModel):
 class ApiSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    max_request_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="The largest request body the API reads; a larger one is refused with "
+        "413 before it is read (by its Content-Length) or as soon as it passes the limit.",
+    )
     default_tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     migrate_on_start: bool = Field(
         default=False,

@@ -43,6 +43,13 @@ class InvalidRequestError(HsearchError):
     code = "invalid_request"
 
 
+class PayloadTooLargeError(InvalidRequestError):
+    """A request, a batch or a document over a size limit; the message names the limit."""
+
+    status_code = 413
+    code = "payload_too_large"
+
+
 class InvalidFilterError(InvalidRequestError):
     code = "invalid_filter"
 

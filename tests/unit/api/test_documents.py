@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.config import IngestSettings, Settings
+from hsearch.config import ApiSettings, IngestSettings, Settings
 from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.errors import BackendError, EncoderError
 from hsearch.ingestion.jobs import JobService
@@ -143,13 +143,25 @@ async def test_a_failed_send_is_a_503_and_fails_the_job(
 
 TOO_MANY = [DOC, {**DOC, "external_id": "b"}, {**DOC, "external_id": "c"}]
 TOO_LONG = [{**DOC, "text": "short"}, {**DOC, "external_id": "b", "text": "x" * 11}]
+BLANK = [DOC, {**DOC, "external_id": "blank", "text": " \n\t\u3000 "}]
 
 
 @pytest.mark.parametrize(
-    ("limits", "documents", "field"),
+    ("limits", "documents", "status", "field"),
     [
-        ({"max_documents_per_request": 2}, TOO_MANY, "documents: at most 2 documents"),
-        ({"max_document_chars": 10}, TOO_LONG, "documents[1].text: at most 10 characters"),
+        (
+            {"max_documents_per_request": 2},
+            TOO_MANY,
+            413,
+            "documents: at most 2 documents per request (ingest.max_documents_per_request)",
+        ),
+        (
+            {"max_document_chars": 10},
+            TOO_LONG,
+            413,
+            "documents[1].text: at most 10 characters (ingest.max_document_chars)",
+        ),
+        ({}, BLANK, 422, "documents[1].text: only white space (external_id 'blank')"),
     ],
 )
 async def test_the_limits_come_from_settings(
@@ -157,13 +169,14 @@ async def test_the_limits_come_from_settings(
     sessions: sessionmaker[Session],
     limits: dict[str, int],
     documents: list[dict[str, str]],
+    status: int,
     field: str,
 ) -> None:
     queue = InMemoryJobQueue()
     async with api(queue, settings=settings_with(**limits)) as client:
         resp = await client.post("/v1/documents", json={"documents": documents})
-        assert resp.status_code == 422, resp.text
-        assert resp.json()["error"] == "invalid_request"
+        assert resp.status_code == status, resp.text
+        assert resp.json()["error"] == ("payload_too_large" if status == 413 else "invalid_request")
         assert resp.json()["detail"].startswith(field)
         assert (queue.sent, jobs_in(sessions)) == ([], [])
         within = await client.post("/v1/documents", json={"documents": documents[:-1]})
@@ -209,3 +222,32 @@ async def test_documents_input_maps_every_field(
             metadata={"year": 1},
         )
     ]
+
+
+async def test_a_body_over_the_limit_is_refused_before_it_is_read(
+    api: ClientFactory, sessions: sessionmaker[Session]
+) -> None:
+    settings = Settings(_env_file=None, api=ApiSettings(max_request_bytes=2048))  # type: ignore[call-arg]
+    big = {"documents": [{**DOC, "text": "word " * 1000}]}  # about 5 kB of JSON
+    queue = InMemoryJobQueue()
+    async with api(queue, settings=settings) as client:
+        resp = await client.post("/v1/documents", json=big)
+        assert resp.status_code == 413, resp.text
+        assert resp.json() == {
+            "error": "payload_too_large",
+            "detail": "request body: at most 2048 bytes (api.max_request_bytes), got "
+            f"{len(resp.request.content)} bytes",
+        }
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked
+            for _ in range(5):
+                yield b" " * 1000
+
+        streamed = await client.post(
+            "/v1/documents", content=chunks(), headers={"content-type": "application/json"}
+        )
+        assert streamed.status_code == 413, streamed.text
+        assert streamed.json()["detail"].endswith("got more than 2048 bytes")
+        assert (queue.sent, jobs_in(sessions)) == ([], [])
+        within = await client.post("/v1/documents", json={"documents": [DOC]})
+    assert within.status_code == 202, within.text

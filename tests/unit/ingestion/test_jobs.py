@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
-from hsearch.errors import InvalidRequestError, JobNotFoundError
+from hsearch.errors import InvalidRequestError, JobNotFoundError, PayloadTooLargeError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput, JobView
@@ -86,7 +86,7 @@ def test_submit_rejects_duplicates_and_empty_batches(sessions: sessionmaker[Sess
 def test_the_batch_limit_comes_from_settings(sessions: sessionmaker[Session]) -> None:
     settings = IngestSettings(max_documents_per_request=2)
     queue = InMemoryJobQueue()
-    with pytest.raises(InvalidRequestError, match=r"^documents: at most 2 documents per request"):
+    with pytest.raises(PayloadTooLargeError, match=r"^documents: at most 2 documents per request"):
         submit(sessions, docs("a", "b", "c"), settings=settings, queue=queue)
     assert (job_count(sessions), queue.sent) == (0, [])
     assert submit(sessions, docs("a", "b"), settings=settings).total == 2
@@ -94,11 +94,22 @@ def test_the_batch_limit_comes_from_settings(sessions: sessionmaker[Session]) ->
 
 def test_the_document_size_limit_comes_from_settings(sessions: sessionmaker[Session]) -> None:
     settings = IngestSettings(max_document_chars=10)
-    with pytest.raises(InvalidRequestError, match=r"^documents\[1\]\.text: at most 10 characters"):
+    with pytest.raises(PayloadTooLargeError, match=r"^documents\[1\]\.text: at most 10 characters"):
         submit(sessions, docs("short", "x" * 11), settings=settings)
     assert job_count(sessions) == 0
     # Characters, not bytes: ten CJK characters are thirty UTF-8 bytes and fit.
     assert submit(sessions, docs("short", "東" * 10), settings=settings).total == 2
+
+
+def test_text_of_white_space_only_is_refused_naming_the_document(
+    sessions: sessionmaker[Session],
+) -> None:
+    queue = InMemoryJobQueue()
+    blank = DocumentInput(external_id="blank", text=" \n\u3000\t")
+    ok = DocumentInput(external_id="ok", text="Rivers flow to the sea.")
+    with pytest.raises(InvalidRequestError, match=r"^documents\[1\]\.text: only white space"):
+        submit(sessions, [ok, blank], queue=queue)
+    assert (job_count(sessions), queue.sent) == (0, [])
 
 
 def test_get_reads_the_job_of_its_own_tenant_only(sessions: sessionmaker[Session]) -> None:

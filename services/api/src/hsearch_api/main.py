@@ -10,6 +10,7 @@ from hsearch.logging import configure_logging
 from hsearch.runtime import Services
 from hsearch_api.errors import install_error_handlers
 from hsearch_api.lifespan import make_lifespan
+from hsearch_api.limits import BodySizeLimit
 from hsearch_api.routers import documents, health, search
 
 
@@ -35,6 +36,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         lifespan=make_lifespan(settings, migrate=settings.api.migrate_on_start, services=services),
     )
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_request_bytes)
     app.include_router(health.router)
     app.include_router(documents.router)
     app.include_router(search.create_router(settings.search))

@@ -15,7 +15,7 @@ from hsearch.config import IngestSettings
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.errors import InvalidRequestError, JobNotFoundError
+from hsearch.errors import InvalidRequestError, JobNotFoundError, PayloadTooLargeError
 from hsearch.ingestion.dispatch import UnitOfWork
 from hsearch.ingestion.ids import content_hash
 from hsearch.ingestion.models import DocumentInput, ItemError, JobView
@@ -38,9 +38,11 @@ class JobService:
     def submit(self, *, tenant_id: str, documents: Sequence[DocumentInput]) -> JobView:
         """Write a job and its items (one per document) and queue it for the workers.
 
-        Raises :class:`InvalidRequestError`, naming the field, for an empty or
-        oversized batch (``ingest.max_documents_per_request``), a text longer than
-        ``ingest.max_document_chars`` or an external id repeated within the batch.
+        Raises :class:`PayloadTooLargeError` (413), naming the field and the limit, for
+        a batch over ``ingest.max_documents_per_request`` or a text longer than
+        ``ingest.max_document_chars``, and :class:`InvalidRequestError` (422), naming
+        the field, for an empty batch, a text of white space only or an external id
+        repeated within the batch. Nothing is written then.
         """
         self._validate(documents)
         session = self._uow.session
@@ -103,13 +105,25 @@ class JobService:
             raise InvalidRequestError("documents: at least one document is required")
         limit = self._settings.max_documents_per_request
         if len(documents) > limit:
-            msg = f"documents: at most {limit} documents per request, got {len(documents)}"
-            raise InvalidRequestError(msg)
+            msg = (
+                f"documents: at most {limit} documents per request "
+                f"(ingest.max_documents_per_request), got {len(documents)}"
+            )
+            raise PayloadTooLargeError(msg)
         max_chars = self._settings.max_document_chars
         seen: dict[str, int] = {}
         for i, doc in enumerate(documents):
             if len(doc.text) > max_chars:
-                msg = f"documents[{i}].text: at most {max_chars} characters, got {len(doc.text)}"
+                msg = (
+                    f"documents[{i}].text: at most {max_chars} characters "
+                    f"(ingest.max_document_chars), got {len(doc.text)}"
+                )
+                raise PayloadTooLargeError(msg)
+            if not doc.text.strip():
+                msg = (
+                    f"documents[{i}].text: only white space (external_id "
+                    f"{doc.external_id!r}): there is nothing to index"
+                )
                 raise InvalidRequestError(msg)
             if doc.external_id in seen:
                 msg = (
