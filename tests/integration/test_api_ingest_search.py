@@ -153,15 +153,16 @@ async def test_tenants_do_not_see_each_other(
         assert resp.json()["error"] == "job_not_found"
 
 
-async def test_per_document_errors_leave_the_rest_indexed(
+async def test_a_blank_document_is_refused_at_submission_and_nothing_is_written(
     client: httpx.AsyncClient, worker: Child
 ) -> None:
     docs = [DOCS[0], {"external_id": "blank", "title": "Blank", "text": " \n\n "}]
-    job = await ingest(client, docs)
-    assert job["status"] == "partial"
-    assert (job["indexed"], job["failed"]) == (1, 1)
-    assert job["errors"][0]["external_id"] == "blank"
-    assert "no text" in job["errors"][0]["error"]
+    resp = await client.post("/v1/documents", json={"documents": docs})
+    assert resp.status_code == 422
+    assert resp.json()["detail"].startswith("documents[1].text: only white space")
+    assert "'blank'" in resp.json()["detail"]
+    job = await ingest(client, docs[:1])
+    assert (job["status"], job["indexed"], job["failed"]) == ("succeeded", 1, 0)
 
 
 async def test_readyz_checks_dependencies(client: httpx.AsyncClient) -> None:
