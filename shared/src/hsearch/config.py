@@ -211,6 +211,29 @@ class IngestSettings(BaseModel):
         "is reported finished once flushed (docs/benchmarks.md, Flush).",
     )
 
+    lease_s: float = Field(
+        default=60.0,
+        ge=2,
+        le=3600,
+        description="A running job's lease: its worker renews it every third of this; "
+        "once it has expired (the worker died) the sweeper sends the job again. The Redis "
+        "broker's visibility timeout is twice this.",
+    )
+    sweep_interval_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=600,
+        description="How often each worker looks for jobs to send again (expired leases, "
+        "jobs never sent).",
+    )
+    unsent_after_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="A queued job never marked sent this long after its commit is sent "
+        "by the sweeper (the process that committed it died before sending).",
+    )
+
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:
         if self.chunk_overlap_chars >= self.chunk_max_chars:

@@ -23,6 +23,7 @@ from hsearch.db.engine import create_db_engine, create_session_factory, ping_dat
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
 from hsearch.ingestion.reindex import ReindexService
 from hsearch.lexical.statistics import LexicalStatistics
@@ -89,9 +90,20 @@ class Services:
             chunk_max_chars=self.settings.ingest.chunk_max_chars,
             chunk_overlap_chars=self.settings.ingest.chunk_overlap_chars,
             flush_min_interval_s=self.settings.ingest.flush_min_interval_s,
+            lease_s=self.settings.ingest.lease_s,
         )
         self._indexers.append(indexer)
         return indexer
+
+    def sweeper(self) -> JobSweeper:
+        """What re-sends abandoned jobs (expired leases, jobs never sent) to the queue."""
+        ingest = self.settings.ingest
+        return JobSweeper(
+            self.sessions,
+            self.queue,
+            lease_s=ingest.lease_s,
+            unsent_after_s=ingest.unsent_after_s,
+        )
 
     async def check_readiness(self) -> Readiness:
         """Probe the metadata database and the vector store, each in a worker thread
@@ -220,4 +232,7 @@ def reindexing(
 def _queue_factory(settings: Settings, queue: JobQueue | None) -> Callable[[], JobQueue]:
     if queue is not None:
         return lambda: queue
-    return lambda: CeleryJobQueue(create_celery(settings.broker_url, name="hsearch-api"))
+    visibility = 2 * settings.ingest.lease_s
+    return lambda: CeleryJobQueue(
+        create_celery(settings.broker_url, name="hsearch-api", visibility_timeout_s=visibility)
+    )

@@ -82,6 +82,8 @@ def unit_of_work(sessions: sessionmaker[Session], *, queue: JobQueue) -> Iterato
 def _send(
     job_ids: Sequence[uuid.UUID], *, queue: JobQueue, sessions: sessionmaker[Session]
 ) -> None:
+    if not job_ids:
+        return
     # Every job is tried, so one dead send does not strand the others unmarked.
     failures: list[tuple[uuid.UUID, BackendError]] = []
     for job_id in job_ids:
@@ -90,12 +92,15 @@ def _send(
         except BackendError as exc:
             logger.warning("ingest.job.enqueue_failed job_id=%s error=%s", job_id, exc.message)
             failures.append((job_id, exc))
-    if not failures:
-        return
+    failed = {job_id for job_id, _ in failures}
     with transaction(sessions) as session:
+        # A job committed and never marked sent is sent again by the sweeper
+        # (hsearch.ingestion.leases): this process may die right here.
+        JobRepository(session).mark_sent([j for j in job_ids if j not in failed], now=utcnow())
         for job_id, error in failures:
             _mark_enqueue_failed(session, job_id=job_id, error=error.message)
-    raise failures[0][1]
+    if failures:
+        raise failures[0][1]
 
 
 def _mark_enqueue_failed(session: Session, *, job_id: uuid.UUID, error: str) -> None:

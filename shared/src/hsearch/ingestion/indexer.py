@@ -39,6 +39,7 @@ from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobN
 from hsearch.ingestion.chunking import chunk_text
 from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
 from hsearch.ingestion.ids import chunk_id, document_id
+from hsearch.ingestion.leases import LeaseKeeper, aware, worker_identity
 from hsearch.ingestion.records import chunk_records, embedding_text
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.protocol import VectorStore
@@ -72,11 +73,15 @@ class IndexingService:
         chunk_overlap_chars: int,
         batch_documents: int = 16,
         flush_min_interval_s: float = 0.0,
+        lease_s: float = 60.0,
+        owner: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         start_timer: TimerFactory = start_thread_timer,
     ) -> None:
         """``flush_min_interval_s`` 0 flushes at the end of every job that wrote
-        chunks; ``clock`` and ``start_timer`` drive the flush schedule (tests replace
+        chunks; ``lease_s`` is the lease on a job this service works on
+        (:mod:`hsearch.ingestion.leases`), ``owner`` its name (default: unique to the
+        process); ``clock`` and ``start_timer`` drive the flush schedule (tests replace
         them)."""
         self._sessions = session_factory
         self._embedder = embedder
@@ -94,6 +99,9 @@ class IndexingService:
         self._flushes = FlushSchedule(
             self._seal, min_interval_s=flush_min_interval_s, clock=clock, start_timer=start_timer
         )
+        self._leases = LeaseKeeper(
+            session_factory, owner=owner or worker_identity(), lease_s=lease_s
+        )
 
     def process_job(self, job_id: uuid.UUID) -> JobStatus:
         """Index every pending item of ``job_id``; returns the final status, or
@@ -110,12 +118,43 @@ class IndexingService:
             if job.status in TERMINAL:
                 logger.info("ingest.job.already_done job_id=%s status=%s", job_id, job.status)
                 return job.status
+            if self._leased_elsewhere(job):
+                # Another worker works on it (a duplicate or re-delivered message):
+                # leave it; if that worker dies, its lease expires and the job is re-sent.
+                logger.info(
+                    "ingest.job.leased_elsewhere job_id=%s owner=%s", job_id, job.lease_owner
+                )
+                return job.status
             job.status = JobStatus.RUNNING
             job.attempts += 1
             job.started_at = job.started_at or utcnow()
+            job.lease_owner = self._leases.owner
+            job.lease_expires_at = self._leases.until()
             tenant_id = job.tenant_id
             pending = JobRepository(session).pending_item_ids(job_id)
+        self._leases.hold(job_id)
+        try:
+            return self._index(job_id, tenant_id, pending)
+        except BaseException:
+            # A retry (here or on another worker) may take the job over at once.
+            self._release(job_id)
+            raise
 
+    def _leased_elsewhere(self, job: IngestionJob) -> bool:
+        return (
+            job.status is JobStatus.RUNNING
+            and job.lease_owner is not None
+            and job.lease_owner != self._leases.owner
+            and job.lease_expires_at is not None
+            and aware(job.lease_expires_at) > utcnow()
+        )
+
+    def _release(self, job_id: uuid.UUID) -> None:
+        self._leases.drop(job_id)
+        with transaction(self._sessions) as session:
+            JobRepository(session).release_leases([job_id], owner=self._leases.owner, now=utcnow())
+
+    def _index(self, job_id: uuid.UUID, tenant_id: str, pending: list[int]) -> JobStatus:
         if not self._collection_ready:
             self._store.ensure_collection(self._embedder.info)
             self._collection_ready = True
@@ -129,8 +168,10 @@ class IndexingService:
             if changed:
                 TenantRepository(session).bump_generation(tenant_id)
             if job.status in TERMINAL:  # a flush for another job finished this one
+                self._leases.drop(job_id)
                 return job.status
             if job.indexed == 0:
+                self._leases.drop(job_id)
                 return self._finish(job)  # nothing of it in the store: nothing to seal
             logger.info(
                 "ingest.job.written job_id=%s indexed=%d: finished at the next flush",
@@ -139,6 +180,7 @@ class IndexingService:
             )
         with self._waiting_lock:
             self._waiting.add(job_id)
+        # The lease is kept while the job waits for its flush, which drops it.
         if not self._flushes.request():
             return JobStatus.RUNNING
         with transaction(self._sessions) as session:
@@ -152,6 +194,10 @@ class IndexingService:
             self._flushes.drain()
         except HsearchError as exc:
             logger.warning("ingest.flush.failed at shutdown error=%s", exc)
+        try:
+            self._leases.close()  # what is still held is re-sent by the next sweep
+        except Exception as exc:  # shutting down: report, never raise
+            logger.warning("ingest.lease.release_failed at shutdown error=%s", exc)
 
     def _seal(self) -> None:
         """Flush the store, then report finished the jobs written before the flush
@@ -175,6 +221,8 @@ class IndexingService:
                     self._finish(job)
         with self._waiting_lock:
             self._waiting.difference_update(jobs)
+        for job_id in jobs:
+            self._leases.drop(job_id)
         self._swept = True
         logger.info(
             "ingest.flush.done jobs=%d seconds=%.2f", len(jobs), time.perf_counter() - started
@@ -184,6 +232,8 @@ class IndexingService:
     def _finish(job: IngestionJob) -> JobStatus:
         job.status = _final_status(job)
         job.finished_at = utcnow()
+        job.lease_owner = None
+        job.lease_expires_at = None
         logger.info(
             "ingest.job.finished job_id=%s status=%s indexed=%d skipped=%d failed=%d",
             job.id,
@@ -210,6 +260,8 @@ class IndexingService:
             job.status = _final_status(job)
             job.error = error
             job.finished_at = utcnow()
+            job.lease_owner = None
+            job.lease_expires_at = None
 
     def _process_batch(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]) -> bool:
         """Index one batch of items; returns whether any document changed.

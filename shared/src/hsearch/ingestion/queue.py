@@ -23,7 +23,9 @@ class JobQueue(Protocol):
         ...
 
 
-def create_celery(broker_url: str, *, name: str = "hsearch") -> Celery:
+def create_celery(
+    broker_url: str, *, name: str = "hsearch", visibility_timeout_s: float = 120.0
+) -> Celery:
     """The Celery app both edges share: late acks, prefetch 1, no result backend
     (job state lives in the metadata database)."""
     app = Celery(name, broker=broker_url)
@@ -40,9 +42,10 @@ def create_celery(broker_url: str, *, name: str = "hsearch") -> Celery:
         enable_utc=True,
     )
     if broker_url.startswith(("redis://", "rediss://")):
-        # Unacknowledged (late-ack) messages come back after this long: longer than
-        # the longest job, or a slow job would be delivered twice while it runs.
-        app.conf.broker_transport_options = {"visibility_timeout": 6 * 3600}
+        # Unacknowledged (late-ack) messages come back after this long. Sized to the job
+        # lease, not to the longest job: a message re-delivered while its job still runs
+        # finds the job's lease held and returns at once (hsearch.ingestion.leases).
+        app.conf.broker_transport_options = {"visibility_timeout": visibility_timeout_s}
     return app
 
 

@@ -1,13 +1,15 @@
-"""Per-process resources: built once per worker process on first use (after the
-fork, so torch and the database pool are never shared across processes) and
-released when the process shuts down."""
+"""Per-process resources: built when a pool process starts (after the fork, so torch
+and the database pool are never shared across processes; the encoder is loaded before
+the first task, not by it) and released when the process shuts down. Each pool
+process also runs the sweeper that re-sends abandoned jobs (hsearch.ingestion.leases)."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
-from celery.signals import worker_process_shutdown, worker_shutdown
+from celery.signals import worker_process_init, worker_process_shutdown, worker_shutdown
 
 from hsearch.config import get_settings
 from hsearch.ingestion.indexer import IndexingService
@@ -17,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 _services: Services | None = None
 _indexing: IndexingService | None = None
+_stop_sweeping = threading.Event()
 
 
 def get_services() -> Services:
@@ -34,10 +37,32 @@ def get_indexing_service() -> IndexingService:
     return _indexing
 
 
+@worker_process_init.connect  # type: ignore[untyped-decorator]  # celery is untyped
+def _start(**_kwargs: Any) -> None:
+    get_indexing_service()  # the encoder loads now, not at the first job
+    _stop_sweeping.clear()
+    threading.Thread(target=_sweep, name="hsearch-sweeper", daemon=True).start()
+
+
+def _sweep() -> None:
+    """Re-send abandoned jobs now (a restart finds them at once), then periodically."""
+    services = get_services()
+    sweeper = services.sweeper()
+    interval = services.settings.ingest.sweep_interval_s
+    while True:
+        try:
+            sweeper.sweep()
+        except Exception as exc:  # the database may be away a while; the loop never dies
+            logger.warning("ingest.sweep.failed error=%s", exc)
+        if _stop_sweeping.wait(interval):
+            return
+
+
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]  # celery is untyped
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
 def _close(**_kwargs: Any) -> None:
     global _services, _indexing  # noqa: PLW0603
+    _stop_sweeping.set()
     if _services is not None:
         _services.close()
     _services = None

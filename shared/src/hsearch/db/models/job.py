@@ -50,6 +50,13 @@ class IngestionJob(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    # When the job was last sent to the workers (None: committed, never sent).
+    sent_at: Mapped[datetime | None] = mapped_column(default=None)
+    # A running job is leased by the worker running it (hsearch.ingestion.leases): the
+    # worker renews the lease while it works, and the sweeper re-sends the job once the
+    # lease has expired (the worker died).
+    lease_owner: Mapped[str | None] = mapped_column(String(128), default=None)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(default=None)
 
     items: Mapped[list[JobItem]] = relationship(
         back_populates="job", order_by="JobItem.ordinal", cascade="all, delete-orphan"

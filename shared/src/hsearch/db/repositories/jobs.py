@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
@@ -91,3 +91,65 @@ class JobRepository:
             )
         )
         return {cid for ids in rows if ids for cid in ids}
+
+    def stale(
+        self, *, now: datetime, unsent_before: datetime, limit: int = 100
+    ) -> list[IngestionJob]:
+        """Jobs no worker is working on, locked (skipping rows another sweeper holds):
+        running with an expired lease (its worker died), or queued and never sent (the
+        process that committed it died before the send)."""
+        stmt = (
+            select(IngestionJob)
+            .where(
+                or_(
+                    and_(
+                        IngestionJob.status == JobStatus.RUNNING,
+                        or_(
+                            IngestionJob.lease_expires_at.is_(None),
+                            IngestionJob.lease_expires_at < now,
+                        ),
+                    ),
+                    and_(
+                        IngestionJob.status == JobStatus.QUEUED,
+                        IngestionJob.sent_at.is_(None),
+                        IngestionJob.created_at < unsent_before,
+                    ),
+                )
+            )
+            .order_by(IngestionJob.created_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return list(self._session.scalars(stmt))
+
+    def renew_leases(self, job_ids: Sequence[uuid.UUID], *, owner: str, until: datetime) -> int:
+        """Extend the leases ``owner`` holds on ``job_ids``; returns how many it holds."""
+        if not job_ids:
+            return 0
+        result = self._session.execute(
+            update(IngestionJob)
+            .where(IngestionJob.id.in_(job_ids), IngestionJob.lease_owner == owner)
+            .values(lease_expires_at=until)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def release_leases(self, job_ids: Sequence[uuid.UUID], *, owner: str, now: datetime) -> None:
+        """Let the leases ``owner`` holds on ``job_ids`` expire now: the next sweep
+        re-sends those jobs still running."""
+        if job_ids:
+            self._session.execute(
+                update(IngestionJob)
+                .where(IngestionJob.id.in_(job_ids), IngestionJob.lease_owner == owner)
+                .values(lease_owner=None, lease_expires_at=now)
+                .execution_options(synchronize_session=False)
+            )
+
+    def mark_sent(self, job_ids: Sequence[uuid.UUID], *, now: datetime) -> None:
+        if job_ids:
+            self._session.execute(
+                update(IngestionJob)
+                .where(IngestionJob.id.in_(job_ids))
+                .values(sent_at=now)
+                .execution_options(synchronize_session=False)
+            )

@@ -1,0 +1,155 @@
+"""Nothing stuck: leases on running jobs, and a sweeper that re-sends abandoned jobs.
+
+A worker that starts a job takes a lease on it (``lease_owner``, ``lease_expires_at``,
+``ingest.lease_s`` long) and renews it while it works on the job and while the job waits
+for its flush (:class:`LeaseKeeper`, every third of the lease). A worker that dies, is
+killed or is stopped mid-job stops renewing; a graceful stop lets its leases expire at
+once. The :class:`JobSweeper` (run by every worker, every ``ingest.sweep_interval_s``)
+re-sends to the queue:
+
+* a running job whose lease has expired: its worker is gone, whatever the broker does
+  with the message it had (the SQLite broker never re-delivers it; Redis only after its
+  visibility timeout);
+* a queued job never sent (``sent_at`` empty) a while after it was committed: the
+  process that committed it died before the send.
+
+Re-sending is safe: indexing is idempotent and resumes at the first unfinished item, a
+job already finished is left as it is, and a message that reaches a job whose lease
+another worker holds returns at once (:meth:`IndexingService.process_job`), so a job is
+never indexed by two workers at the same time. Many sweepers may run: each locks the
+rows it re-sends (skipping rows locked by another) and gives a re-sent job a fresh,
+unowned lease, so it is not re-sent again before the lease has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.db.base import utcnow
+from hsearch.db.engine import transaction
+from hsearch.db.models import JobStatus
+from hsearch.db.repositories.jobs import JobRepository
+from hsearch.errors import BackendError
+from hsearch.ingestion.queue import JobQueue
+
+__all__ = ["JobSweeper", "LeaseKeeper", "aware", "worker_identity"]
+
+logger = logging.getLogger(__name__)
+
+
+def worker_identity() -> str:
+    """A lease owner name unique to this process: host, pid and a random part."""
+    return f"{socket.gethostname()[:80]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def aware(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC datetime (SQLite hands naive ones back)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+class JobSweeper:
+    """Re-sends the jobs no worker is working on (see the module docstring)."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        queue: JobQueue,
+        *,
+        lease_s: float,
+        unsent_after_s: float = 30.0,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._sessions = sessions
+        self._queue = queue
+        self._lease = timedelta(seconds=lease_s)
+        self._unsent_after = timedelta(seconds=unsent_after_s)
+        self._clock = clock
+
+    def sweep(self) -> list[uuid.UUID]:
+        """Re-send every abandoned job once; returns their ids. A send that fails is
+        logged and tried again at a later sweep (the job's new lease expires)."""
+        now = self._clock()
+        with transaction(self._sessions) as session:
+            stale = JobRepository(session).stale(now=now, unsent_before=now - self._unsent_after)
+            for job in stale:
+                if job.status is JobStatus.RUNNING:
+                    logger.warning(
+                        "ingest.job.lease_expired job_id=%s owner=%s: re-sending",
+                        job.id,
+                        job.lease_owner,
+                    )
+                    job.lease_owner = None
+                    job.lease_expires_at = now + self._lease
+                else:
+                    logger.warning("ingest.job.never_sent job_id=%s: sending", job.id)
+                    job.sent_at = now
+            ids = [job.id for job in stale]
+        for job_id in ids:
+            try:
+                self._queue.enqueue_job(job_id)
+            except BackendError as exc:
+                logger.warning("ingest.job.resend_failed job_id=%s error=%s", job_id, exc.message)
+        return ids
+
+
+class LeaseKeeper:
+    """Renews the leases one worker holds, every third of the lease, in a daemon thread;
+    :meth:`close` stops it and lets the leases still held expire at once."""
+
+    def __init__(self, sessions: sessionmaker[Session], *, owner: str, lease_s: float) -> None:
+        self.owner = owner
+        self.lease = timedelta(seconds=lease_s)
+        self._sessions = sessions
+        self._held: set[uuid.UUID] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def until(self) -> datetime:
+        return utcnow() + self.lease
+
+    def hold(self, job_id: uuid.UUID) -> None:
+        """Renew ``job_id``'s lease (taken by the caller) until :meth:`drop`."""
+        with self._lock:
+            self._held.add(job_id)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="hsearch-lease-keeper", daemon=True
+                )
+                self._thread.start()
+
+    def drop(self, job_id: uuid.UUID) -> None:
+        with self._lock:
+            self._held.discard(job_id)
+
+    def renew(self) -> None:
+        with self._lock:
+            held = list(self._held)
+        if held:
+            with transaction(self._sessions) as session:
+                JobRepository(session).renew_leases(held, owner=self.owner, until=self.until())
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            held = list(self._held)
+            self._held.clear()
+        if held:
+            with transaction(self._sessions) as session:
+                JobRepository(session).release_leases(held, owner=self.owner, now=utcnow())
+
+    def _run(self) -> None:
+        interval = self.lease.total_seconds() / 3
+        while not self._stop.wait(interval):
+            try:
+                self.renew()
+            except Exception as exc:  # a failed renewal is retried; the thread never dies
+                logger.warning("ingest.lease.renew_failed error=%s", exc)

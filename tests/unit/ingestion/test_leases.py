@@ -1,0 +1,177 @@
+"""Nothing stuck: leases on running jobs and the sweeper that re-sends abandoned ones
+(embedded parts: SQLite metadata, the fake encoder, the in-memory store and queue)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.config import IngestSettings
+from hsearch.db.base import utcnow
+from hsearch.db.models import IngestionJob, JobStatus
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.errors import VectorStoreError
+from hsearch.ingestion.dispatch import unit_of_work
+from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.jobs import JobService
+from hsearch.ingestion.leases import JobSweeper, LeaseKeeper, aware
+from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.ingestion.test_indexing import A, B, C, CrashingStore, docs, submit
+
+TENANT = "t1"
+
+
+def indexer(
+    sessions: sessionmaker[Session], store: InMemoryVectorStore, owner: str
+) -> IndexingService:
+    return IndexingService(
+        session_factory=sessions,
+        embedder=FakeEmbedder(),
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        chunk_max_chars=200,
+        chunk_overlap_chars=0,
+        lease_s=60,
+        owner=owner,
+    )
+
+
+def job_row(sessions: sessionmaker[Session], job_id: uuid.UUID) -> IngestionJob:
+    with sessions() as session:
+        job = session.get(IngestionJob, job_id)
+        assert job is not None
+        session.expunge(job)
+        return job
+
+
+def set_job(sessions: sessionmaker[Session], job_id: uuid.UUID, **values: object) -> None:
+    with sessions() as session, session.begin():
+        job = session.get_one(IngestionJob, job_id)
+        for name, value in values.items():
+            setattr(job, name, value)
+
+
+def test_a_job_leased_by_a_live_worker_is_left_to_it(sessions: sessionmaker[Session]) -> None:
+    job_id = submit(sessions, docs(A, B))
+    until = utcnow() + timedelta(seconds=60)
+    set_job(sessions, job_id, status=JobStatus.RUNNING, lease_owner="w1", lease_expires_at=until)
+    store = InMemoryVectorStore()
+    assert indexer(sessions, store, "w2").process_job(job_id) is JobStatus.RUNNING
+    job = job_row(sessions, job_id)
+    assert (job.attempts, job.indexed, job.lease_owner) == (0, 0, "w1")
+    assert store.count(tenant_id=TENANT) == 0
+
+
+def test_an_expired_lease_is_taken_over(sessions: sessionmaker[Session]) -> None:
+    job_id = submit(sessions, docs(A, B))
+    gone = utcnow() - timedelta(seconds=1)
+    set_job(sessions, job_id, status=JobStatus.RUNNING, lease_owner="dead", lease_expires_at=gone)
+    assert indexer(sessions, InMemoryVectorStore(), "w2").process_job(job_id) is JobStatus.SUCCEEDED
+    job = job_row(sessions, job_id)
+    assert (job.indexed, job.lease_owner, job.lease_expires_at) == (2, None, None)
+
+
+def test_a_failing_attempt_lets_its_lease_go_for_the_retry(
+    sessions: sessionmaker[Session],
+) -> None:
+    job_id = submit(sessions, docs(A, B, C))
+    with pytest.raises(VectorStoreError):
+        indexer(sessions, CrashingStore(), "w1").process_job(job_id)
+    job = job_row(sessions, job_id)
+    assert job.status is JobStatus.RUNNING
+    assert job.lease_owner is None
+    assert job.lease_expires_at is not None
+    assert aware(job.lease_expires_at) <= utcnow()
+    # Another worker (a retry elsewhere) takes it over at once.
+    assert indexer(sessions, InMemoryVectorStore(), "w2").process_job(job_id) is JobStatus.SUCCEEDED
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_the_sweeper_resends_abandoned_jobs_once_per_lease(
+    sessions: sessionmaker[Session],
+) -> None:
+    clock = Clock()
+    queue = InMemoryJobQueue()
+    sweeper = JobSweeper(sessions, queue, lease_s=60, unsent_after_s=30, clock=clock)
+    abandoned = submit(sessions, docs(A))
+    live = submit(sessions, docs(B))
+    done = submit(sessions, docs(C))
+    waiting = submit(sessions, docs(("d", "Deserts are dry.")))  # queued and sent
+    expired = clock.now - timedelta(seconds=1)
+    set_job(
+        sessions, abandoned, status=JobStatus.RUNNING, lease_owner="x", lease_expires_at=expired
+    )
+    later = clock.now + timedelta(seconds=60)
+    set_job(sessions, live, status=JobStatus.RUNNING, lease_owner="y", lease_expires_at=later)
+    set_job(sessions, done, status=JobStatus.SUCCEEDED)
+    assert job_row(sessions, waiting).sent_at is not None, "the unit of work marks it sent"
+
+    assert sweeper.sweep() == [abandoned]
+    assert queue.sent == [abandoned]
+    job = job_row(sessions, abandoned)
+    assert job.lease_owner is None
+    assert job.lease_expires_at is not None
+    assert aware(job.lease_expires_at) == clock.now + timedelta(seconds=60)
+    assert sweeper.sweep() == [], "not again before the new lease has passed"
+    clock.now += timedelta(seconds=61)
+    assert set(sweeper.sweep()) == {abandoned, live}, "both leases have expired now"
+
+
+def test_the_sweeper_sends_a_job_committed_but_never_sent(
+    sessions: sessionmaker[Session],
+) -> None:
+    class DyingQueue(InMemoryJobQueue):
+        def enqueue_job(self, job_id: uuid.UUID) -> None:
+            raise SystemExit  # the process dies between the commit and the send
+
+    with pytest.raises(SystemExit), unit_of_work(sessions, queue=DyingQueue()) as uow:
+        job_id = (
+            JobService(uow, settings=IngestSettings())
+            .submit(tenant_id=TENANT, documents=docs(A))
+            .id
+        )
+    assert job_row(sessions, job_id).sent_at is None
+    clock = Clock()
+    queue = InMemoryJobQueue()
+    sweeper = JobSweeper(sessions, queue, lease_s=60, unsent_after_s=30, clock=clock)
+    assert sweeper.sweep() == [], "too recent: its send may still be on its way"
+    clock.now += timedelta(seconds=31)
+    assert sweeper.sweep() == [job_id]
+    assert sweeper.sweep() == []
+    assert indexer(sessions, InMemoryVectorStore(), "w").process_job(job_id) is JobStatus.SUCCEEDED
+
+
+def test_the_keeper_renews_held_leases_and_lets_them_go_on_close(
+    sessions: sessionmaker[Session],
+) -> None:
+    job_id = submit(sessions, docs(A))
+    soon = utcnow() + timedelta(seconds=1)
+    set_job(sessions, job_id, status=JobStatus.RUNNING, lease_owner="me", lease_expires_at=soon)
+    keeper = LeaseKeeper(sessions, owner="me", lease_s=60)
+    keeper.hold(job_id)
+    keeper.renew()
+    renewed = job_row(sessions, job_id).lease_expires_at
+    assert renewed is not None
+    assert aware(renewed) > utcnow() + timedelta(seconds=50)
+    other = LeaseKeeper(sessions, owner="other", lease_s=600)
+    other.hold(job_id)
+    other.renew()
+    assert job_row(sessions, job_id).lease_expires_at == renewed, "only the owner renews"
+    other.close()
+    keeper.close()
+    job = job_row(sessions, job_id)
+    assert job.lease_owner is None
+    assert job.lease_expires_at is not None
+    assert aware(job.lease_expires_at) <= utcnow()
