@@ -1,6 +1,7 @@
 """`hsearch run` (what `make run` starts) on embedded defaults: SQLite metadata, the
 SQLite-backed broker with a real worker process, a Milvus Lite server. It ingests the
-sample corpus, serves a search, and Ctrl-C leaves no process behind."""
+sample corpus, serves a search, starts a killed worker again while the API keeps
+serving, and Ctrl-C in the middle of a job leaves no process behind within 5 s."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -64,10 +66,43 @@ def test_run_serves_the_sample_and_stops_cleanly(tmp_path: Path) -> None:
         assert "celery" in names
         assert "uvicorn" in names
 
-        proc.send_signal(signal.SIGINT)
+        # A worker killed outright (its main process and pool child) is started again,
+        # and the API keeps serving meanwhile.
+        (worker,) = [c for c in children if c.ppid() == proc.pid and "celery" in c.cmdline()]
+        os.killpg(worker.pid, signal.SIGKILL)
+        wait_until(
+            lambda: "worker-0 exited with code -9; starting it again" in log.read_text(),
+            timeout=30,
+            what="the dead worker noticed",
+            proc=proc,
+            log=log,
+        )
+        search = httpx.post(f"http://127.0.0.1:{api_port}/v1/search", json={"query": "Tokyo"})
+        assert search.status_code == 200
+        documents = [
+            {"external_id": f"d{i}", "text": f"Rivers and mountains, part {i}. " * 30}
+            for i in range(300)
+        ]
+        accepted = httpx.post(
+            f"http://127.0.0.1:{api_port}/v1/documents", json={"documents": documents}, timeout=30
+        )
+        assert accepted.status_code == 202, accepted.text
+        status_url = f"http://127.0.0.1:{api_port}{accepted.json()['status_url']}"
+
+        def indexing() -> bool:
+            job = httpx.get(status_url, timeout=10).json()
+            return bool(job["status"] == "running" and 0 < job["indexed"] < job["total"])
+
+        wait_until(indexing, timeout=180, what="the new worker indexing", proc=proc, log=log)
+
+        children = psutil.Process(proc.pid).children(recursive=True)
+        interrupted = time.monotonic()
+        proc.send_signal(signal.SIGINT)  # Ctrl-C, in the middle of the job
         assert proc.wait(60) == 0
         _, alive = psutil.wait_procs(children, timeout=30)
+        stopped = time.monotonic() - interrupted
         assert alive == [], f"left behind: {[c.cmdline() for c in alive]}"
+        assert stopped < 5.0, f"every process gone {stopped:.1f} s after Ctrl-C"
     finally:
         if proc.poll() is None:
             proc.kill()

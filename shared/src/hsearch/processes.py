@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -108,6 +108,12 @@ class Child:
     def wait_until(self, check: Callable[[], bool], *, timeout: float, what: str) -> None:
         """:func:`wait_until` for this process and its log."""
         wait_until(check, timeout=timeout, what=what, proc=self.proc, log=self.log)
+
+    def terminate(self) -> None:
+        """SIGTERM to the child's process group, without waiting."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM to the child's process group, SIGKILL after ``timeout`` seconds."""
@@ -289,3 +295,15 @@ def start_api(
 
     child = Child("api", argv=api_command(host=host, port=port), env=env, log=log)
     return _started(child, ready, timeout=timeout, what="API"), base
+
+
+def stop_all(children: Sequence[Child], *, timeout: float) -> None:
+    """Stop ``children`` together: SIGTERM to every process group at once, SIGKILL to
+    what is still running ``timeout`` seconds later. A Celery worker's warm shutdown
+    would wait for its running task; the job it held is resumed after a restart (its
+    lease expires: hsearch.ingestion.leases)."""
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + timeout
+    for child in children:
+        child.stop(timeout=max(0.0, deadline - time.monotonic()))

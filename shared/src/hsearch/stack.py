@@ -3,8 +3,14 @@
 Starts a Milvus Lite gRPC server (unless ``HSEARCH_MILVUS__URI`` points at a server),
 applies migrations, starts Celery worker process(es) and the API (uvicorn), waits
 until the API is ready, ingests the bundled sample corpus on first start and prints a
-search to paste. SIGINT/SIGTERM stop every child; children also die with this process
-(``PR_SET_PDEATHSIG``), so nothing is left behind.
+search to paste.
+
+A worker that dies is started again (at most :data:`MAX_RESTARTS` times in
+:data:`RESTART_WINDOW_S`), and the API keeps serving meanwhile; the job it held is sent
+again once its lease expires (:mod:`hsearch.ingestion.leases`). If the API or Milvus
+dies, the stack stops. SIGINT/SIGTERM stop every child within :data:`STOP_TIMEOUT_S`
+seconds, even in the middle of a job (the interrupted batch is redone after a restart);
+children also die with this process (``PR_SET_PDEATHSIG``), so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import os
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
@@ -29,7 +36,19 @@ from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import ConfigurationError
-from hsearch.processes import Child, port_open, start_api, start_milvus_lite, worker_command
+from hsearch.processes import (
+    Child,
+    port_open,
+    start_api,
+    start_milvus_lite,
+    stop_all,
+    worker_command,
+)
+
+STOP_TIMEOUT_S = 4.0
+"""Ctrl-C to every process gone: SIGTERM to all at once, SIGKILL to what is left then."""
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 300.0
 
 
 def sample_documents() -> list[dict[str, Any]]:
@@ -59,26 +78,23 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
     try:
         env["HSEARCH_MILVUS__URI"] = _milvus(settings, env, data, children)
         _prepare(settings)
-        children.extend(
-            Child(
-                f"worker-{i}",
-                argv=worker_command(f"worker{i}@%h", loglevel=settings.log_level),
-                env=env,
-                log=data / "logs" / f"worker-{i}.log",
-            )
-            for i in range(workers)
-        )
+        children.extend(_worker(i, settings, env, data) for i in range(workers))
         api_url = _api(settings, env, children)
         if ingest_sample and _tenant_is_empty(settings):
             _ingest_sample(api_url)
         _print_banner(api_url, data / "logs")
+        restarts: deque[float] = deque()
         while True:
-            for child in children:
-                if not child.alive():
-                    say(
-                        f"{child.name} exited with code {child.proc.returncode}; stopping", err=True
-                    )
+            for i, child in enumerate(children):
+                if child.alive():
+                    continue
+                code = child.proc.returncode
+                if not child.name.startswith("worker-") or not _may_restart(restarts):
+                    say(f"{child.name} exited with code {code}; stopping", err=True)
                     return 1
+                say(f"{child.name} exited with code {code}; starting it again", err=True)
+                child.stop()  # closes its log
+                children[i] = _worker(int(child.name.split("-", 1)[1]), settings, env, data)
             time.sleep(0.5)
     except KeyboardInterrupt:
         return 0
@@ -87,8 +103,28 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
         return 2
     finally:
         say("stopping...", err=True)
-        for child in reversed(children):  # API first, Milvus last
-            child.stop()
+        stop_all(list(reversed(children)), timeout=STOP_TIMEOUT_S)
+
+
+def _worker(index: int, settings: Settings, env: dict[str, str], data: Path) -> Child:
+    return Child(
+        f"worker-{index}",
+        argv=worker_command(f"worker{index}@%h", loglevel=settings.log_level),
+        env=env,
+        log=data / "logs" / f"worker-{index}.log",
+    )
+
+
+def _may_restart(restarts: deque[float]) -> bool:
+    """Whether a dead worker may be started again: at most MAX_RESTARTS within the
+    last RESTART_WINDOW_S (a worker that cannot start is not restarted forever)."""
+    now = time.monotonic()
+    while restarts and now - restarts[0] > RESTART_WINDOW_S:
+        restarts.popleft()
+    if len(restarts) >= MAX_RESTARTS:
+        return False
+    restarts.append(now)
+    return True
 
 
 def _milvus(settings: Settings, env: dict[str, str], data: Path, children: list[Child]) -> str:
