@@ -67,6 +67,10 @@ class JobNotFoundError(NotFoundError):
     code = "job_not_found"
 
 
+class DocumentNotFoundError(NotFoundError):
+    code = "document_not_found"
+
+
 class ConfigurationError(HsearchError):
     code = "configuration_error"
 

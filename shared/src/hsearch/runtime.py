@@ -22,6 +22,7 @@ from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory, ping_database
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
+from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
@@ -94,6 +95,10 @@ class Services:
         )
         self._indexers.append(indexer)
         return indexer
+
+    def documents(self) -> DocumentService:
+        """Read, list and delete a tenant's documents."""
+        return DocumentService(self.sessions, store=self.store, statistics=self.statistics)
 
     def sweeper(self) -> JobSweeper:
         """What re-sends abandoned jobs (expired leases, jobs never sent) to the queue."""

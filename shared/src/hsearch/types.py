@@ -126,3 +126,13 @@ class CountScope(StrEnum):
     filter."""
     WINDOW = "window"
     """Only the fused window: what the legs returned (with ``min_score`` applied)."""
+
+
+class JobStatus(StrEnum):
+    """Where an ingestion job stands."""
+
+    QUEUED = "queued"
+    RUNNING = "running"  # being indexed, or indexed and waiting for its flush (indexer.py)
+    SUCCEEDED = "succeeded"  # every item indexed or skipped
+    PARTIAL = "partial"  # some items failed, the rest landed
+    FAILED = "failed"  # every item failed, or the job itself could not run

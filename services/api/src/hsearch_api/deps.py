@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import Settings
 from hsearch.ingestion.dispatch import UnitOfWork, unit_of_work
+from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.queue import JobQueue
 from hsearch.runtime import Services
@@ -32,6 +33,10 @@ def get_search_service(request: Request) -> SearchService:
     return get_services(request).search
 
 
+def get_document_service(request: Request) -> DocumentService:
+    return get_services(request).documents()
+
+
 def get_job_queue(request: Request) -> JobQueue:
     return get_services(request).queue
 
@@ -41,6 +46,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
 SearchServiceDep = Annotated[SearchService, Depends(get_search_service)]
+DocumentServiceDep = Annotated[DocumentService, Depends(get_document_service)]
 
 
 def get_unit_of_work(sessions: SessionFactoryDep, queue: JobQueueDep) -> Iterator[UnitOfWork]:

@@ -8,8 +8,11 @@ sends it to the workers after the commit. The worker side is
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from hsearch.config import IngestSettings
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
@@ -18,7 +21,9 @@ from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import InvalidRequestError, JobNotFoundError, PayloadTooLargeError
 from hsearch.ingestion.dispatch import UnitOfWork
 from hsearch.ingestion.ids import content_hash
-from hsearch.ingestion.models import DocumentInput, ItemError, JobView
+from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView
+
+MAX_PAGE = 500
 
 
 class JobService:
@@ -83,7 +88,34 @@ class JobService:
         self._uow.jobs.enqueue(job.id)
         return _view(job)
 
-    # Queries: get; list comes here.
+    # Queries: get, list.
+
+    def list(
+        self,
+        *,
+        tenant_id: str,
+        status: JobStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """The tenant's jobs, newest first, ``limit`` per page (1 to 500); ``cursor`` is
+        the ``next_cursor`` of the page before (opaque). Raises InvalidRequestError
+        naming ``limit`` or ``cursor``."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidRequestError(f"limit: must be between 1 and {MAX_PAGE}")
+        jobs = JobRepository(self._uow.session).page(
+            tenant_id=tenant_id,
+            status=status,
+            before=_decode_cursor(cursor) if cursor else None,
+            limit=limit + 1,
+        )
+        more = len(jobs) > limit
+        jobs = jobs[:limit]
+        last = jobs[-1] if jobs and more else None
+        return JobPage(
+            jobs=tuple(_view(j) for j in jobs),
+            next_cursor=_encode_cursor(last.created_at, last.id) if last else None,
+        )
 
     def get(self, job_id: uuid.UUID, *, tenant_id: str) -> JobView:
         """The job's status, counters and first per-document errors; a job of another
@@ -150,3 +182,18 @@ def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:
         finished_at=job.finished_at,
         errors=errors,
     )
+
+
+def _encode_cursor(created_at: datetime, job_id: uuid.UUID) -> str:
+    raw = f"{created_at.isoformat()}|{job_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created, job_id = raw.split("|", 1)
+        return datetime.fromisoformat(created), uuid.UUID(job_id)
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        msg = "cursor: not a cursor this server gave (use next_cursor of the page before)"
+        raise InvalidRequestError(msg) from exc

@@ -47,3 +47,10 @@ class JobView:
     @property
     def processed(self) -> int:
         return self.indexed + self.skipped + self.failed
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    jobs: tuple[JobView, ...]
+    next_cursor: str | None
+    """Where the next page starts; ``None`` on the last page."""

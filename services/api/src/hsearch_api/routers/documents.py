@@ -1,16 +1,24 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Query, status
 
+from hsearch.ingestion.documents import DocumentView
+from hsearch.ingestion.jobs import MAX_PAGE
 from hsearch.ingestion.models import DocumentInput, JobView
-from hsearch_api.deps import JobServiceDep, TenantDep
+from hsearch.types import JobStatus
+from hsearch_api.deps import DocumentServiceDep, JobServiceDep, TenantDep
 from hsearch_api.schemas.documents import (
     DocumentBatchCreate,
     DocumentCreate,
+    DocumentDeleted,
+    DocumentPageRead,
+    DocumentRead,
     ItemErrorRead,
     JobAccepted,
+    JobPageRead,
     JobRead,
 )
 
@@ -26,6 +34,51 @@ def create_documents(
     return JobAccepted(
         job_id=view.id, status=view.status, total=view.total, status_url=f"/v1/jobs/{view.id}"
     )
+
+
+@router.get("/documents")
+def list_documents(
+    tenant: TenantDep,
+    documents: DocumentServiceDep,
+    source: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: str | None = None,
+) -> DocumentPageRead:
+    """The tenant's indexed documents in external id order, optionally of one source."""
+    page = documents.list(tenant_id=tenant, source=source, limit=limit, cursor=cursor)
+    return DocumentPageRead(
+        documents=[document_read(d) for d in page.documents], next_cursor=page.next_cursor
+    )
+
+
+@router.get("/documents/{external_id:path}")
+def read_document(
+    external_id: str, tenant: TenantDep, documents: DocumentServiceDep
+) -> DocumentRead:
+    """One document: indexed (with its chunk count) or pending in a job."""
+    return document_read(documents.get(tenant_id=tenant, external_id=external_id))
+
+
+@router.delete("/documents/{external_id:path}")
+def delete_document(
+    external_id: str, tenant: TenantDep, documents: DocumentServiceDep
+) -> DocumentDeleted:
+    """Delete an indexed document: its chunks, its metadata and its statistics."""
+    chunks = documents.delete(tenant_id=tenant, external_id=external_id)
+    return DocumentDeleted(external_id=external_id, deleted_chunks=chunks)
+
+
+@router.get("/jobs")
+def list_jobs(
+    tenant: TenantDep,
+    jobs: JobServiceDep,
+    status: JobStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: str | None = None,
+) -> JobPageRead:
+    """The tenant's ingestion jobs, newest first, optionally of one status."""
+    page = jobs.list(tenant_id=tenant, status=status, limit=limit, cursor=cursor)
+    return JobPageRead(jobs=[job_read(j) for j in page.jobs], next_cursor=page.next_cursor)
 
 
 @router.get("/jobs/{job_id}")
@@ -64,4 +117,20 @@ def job_read(view: JobView) -> JobRead:
             ItemErrorRead(ordinal=e.ordinal, external_id=e.external_id, error=e.error)
             for e in view.errors
         ],
+    )
+
+
+def document_read(view: DocumentView) -> DocumentRead:
+    return DocumentRead(
+        external_id=view.external_id,
+        status=view.status,
+        title=view.title,
+        source=view.source,
+        lang=view.lang,
+        tags=list(view.tags),
+        metadata=view.metadata,
+        chunk_count=view.chunk_count,
+        pending_jobs=list(view.pending_jobs),
+        created_at=view.created_at,
+        updated_at=view.updated_at,
     )

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hsearch.db.models import JobStatus
+from hsearch.types import JobStatus
 from hsearch.vectorstore.schema import TITLE_MAX_LENGTH
 
 Tag = Annotated[str, Field(min_length=1, max_length=128)]
@@ -68,3 +68,40 @@ class JobAccepted(BaseModel):
     status: JobStatus
     total: int
     status_url: str
+
+
+class JobPageRead(BaseModel):
+    jobs: list[JobRead] = Field(description="Newest first; `errors` is empty in a list.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class DocumentRead(BaseModel):
+    external_id: str
+    status: str = Field(
+        description="`indexed`, or `pending` when only a job not finished yet holds it."
+    )
+    title: str
+    source: str
+    lang: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    chunk_count: int
+    pending_jobs: list[uuid.UUID] = Field(
+        description="Unfinished jobs holding a version of it (a newer one, when indexed)."
+    )
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+class DocumentPageRead(BaseModel):
+    documents: list[DocumentRead]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class DocumentDeleted(BaseModel):
+    external_id: str
+    deleted_chunks: int

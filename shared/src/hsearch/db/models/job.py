@@ -9,14 +9,9 @@ from sqlalchemy import Enum, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from hsearch.db.base import Base, JSONType, utcnow
+from hsearch.types import JobStatus
 
-
-class JobStatus(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"  # being indexed, or indexed and waiting for its flush (indexer.py)
-    SUCCEEDED = "succeeded"  # every item indexed or skipped
-    PARTIAL = "partial"  # some items failed, the rest landed
-    FAILED = "failed"  # every item failed, or the job itself could not run
+__all__ = ["IngestionJob", "JobItem", "JobItemStatus", "JobStatus"]
 
 
 class JobItemStatus(StrEnum):

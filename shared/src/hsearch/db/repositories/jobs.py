@@ -153,3 +153,31 @@ class JobRepository:
                 .values(sent_at=now)
                 .execution_options(synchronize_session=False)
             )
+
+    def page(
+        self,
+        *,
+        tenant_id: str,
+        status: JobStatus | None,
+        before: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[IngestionJob]:
+        """The tenant's jobs, newest first: keyset pages in ``(created_at, id)`` order,
+        the first ``limit`` older than ``before`` (``None``: from the newest)."""
+        stmt = (
+            select(IngestionJob)
+            .where(IngestionJob.tenant_id == tenant_id)
+            .order_by(IngestionJob.created_at.desc(), IngestionJob.id.desc())
+            .limit(limit)
+        )
+        if status is not None:
+            stmt = stmt.where(IngestionJob.status == status)
+        if before is not None:
+            created, job_id = before
+            stmt = stmt.where(
+                or_(
+                    IngestionJob.created_at < created,
+                    and_(IngestionJob.created_at == created, IngestionJob.id < job_id),
+                )
+            )
+        return list(self._session.scalars(stmt))

@@ -1,0 +1,192 @@
+"""A tenant's documents as clients see them: read one, list them, delete one.
+
+A document row exists once a version of it is indexed (:mod:`hsearch.ingestion.indexer`
+writes it in the transaction that marks its job item done). A document can also be
+*pending*: submitted in a job a worker has not finished. Deleting removes its chunks from
+the vector store and its row and statistics from the metadata database together, under
+the document's row lock (the lock a worker indexing the same document takes), and marks
+the tenant's data changed (``data_generation``, what caches key on).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.db.engine import transaction
+from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.db.repositories.documents import DocumentRepository
+from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.errors import DocumentNotFoundError, InvalidRequestError
+from hsearch.ingestion.ids import document_id
+from hsearch.ingestion.jobs import MAX_PAGE
+from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
+from hsearch.vectorstore.protocol import VectorStore
+
+__all__ = ["DocumentPage", "DocumentService", "DocumentView"]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentView:
+    external_id: str
+    status: str
+    """``indexed``, or ``pending`` when a job holding a version of it is not finished
+    (an indexed document may have a newer version pending too: ``pending_jobs``)."""
+    title: str
+    source: str
+    lang: str
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    chunk_count: int
+    pending_jobs: tuple[uuid.UUID, ...]
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPage:
+    documents: tuple[DocumentView, ...]
+    next_cursor: str | None
+    """The external id to pass as ``cursor`` for the next page; ``None`` on the last."""
+
+
+class DocumentService:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        store: VectorStore,
+        statistics: LexicalStatistics,
+    ) -> None:
+        self._sessions = sessions
+        self._store = store
+        self._statistics = statistics
+
+    def get(self, *, tenant_id: str, external_id: str) -> DocumentView:
+        """The document, indexed or pending; raises DocumentNotFoundError (404)."""
+        with self._sessions() as session:
+            doc = DocumentRepository(session).get(document_id(tenant_id, external_id))
+            pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
+            if doc is None and not pending:
+                raise DocumentNotFoundError(f"document {external_id!r} not found")
+            return _view(doc, external_id=external_id, pending=pending)
+
+    def list(
+        self,
+        *,
+        tenant_id: str,
+        source: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """The tenant's indexed documents in external id order, ``limit`` per page (1 to
+        500), optionally of one ``source``; ``cursor`` is the page before's
+        ``next_cursor``."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidRequestError(f"limit: must be between 1 and {MAX_PAGE}")
+        stmt = (
+            select(Document)
+            .where(Document.tenant_id == tenant_id)
+            .order_by(Document.external_id)
+            .limit(limit + 1)
+        )
+        if source is not None:
+            stmt = stmt.where(Document.source == source)
+        if cursor is not None:
+            stmt = stmt.where(Document.external_id > cursor)
+        with self._sessions() as session:
+            docs = list(session.scalars(stmt))
+            more = len(docs) > limit
+            docs = docs[:limit]
+            pending = _pending_jobs(session, tenant_id, [d.external_id for d in docs])
+            views = tuple(
+                _view(d, external_id=d.external_id, pending=pending.get(d.external_id, ()))
+                for d in docs
+            )
+        return DocumentPage(views, next_cursor=docs[-1].external_id if more and docs else None)
+
+    def delete(self, *, tenant_id: str, external_id: str) -> int:
+        """Delete the indexed document: its chunks, its row, its share of the tenant's
+        statistics. Returns how many chunks went; raises DocumentNotFoundError (404).
+
+        Chunks go first, inside the transaction: if the store fails nothing changes; if
+        the commit fails after it, the row stays and a second delete finishes the job
+        (deleting absent chunks is a no-op). A version still pending in a job is indexed
+        when its job runs: deleting does not cancel jobs.
+        """
+        with transaction(self._sessions) as session:
+            repo = DocumentRepository(session)
+            doc = repo.get_for_update(document_id(tenant_id, external_id))
+            if doc is None:
+                raise DocumentNotFoundError(f"document {external_id!r} not found")
+            chunk_ids = list(doc.chunk_ids)
+            self._store.delete_chunks(chunk_ids)
+            removed = WeightedDocument(
+                weights=(),
+                contribution=LexicalContribution(),
+                replaced=LexicalContribution.of_document(doc),
+            )
+            self._statistics.record(session, tenant_id=tenant_id, document=removed)
+            session.delete(doc)
+            TenantRepository(session).bump_generation(tenant_id)
+        return len(chunk_ids)
+
+
+def _pending_jobs(
+    session: Session, tenant_id: str, external_ids: list[str]
+) -> dict[str, tuple[uuid.UUID, ...]]:
+    """Per external id, the unfinished jobs holding a pending version of it."""
+    if not external_ids:
+        return {}
+    rows = session.execute(
+        select(JobItem.external_id, JobItem.job_id)
+        .join(IngestionJob, IngestionJob.id == JobItem.job_id)
+        .where(
+            IngestionJob.tenant_id == tenant_id,
+            IngestionJob.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]),
+            JobItem.status == JobItemStatus.PENDING,
+            JobItem.external_id.in_(external_ids),
+        )
+        .order_by(IngestionJob.created_at)
+    )
+    out: dict[str, list[uuid.UUID]] = {}
+    for external_id, job_id in rows:
+        out.setdefault(external_id, []).append(job_id)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _view(
+    doc: Document | None, *, external_id: str, pending: tuple[uuid.UUID, ...]
+) -> DocumentView:
+    if doc is None:
+        return DocumentView(
+            external_id=external_id,
+            status="pending",
+            title="",
+            source="",
+            lang="",
+            tags=(),
+            metadata={},
+            chunk_count=0,
+            pending_jobs=pending,
+            created_at=None,
+            updated_at=None,
+        )
+    return DocumentView(
+        external_id=doc.external_id,
+        status="indexed",
+        title=doc.title,
+        source=doc.source,
+        lang=doc.lang,
+        tags=tuple(doc.tags),
+        metadata=dict(doc.metadata_),
+        chunk_count=doc.chunk_count,
+        pending_jobs=pending,
+        created_at=doc.created_at,
+        updated_at=doc.updated_at,
+    )

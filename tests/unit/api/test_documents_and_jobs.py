@@ -1,0 +1,112 @@
+"""The document and job API on embedded parts: read, list and delete documents; list
+jobs newest first, by status, page by page."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from hsearch.db.models import LexicalCorpusStats
+from tests.unit.api.conftest import Api
+
+TENANT = "default"
+DOCS = [
+    {"external_id": f"doc/{i:02d}", "text": f"Volcano {i} erupted. " * (1 + i % 3), "source": s}
+    for i, s in enumerate(["atlas", "news", "atlas", "blog", "atlas"])
+]
+
+
+async def submit(api: Api, documents: list[dict[str, Any]], *, run: bool = True) -> uuid.UUID:
+    resp = await api.client.post("/v1/documents", json={"documents": documents})
+    assert resp.status_code == 202, resp.text
+    job_id = uuid.UUID(resp.json()["job_id"])
+    if run:
+        assert api.services.indexing().process_job(job_id) == "succeeded"
+    return job_id
+
+
+def corpus_chunks(api: Api) -> int:
+    with api.services.sessions() as session:
+        stats = session.get(LexicalCorpusStats, TENANT)
+        return stats.chunk_count if stats else 0
+
+
+async def test_read_and_list_documents(api: Api) -> None:
+    await submit(api, DOCS)
+    one = (await api.client.get("/v1/documents/doc/01")).json()
+    assert (one["external_id"], one["status"], one["source"]) == ("doc/01", "indexed", "news")
+    assert one["chunk_count"] >= 1
+    assert one["pending_jobs"] == []
+
+    first = (await api.client.get("/v1/documents", params={"limit": 2})).json()
+    assert [d["external_id"] for d in first["documents"]] == ["doc/00", "doc/01"]
+    second = (
+        await api.client.get("/v1/documents", params={"limit": 2, "cursor": first["next_cursor"]})
+    ).json()
+    assert [d["external_id"] for d in second["documents"]] == ["doc/02", "doc/03"]
+    atlas = (await api.client.get("/v1/documents", params={"source": "atlas"})).json()
+    assert [d["external_id"] for d in atlas["documents"]] == ["doc/00", "doc/02", "doc/04"]
+    assert atlas["next_cursor"] is None
+
+    missing = await api.client.get("/v1/documents/nope")
+    assert missing.status_code == 404
+    assert missing.json()["error"] == "document_not_found"
+    assert "'nope'" in missing.json()["detail"]
+
+
+async def test_a_submitted_document_is_pending_until_indexed(api: Api) -> None:
+    job_id = await submit(api, DOCS[:1], run=False)
+    pending = (await api.client.get("/v1/documents/doc/00")).json()
+    assert (pending["status"], pending["chunk_count"]) == ("pending", 0)
+    assert pending["pending_jobs"] == [str(job_id)]
+    api.services.indexing().process_job(job_id)
+    indexed = (await api.client.get("/v1/documents/doc/00")).json()
+    assert (indexed["status"], indexed["pending_jobs"]) == ("indexed", [])
+
+
+async def test_delete_removes_chunks_metadata_and_statistics(api: Api) -> None:
+    await submit(api, DOCS[:2])
+    only_first = corpus_chunks(api)
+    await submit(api, DOCS[2:3])
+    chunks = api.services.store.count(tenant_id=TENANT)
+    gone = (await api.client.get("/v1/documents/doc/02")).json()["chunk_count"]
+
+    resp = await api.client.delete("/v1/documents/doc/02")
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"external_id": "doc/02", "deleted_chunks": gone}
+    assert api.services.store.count(tenant_id=TENANT) == chunks - gone
+    assert corpus_chunks(api) == only_first, "its statistics are counted out"
+    assert (await api.client.get("/v1/documents/doc/02")).status_code == 404
+    hits = (await api.client.post("/v1/search", json={"query": "Volcano 2"})).json()["hits"]
+    assert "doc/02" not in {h["external_id"] for h in hits}
+    again = await api.client.delete("/v1/documents/doc/02")
+    assert again.status_code == 404
+    assert (await api.client.get("/v1/documents/doc/00")).json()["status"] == "indexed"
+
+
+async def test_list_jobs_newest_first_by_status_page_by_page(api: Api) -> None:
+    done = [await submit(api, [doc]) for doc in DOCS[:3]]
+    queued = await submit(api, DOCS[3:4], run=False)
+    every = (await api.client.get("/v1/jobs")).json()
+    assert [j["id"] for j in every["jobs"]] == [str(queued), *(str(j) for j in reversed(done))]
+    assert every["next_cursor"] is None
+    waiting = (await api.client.get("/v1/jobs", params={"status": "queued"})).json()
+    assert [j["id"] for j in waiting["jobs"]] == [str(queued)]
+
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+        page = (await api.client.get("/v1/jobs", params=params)).json()
+        seen += [j["id"] for j in page["jobs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [j["id"] for j in every["jobs"]]
+
+    bad = await api.client.get("/v1/jobs", params={"cursor": "not-a-cursor"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"].startswith("cursor: ")
+    wrong = await api.client.get("/v1/jobs", params={"status": "done"})
+    assert wrong.status_code == 422
+    assert "status" in wrong.json()["detail"]
