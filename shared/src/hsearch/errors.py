@@ -71,6 +71,13 @@ class DocumentNotFoundError(NotFoundError):
     code = "document_not_found"
 
 
+class JobFinishedError(HsearchError):
+    """The job has finished: there is nothing left to cancel."""
+
+    status_code = 409
+    code = "job_finished"
+
+
 class ConfigurationError(HsearchError):
     code = "configuration_error"
 

@@ -136,3 +136,4 @@ class JobStatus(StrEnum):
     SUCCEEDED = "succeeded"  # every item indexed or skipped
     PARTIAL = "partial"  # some items failed, the rest landed
     FAILED = "failed"  # every item failed, or the job itself could not run
+    CANCELLED = "cancelled"  # cancelled: finished documents stay, the rest were not indexed

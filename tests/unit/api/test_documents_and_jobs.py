@@ -110,3 +110,18 @@ async def test_list_jobs_newest_first_by_status_page_by_page(api: Api) -> None:
     wrong = await api.client.get("/v1/jobs", params={"status": "done"})
     assert wrong.status_code == 422
     assert "status" in wrong.json()["detail"]
+
+
+async def test_cancel_a_queued_job(api: Api) -> None:
+    job_id = await submit(api, DOCS[:2], run=False)
+    resp = await api.client.post(f"/v1/jobs/{job_id}/cancel")
+    assert resp.status_code == 200, resp.text
+    assert (resp.json()["status"], resp.json()["indexed"]) == ("cancelled", 0)
+    assert api.services.indexing().process_job(job_id) == "cancelled"
+    assert api.services.store.count(tenant_id=TENANT) == 0
+    assert (await api.client.get("/v1/documents/doc/00")).status_code == 404
+    again = await api.client.post(f"/v1/jobs/{job_id}/cancel")
+    assert again.status_code == 409
+    assert again.json()["error"] == "job_finished"
+    unknown = await api.client.post(f"/v1/jobs/{uuid.uuid4()}/cancel")
+    assert unknown.status_code == 404

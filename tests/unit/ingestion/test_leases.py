@@ -7,11 +7,12 @@ import uuid
 from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
 from hsearch.db.base import utcnow
-from hsearch.db.models import IngestionJob, JobStatus
+from hsearch.db.models import IngestionJob, JobItem, JobStatus
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.errors import VectorStoreError
 from hsearch.ingestion.dispatch import unit_of_work
@@ -175,3 +176,61 @@ def test_the_keeper_renews_held_leases_and_lets_them_go_on_close(
     assert job.lease_owner is None
     assert job.lease_expires_at is not None
     assert aware(job.lease_expires_at) <= utcnow()
+
+
+# -- cancelling: finished documents stay, the rest are never written --------------------
+
+
+class CancellingEmbedder(FakeEmbedder):
+    """Cancels the job while the batch holding document ``at`` is being encoded, as a
+    client would while a worker runs it."""
+
+    def __init__(self, sessions: sessionmaker[Session], at: str) -> None:
+        super().__init__()
+        self.sessions = sessions
+        self.at = at
+        self.job_id: uuid.UUID | None = None
+
+    def embed_documents(self, texts, **kwargs):  # type: ignore[no-untyped-def, override]
+        if self.job_id is not None and any(self.at in t for t in texts):
+            with unit_of_work(self.sessions, queue=InMemoryJobQueue()) as uow:
+                JobService(uow, settings=IngestSettings()).cancel(self.job_id, tenant_id=TENANT)
+            self.job_id = None
+        return super().embed_documents(texts, **kwargs)
+
+
+def test_a_job_cancelled_mid_run_keeps_what_it_indexed_and_writes_nothing_more(
+    sessions: sessionmaker[Session],
+) -> None:
+    batch = [(f"d{i}", f"Document number{i} about rivers.") for i in range(5)]
+    job_id = submit(sessions, docs(*batch))
+    embedder = CancellingEmbedder(sessions, at="number2")
+    embedder.job_id = job_id
+    store = InMemoryVectorStore()
+    service = IndexingService(
+        session_factory=sessions,
+        embedder=embedder,
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        chunk_max_chars=200,
+        chunk_overlap_chars=0,
+        batch_documents=2,
+    )
+    assert service.process_job(job_id) is JobStatus.CANCELLED
+    job = job_row(sessions, job_id)
+    assert (job.indexed, job.failed, job.skipped) == (2, 0, 0)
+    assert {i.status.value for i in job_items(sessions, job_id)[2:]} == {"cancelled"}
+    assert store.count(tenant_id=TENANT) == 2, "only the first batch was written"
+    assert service.process_job(job_id) is JobStatus.CANCELLED, "a re-delivery does nothing"
+    assert store.count(tenant_id=TENANT) == 2
+
+
+def job_items(sessions: sessionmaker[Session], job_id: uuid.UUID) -> list[JobItem]:
+    with sessions() as session:
+        items = list(
+            session.scalars(
+                select(JobItem).where(JobItem.job_id == job_id).order_by(JobItem.ordinal)
+            )
+        )
+        session.expunge_all()
+        return items

@@ -46,7 +46,9 @@ from hsearch.vectorstore.protocol import VectorStore
 
 logger = logging.getLogger(__name__)
 
-TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED})
+TERMINAL = frozenset(
+    {JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +281,8 @@ class IndexingService:
             job = self._lock(session, job_id)
             for prepared in todo:
                 item = session.get_one(JobItem, prepared.item_id)
+                if not _pending(item):
+                    continue  # its job was cancelled while it was being encoded
                 if prepared.item_id in errors:
                     self._fail(job, item, errors[prepared.item_id])
                     continue
@@ -291,6 +295,8 @@ class IndexingService:
             with transaction(self._sessions) as session:
                 job = self._lock(session, job_id)
                 item = session.get_one(JobItem, prepared.item_id)
+                if not _pending(item):
+                    continue  # cancelled meanwhile: nothing of it is written
                 self._index_item(
                     session,
                     job=job,
@@ -487,6 +493,11 @@ class IndexingService:
             item.external_id,
             item.error,
         )
+
+
+def _pending(item: JobItem) -> bool:
+    """Whether ``item`` still waits to be indexed (not done, failed or cancelled)."""
+    return item.status is JobItemStatus.PENDING
 
 
 def _final_status(job: IngestionJob) -> JobStatus:

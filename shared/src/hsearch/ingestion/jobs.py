@@ -15,10 +15,16 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from hsearch.config import IngestSettings
+from hsearch.db.base import utcnow
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.errors import InvalidRequestError, JobNotFoundError, PayloadTooLargeError
+from hsearch.errors import (
+    InvalidRequestError,
+    JobFinishedError,
+    JobNotFoundError,
+    PayloadTooLargeError,
+)
 from hsearch.ingestion.dispatch import UnitOfWork
 from hsearch.ingestion.ids import content_hash
 from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView
@@ -86,6 +92,29 @@ class JobService:
         ]
         JobRepository(session).add(job)
         self._uow.jobs.enqueue(job.id)
+        return _view(job)
+
+    def cancel(self, job_id: uuid.UUID, *, tenant_id: str) -> JobView:
+        """Cancel a queued or running job: the documents it has indexed stay, the rest
+        are marked cancelled and never indexed (a worker checks each document before it
+        writes it). Raises JobNotFoundError (404) or JobFinishedError (409)."""
+        repo = JobRepository(self._uow.session)
+        job = repo.get(job_id, tenant_id=tenant_id)
+        if job is None:
+            raise JobNotFoundError(f"job {job_id} not found")
+        job = repo.lock(job_id)
+        if job is None:
+            raise JobNotFoundError(f"job {job_id} not found")
+        if job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
+            raise JobFinishedError(f"job {job_id} has finished ({job.status}): nothing to cancel")
+        for item in job.items:
+            if item.status is JobItemStatus.PENDING:
+                item.status = JobItemStatus.CANCELLED
+        job.status = JobStatus.CANCELLED
+        job.finished_at = utcnow()
+        job.lease_owner = None
+        job.lease_expires_at = None
+        self._uow.session.flush()
         return _view(job)
 
     # Queries: get, list.

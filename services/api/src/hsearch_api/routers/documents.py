@@ -81,6 +81,12 @@ def list_jobs(
     return JobPageRead(jobs=[job_read(j) for j in page.jobs], next_cursor=page.next_cursor)
 
 
+@router.post("/jobs/{job_id}/cancel")
+def cancel_job(job_id: uuid.UUID, tenant: TenantDep, jobs: JobServiceDep) -> JobRead:
+    """Cancel a queued or running job: indexed documents stay, the rest are cancelled."""
+    return job_read(jobs.cancel(job_id, tenant_id=tenant))
+
+
 @router.get("/jobs/{job_id}")
 def read_job(job_id: uuid.UUID, tenant: TenantDep, jobs: JobServiceDep) -> JobRead:
     """Status, counters and per-document errors of an ingestion job."""

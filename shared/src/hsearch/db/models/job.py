@@ -19,6 +19,7 @@ class JobItemStatus(StrEnum):
     INDEXED = "indexed"
     SKIPPED = "skipped"  # same content already indexed
     FAILED = "failed"
+    CANCELLED = "cancelled"  # its job was cancelled before it was indexed
 
 
 def _enum(cls: type[StrEnum], name: str) -> Enum:
