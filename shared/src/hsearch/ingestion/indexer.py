@@ -328,6 +328,9 @@ class IndexingService:
                     continue
                 doc_id = document_id(tenant_id, item.external_id)
                 existing = docs.get(doc_id)
+                if existing is not None and existing.version > item.id:
+                    self._superseded(job, item, doc_id)
+                    continue
                 if (
                     existing is not None
                     and existing.content_hash == item.content_hash
@@ -336,6 +339,9 @@ class IndexingService:
                     item.status = JobItemStatus.SKIPPED
                     item.document_id = doc_id
                     job.skipped += 1
+                    # The indexed version is this submission's now: an older one
+                    # pending elsewhere must not replace it.
+                    existing.version = max(existing.version, item.id)
                     logger.info(
                         "ingest.document.skipped job_id=%s external_id=%s", job_id, item.external_id
                     )
@@ -401,6 +407,9 @@ class IndexingService:
         docs = DocumentRepository(session)
         # The row lock serialises two workers writing the same document.
         existing = docs.get_for_update(prepared.document_id)
+        if existing is not None and existing.version > item.id:
+            self._superseded(job, item, prepared.document_id)
+            return
         # Term counts become BM25 with the tenant's statistics, recorded below.
         lexical: WeightedDocument | None = None
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
@@ -457,6 +466,7 @@ class IndexingService:
             "lexical_terms": contribution.stored_terms(),
             "lexical_length": contribution.length,
             "encoder": self._embedder.info.fingerprint,
+            "version": item.id,
         }
         if existing is None:
             docs.add(
@@ -481,6 +491,16 @@ class IndexingService:
             len(records),
             len(stale),
         )
+
+    @staticmethod
+    def _superseded(job: IngestionJob, item: JobItem, doc_id: uuid.UUID) -> None:
+        """A newer submission of the document is indexed already: this older one is
+        skipped (a stale job re-delivered, or jobs run out of order)."""
+        item.status = JobItemStatus.SKIPPED
+        item.document_id = doc_id
+        item.error = "superseded: a newer submission of this document is indexed"
+        job.skipped += 1
+        logger.info("ingest.document.superseded job_id=%s external_id=%s", job.id, item.external_id)
 
     @staticmethod
     def _fail(job: IngestionJob, item: JobItem, exc: Exception) -> None:

@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from hsearch.db.base import Base, utcnow
@@ -35,5 +35,8 @@ class Document(Base):
     lexical_terms: Mapped[dict[str, Any]] = mapped_column(default=dict)
     lexical_length: Mapped[int] = mapped_column(Integer, default=0)
     encoder: Mapped[str] = mapped_column(String(256), default="")
+    # The submission this version comes from (its job item's id: ids grow in submission
+    # order). An older submission never replaces it, whatever order workers see them in.
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
