@@ -104,6 +104,8 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
                 update={"kind": EncoderKind(options.encoder), "bge_m3_path": options.bge_m3_path}
             ),
             "search": search,
+            # The benchmark indexes each job itself, whole (no queue to take turns in).
+            "ingest": base.ingest.model_copy(update={"batches_per_task": 0}),
         }
     )
 

@@ -211,6 +211,14 @@ class IngestSettings(BaseModel):
         "is reported finished once flushed (docs/benchmarks.md, Flush).",
     )
 
+    batches_per_task: int = Field(
+        default=4,
+        ge=0,
+        le=100_000,
+        description="A job runs this many batches (16 documents each) per turn, then "
+        "goes to the back of the queue, so a tenant's large job does not hold back "
+        "another's small one (0: every job runs whole).",
+    )
     lease_s: float = Field(
         default=60.0,
         ge=2,

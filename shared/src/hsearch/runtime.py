@@ -92,6 +92,8 @@ class Services:
             chunk_overlap_chars=self.settings.ingest.chunk_overlap_chars,
             flush_min_interval_s=self.settings.ingest.flush_min_interval_s,
             lease_s=self.settings.ingest.lease_s,
+            batches_per_task=self.settings.ingest.batches_per_task,
+            requeue=self.queue if self.settings.ingest.batches_per_task else None,
         )
         self._indexers.append(indexer)
         return indexer

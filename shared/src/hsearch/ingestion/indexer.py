@@ -40,6 +40,7 @@ from hsearch.ingestion.chunking import chunk_text
 from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
 from hsearch.ingestion.ids import chunk_id, document_id
 from hsearch.ingestion.leases import LeaseKeeper, aware, worker_identity
+from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.records import chunk_records, embedding_text
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.protocol import VectorStore
@@ -77,11 +78,16 @@ class IndexingService:
         flush_min_interval_s: float = 0.0,
         lease_s: float = 60.0,
         owner: str | None = None,
+        batches_per_task: int = 0,
+        requeue: JobQueue | None = None,
         clock: Callable[[], float] = time.monotonic,
         start_timer: TimerFactory = start_thread_timer,
     ) -> None:
         """``flush_min_interval_s`` 0 flushes at the end of every job that wrote
-        chunks; ``lease_s`` is the lease on a job this service works on
+        chunks; with ``batches_per_task`` (and ``requeue``) a job runs that many batches,
+        then goes to the back of the queue (``requeue``) so that other jobs, other
+        tenants' among them, take turns with it (0: each job runs whole);
+        ``lease_s`` is the lease on a job this service works on
         (:mod:`hsearch.ingestion.leases`), ``owner`` its name (default: unique to the
         process); ``clock`` and ``start_timer`` drive the flush schedule (tests replace
         them)."""
@@ -104,6 +110,8 @@ class IndexingService:
         self._leases = LeaseKeeper(
             session_factory, owner=owner or worker_identity(), lease_s=lease_s
         )
+        self._turn = batches_per_task * batch_documents if requeue is not None else 0
+        self._requeue = requeue
 
     def process_job(self, job_id: uuid.UUID) -> JobStatus:
         """Index every pending item of ``job_id``; returns the final status, or
@@ -161,14 +169,25 @@ class IndexingService:
             self._store.ensure_collection(self._embedder.info)
             self._collection_ready = True
 
+        now, later = (pending[: self._turn], pending[self._turn :]) if self._turn else (pending, [])
         changed = False
-        for start in range(0, len(pending), self._batch):
-            changed |= self._process_batch(job_id, tenant_id, pending[start : start + self._batch])
+        for start in range(0, len(now), self._batch):
+            changed |= self._process_batch(job_id, tenant_id, now[start : start + self._batch])
 
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
             if changed:
                 TenantRepository(session).bump_generation(tenant_id)
+            turn_ended = bool(later) and job.status is JobStatus.RUNNING
+            if turn_ended:
+                # Unowned, like a job the sweeper re-sends: any worker may take it.
+                job.lease_owner = None
+                job.lease_expires_at = self._leases.until()
+                self._leases.drop(job_id)
+        if turn_ended:
+            return self._end_turn(job_id)
+        with transaction(self._sessions) as session:
+            job = self._lock(session, job_id)
             if job.status in TERMINAL:  # a flush for another job finished this one
                 self._leases.drop(job_id)
                 return job.status
@@ -187,6 +206,20 @@ class IndexingService:
             return JobStatus.RUNNING
         with transaction(self._sessions) as session:
             return self._lock(session, job_id).status
+
+    def _end_turn(self, job_id: uuid.UUID) -> JobStatus:
+        """Send the job (committed with an unowned lease) to the back of the queue, so
+        that jobs queued meanwhile run before its next turn. If the send fails, the
+        sweeper sends it once that lease has expired."""
+        requeue = self._requeue
+        if requeue is None:  # no turns without a queue; kept for the type checker
+            raise RuntimeError("a job's turn ended with no queue to send it back to")
+        try:
+            requeue.enqueue_job(job_id)
+        except BackendError as exc:
+            logger.warning("ingest.job.requeue_failed job_id=%s error=%s", job_id, exc.message)
+        logger.info("ingest.job.turn_ended job_id=%s", job_id)
+        return JobStatus.RUNNING
 
     def close(self) -> None:
         """Run a flush that is waiting for its interval now, so the jobs it would

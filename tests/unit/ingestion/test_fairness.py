@@ -1,0 +1,96 @@
+"""Fair to tenants: a large job takes turns with the jobs queued after it, so another
+tenant's small job does not wait for it to finish (the service layer, the fake encoder,
+a FIFO queue standing for the broker, one worker)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.config import IngestSettings
+from hsearch.db.models import JobStatus
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.dispatch import unit_of_work
+from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.jobs import JobService
+from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.protocol import ChunkRecord
+
+
+class RecordingStore(InMemoryVectorStore):
+    """Records the tenant of every document written, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tenants: list[str] = []
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        self.tenants.append(records[0].tenant_id)
+        super().upsert(records)
+
+
+def submit(
+    sessions: sessionmaker[Session], queue: InMemoryJobQueue, tenant: str, n: int
+) -> uuid.UUID:
+    documents = [DocumentInput(external_id=f"{tenant}-{i}", text=f"Text {i}.") for i in range(n)]
+    with unit_of_work(sessions, queue=queue) as uow:
+        return (
+            JobService(uow, settings=IngestSettings())
+            .submit(tenant_id=tenant, documents=documents)
+            .id
+        )
+
+
+def run_worker(queue: InMemoryJobQueue, service: IndexingService) -> list[JobStatus]:
+    """One worker taking messages in the order they were sent, as a broker queue does."""
+    statuses = []
+    while queue.sent:
+        statuses.append(service.process_job(queue.sent.pop(0)))
+    return statuses
+
+
+def indexer(
+    sessions: sessionmaker[Session], store: InMemoryVectorStore, queue: InMemoryJobQueue, turn: int
+) -> IndexingService:
+    return IndexingService(
+        session_factory=sessions,
+        embedder=FakeEmbedder(),
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        chunk_max_chars=200,
+        chunk_overlap_chars=0,
+        batch_documents=2,
+        batches_per_task=turn,
+        requeue=queue if turn else None,
+    )
+
+
+def test_a_small_job_runs_between_the_turns_of_a_large_one(
+    sessions: sessionmaker[Session],
+) -> None:
+    queue = InMemoryJobQueue()
+    store = RecordingStore()
+    big = submit(sessions, queue, "big", 10)  # five batches of two
+    small = submit(sessions, queue, "small", 2)  # one batch
+    statuses = run_worker(queue, indexer(sessions, store, queue, turn=1))
+    # One batch of the large job, then the small job, then the large job's other turns.
+    assert store.tenants == ["big"] * 2 + ["small"] * 2 + ["big"] * 8
+    assert statuses.count(JobStatus.SUCCEEDED) == 2
+    with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
+        jobs = JobService(uow, settings=IngestSettings())
+        assert jobs.get(big, tenant_id="big").indexed == 10
+        assert jobs.get(small, tenant_id="small").indexed == 2
+
+
+def test_without_turns_the_large_job_holds_the_worker(sessions: sessionmaker[Session]) -> None:
+    queue = InMemoryJobQueue()
+    store = RecordingStore()
+    submit(sessions, queue, "big", 10)
+    submit(sessions, queue, "small", 2)
+    run_worker(queue, indexer(sessions, store, queue, turn=0))
+    assert store.tenants == ["big"] * 10 + ["small"] * 2
