@@ -87,6 +87,12 @@ def test_counts_are_per_tenant_and_upsert_is_idempotent(store: VectorStore) -> N
     assert store.count(tenant_id="a") == 3
 
 
+def test_every_chunk_of_a_tenant_is_listed(store: VectorStore) -> None:
+    assert store.tenant_chunk_ids(tenant_id="a") == {r.chunk_id for r in ROWS if r.tenant_id == "a"}
+    assert store.tenant_chunk_ids(tenant_id="b") == {r.chunk_id for r in ROWS if r.tenant_id == "b"}
+    assert store.tenant_chunk_ids(tenant_id="nobody") == set()
+
+
 def test_delete_by_primary_key(store: VectorStore) -> None:
     store.delete_chunks(["c1", "c3", "missing"])
     assert store.chunk_ids(tenant_id="a", document_id="d1") == {"c2"}

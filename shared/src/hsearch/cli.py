@@ -68,6 +68,59 @@ def reindex(
     )
 
 
+@app.command("reconcile")
+def reconcile(
+    repair: bool = typer.Option(
+        False, "--repair", help="Delete orphan chunks; submit documents with missing chunks."
+    ),
+    tenant: list[str] = typer.Option(  # noqa: B008 - typer reads options from defaults
+        [], "--tenant", help="Only this tenant (repeatable; default: every tenant)."
+    ),
+) -> None:
+    """Report (and with --repair fix) drift between the metadata database and Milvus:
+    orphan chunks, documents with missing chunks. One JSON line per tenant; exits 1 when
+    drift is found and not repaired."""
+    import json  # noqa: PLC0415 - keep `--help` fast
+
+    from hsearch.errors import HsearchError  # noqa: PLC0415
+    from hsearch.runtime import build_services  # noqa: PLC0415
+    from hsearch.stack import milvus_for_command  # noqa: PLC0415
+
+    settings = get_settings()
+    drifted = False
+    try:
+        with milvus_for_command(settings) as uri:
+            milvus = settings.milvus.model_copy(update={"uri": uri})
+            services = build_services(settings.model_copy(update={"milvus": milvus}))
+            try:
+                reconciler = services.reconciler()
+                for tenant_id in tenant or reconciler.tenants():
+                    drift = reconciler.check(tenant_id)
+                    if repair and not drift.clean:
+                        drift = reconciler.repair(drift)
+                    drifted |= not drift.clean and not drift.repaired
+                    typer.echo(
+                        json.dumps(
+                            {
+                                "tenant": drift.tenant_id,
+                                "documents": drift.documents,
+                                "recorded_chunks": drift.recorded_chunks,
+                                "stored_chunks": drift.stored_chunks,
+                                "orphan_chunks": len(drift.orphans),
+                                "documents_missing_chunks": drift.missing,
+                                "repaired": drift.repaired,
+                                "repair_job": str(drift.repair_job) if drift.repair_job else None,
+                            }
+                        )
+                    )
+            finally:
+                services.close()
+    except HsearchError as exc:
+        typer.echo(f"reconcile failed ({exc.code}): {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    raise typer.Exit(1 if drifted else 0)
+
+
 @app.command("run")
 def run(
     sample: bool = typer.Option(True, help="Ingest the bundled sample corpus on first start."),

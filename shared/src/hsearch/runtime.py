@@ -26,6 +26,7 @@ from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
+from hsearch.ingestion.reconcile import Reconciler
 from hsearch.ingestion.reindex import ReindexService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.factory import create_reranker
@@ -101,6 +102,12 @@ class Services:
     def documents(self) -> DocumentService:
         """Read, list and delete a tenant's documents."""
         return DocumentService(self.sessions, store=self.store, statistics=self.statistics)
+
+    def reconciler(self) -> Reconciler:
+        """Finds and repairs drift between the metadata database and the store."""
+        return Reconciler(
+            self.sessions, store=self.store, queue=self.queue, settings=self.settings.ingest
+        )
 
     def sweeper(self) -> JobSweeper:
         """What re-sends abandoned jobs (expired leases, jobs never sent) to the queue."""

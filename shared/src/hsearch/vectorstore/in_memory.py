@@ -97,6 +97,9 @@ class InMemoryVectorStore:
     def ping(self) -> None:
         """Always answers: it lives in this process."""
 
+    def tenant_chunk_ids(self, *, tenant_id: str) -> set[str]:
+        return {cid for cid, row in self._rows.items() if row.tenant_id == tenant_id}
+
     async def search_dense(
         self,
         vector: Sequence[float],

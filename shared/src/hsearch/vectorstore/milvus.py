@@ -388,6 +388,24 @@ class MilvusVectorStore:
             raise VectorStoreError(f"Milvus query failed: {exc}") from exc
         return {str(r[PRIMARY_FIELD]) for r in rows}
 
+    def tenant_chunk_ids(self, *, tenant_id: str) -> set[str]:
+        out: set[str] = set()
+        try:
+            iterator = self._client.query_iterator(
+                self._collection,
+                batch_size=1000,
+                filter=f"{TENANT_FIELD} == {quote_string(tenant_id)}",
+                output_fields=[PRIMARY_FIELD],
+            )
+            try:
+                while batch := iterator.next():
+                    out.update(str(row[PRIMARY_FIELD]) for row in batch)
+            finally:
+                iterator.close()
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus query failed: {exc}") from exc
+        return out
+
     def ping(self) -> None:
         try:
             self._client.list_collections(timeout=2.0)

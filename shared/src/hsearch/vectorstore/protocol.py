@@ -98,6 +98,10 @@ class VectorStore(Protocol):
 
     def chunk_ids(self, *, tenant_id: str, document_id: str) -> set[str]: ...
 
+    def tenant_chunk_ids(self, *, tenant_id: str) -> set[str]:
+        """Every chunk id the tenant has in the store (read in batches)."""
+        ...
+
     def flush(self) -> None:
         """Make the writes so far fast to search (Milvus: seal the growing segments,
         which are searched brute force, 10-40x slower than indexed ones). Writes are

@@ -1,0 +1,55 @@
+"""Drift made on purpose, found and repaired (embedded parts: SQLite metadata, the fake
+encoder, the in-memory store)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.config import IngestSettings
+from hsearch.db.models import Document, JobStatus
+from hsearch.ingestion.ids import document_id
+from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.reconcile import Reconciler
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.ingestion.test_indexing import A, B, C, TENANT, docs, make_service, run
+
+
+def recorded(sessions: sessionmaker[Session], external_id: str) -> list[str]:
+    with sessions() as session:
+        return list(session.get_one(Document, document_id(TENANT, external_id)).chunk_ids)
+
+
+def test_orphans_and_missing_chunks_are_found_and_repaired(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = InMemoryVectorStore()
+    service = make_service(sessions, store)
+    run(sessions, service, docs(A, B, C))
+    queue = InMemoryJobQueue()
+    reconciler = Reconciler(sessions, store=store, queue=queue, settings=IngestSettings())
+    assert reconciler.tenants() == [TENANT]
+    assert reconciler.check(TENANT).clean
+
+    # Drift: a chunk nothing records (a write whose record was lost), and one of A's
+    # chunks gone from the store.
+    orphan = store._rows[recorded(sessions, "b")[0]]
+    store.upsert([dataclasses.replace(orphan, chunk_id="f" * 32)])
+    lost = recorded(sessions, "a")[0]
+    store.delete_chunks([lost])
+    total = store.count(tenant_id=TENANT)
+
+    drift = reconciler.check(TENANT)
+    assert not drift.clean
+    assert drift.orphans == ("f" * 32,)
+    assert drift.missing == {"a": 1}
+    assert (drift.documents, drift.stored_chunks) == (3, total)
+
+    repaired = reconciler.repair(drift)
+    assert repaired.repaired
+    assert queue.sent == [repaired.repair_job]
+    assert service.process_job(queue.sent[0]) is JobStatus.SUCCEEDED
+    assert reconciler.check(TENANT).clean
+    assert lost in store.tenant_chunk_ids(tenant_id=TENANT)
+    assert "f" * 32 not in store.tenant_chunk_ids(tenant_id=TENANT)
