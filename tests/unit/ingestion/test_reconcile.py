@@ -13,7 +13,7 @@ from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.ingestion.reconcile import Reconciler
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
-from tests.unit.ingestion.test_indexing import A, B, C, TENANT, docs, make_service, run
+from tests.unit.ingestion.test_indexing import TENANT, A, B, C, docs, make_service, run
 
 
 def recorded(sessions: sessionmaker[Session], external_id: str) -> list[str]:

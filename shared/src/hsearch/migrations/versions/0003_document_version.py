@@ -20,9 +20,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table("documents") as batch:
-        batch.add_column(
-            sa.Column("version", sa.BigInteger(), nullable=False, server_default="0")
-        )
+        batch.add_column(sa.Column("version", sa.BigInteger(), nullable=False, server_default="0"))
     with op.batch_alter_table("documents") as batch:
         batch.alter_column("version", server_default=None)
 
