@@ -219,6 +219,12 @@ class IngestSettings(BaseModel):
         "goes to the back of the queue, so a tenant's large job does not hold back "
         "another's small one (0: every job runs whole).",
     )
+    job_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="Finished jobs and their per-document errors are kept this long, then "
+        "purged by the workers' sweeper (documents stay).",
+    )
     lease_s: float = Field(
         default=60.0,
         ge=2,

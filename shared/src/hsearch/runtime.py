@@ -117,6 +117,7 @@ class Services:
             self.queue,
             lease_s=ingest.lease_s,
             unsent_after_s=ingest.unsent_after_s,
+            retention_s=ingest.job_retention_days * 86400,
         )
 
     async def check_readiness(self) -> Readiness:

@@ -125,3 +125,13 @@ async def test_cancel_a_queued_job(api: Api) -> None:
     assert again.json()["error"] == "job_finished"
     unknown = await api.client.post(f"/v1/jobs/{uuid.uuid4()}/cancel")
     assert unknown.status_code == 404
+
+
+async def test_a_job_says_when_its_documents_became_searchable(api: Api) -> None:
+    queued = await submit(api, DOCS[:1], run=False)
+    waiting = (await api.client.get(f"/v1/jobs/{queued}")).json()
+    assert waiting["searchable_at"] is None
+    api.services.indexing().process_job(queued)
+    done = (await api.client.get(f"/v1/jobs/{queued}")).json()
+    assert done["status"] == "succeeded"
+    assert done["searchable_at"] == done["finished_at"] is not None

@@ -234,3 +234,22 @@ def job_items(sessions: sessionmaker[Session], job_id: uuid.UUID) -> list[JobIte
         )
         session.expunge_all()
         return items
+
+
+def test_the_sweeper_purges_finished_jobs_past_their_retention(
+    sessions: sessionmaker[Session],
+) -> None:
+    clock = Clock()
+    old, recent, running = (submit(sessions, docs((f"d{i}", "Text."))) for i in range(3))
+    set_job(sessions, old, status=JobStatus.SUCCEEDED, finished_at=clock.now - timedelta(days=31))
+    set_job(sessions, recent, status=JobStatus.FAILED, finished_at=clock.now - timedelta(days=1))
+    long_ago = clock.now + timedelta(seconds=60)
+    set_job(sessions, running, status=JobStatus.RUNNING, lease_owner="w", lease_expires_at=long_ago)
+    sweeper = JobSweeper(
+        sessions, InMemoryJobQueue(), lease_s=60, retention_s=30 * 86400, clock=clock
+    )
+    sweeper.sweep()
+    with sessions() as session:
+        left = set(session.scalars(select(IngestionJob.id)))
+        items = set(session.scalars(select(JobItem.job_id)))
+    assert left == items == {recent, running}

@@ -13,6 +13,9 @@ re-sends to the queue:
 * a queued job never sent (``sent_at`` empty) a while after it was committed: the
   process that committed it died before the send.
 
+It also purges finished jobs older than ``ingest.job_retention_days`` (with their
+per-document errors; the documents stay).
+
 Re-sending is safe: indexing is idempotent and resumes at the first unfinished item, a
 job already finished is left as it is, and a message that reaches a job whose lease
 another worker holds returns at once (:meth:`IndexingService.process_job`), so a job is
@@ -65,8 +68,10 @@ class JobSweeper:
         *,
         lease_s: float,
         unsent_after_s: float = 30.0,
+        retention_s: float | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        self._retention = None if retention_s is None else timedelta(seconds=retention_s)
         self._sessions = sessions
         self._queue = queue
         self._lease = timedelta(seconds=lease_s)
@@ -97,6 +102,11 @@ class JobSweeper:
                 self._queue.enqueue_job(job_id)
             except BackendError as exc:
                 logger.warning("ingest.job.resend_failed job_id=%s error=%s", job_id, exc.message)
+        if self._retention is not None:
+            with transaction(self._sessions) as session:
+                purged = JobRepository(session).purge_finished(before=now - self._retention)
+            if purged:
+                logger.info("ingest.jobs.purged count=%d", purged)
         return ids
 
 

@@ -48,6 +48,14 @@ class JobView:
     def processed(self) -> int:
         return self.indexed + self.skipped + self.failed
 
+    @property
+    def searchable_at(self) -> datetime | None:
+        """When the job's documents became searchable: a job reports ``succeeded`` or
+        ``partial`` only once a store flush that began after its last write has run."""
+        if self.status in (JobStatus.SUCCEEDED, JobStatus.PARTIAL):
+            return self.finished_at
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class JobPage:

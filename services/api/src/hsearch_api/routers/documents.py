@@ -119,6 +119,7 @@ def job_read(view: JobView) -> JobRead:
         created_at=view.created_at,
         started_at=view.started_at,
         finished_at=view.finished_at,
+        searchable_at=view.searchable_at,
         errors=[
             ItemErrorRead(ordinal=e.ordinal, external_id=e.external_id, error=e.error)
             for e in view.errors

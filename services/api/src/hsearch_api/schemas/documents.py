@@ -60,6 +60,10 @@ class JobRead(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    searchable_at: datetime | None = Field(
+        description="When its documents became searchable (sealed in the store); null "
+        "until the job has succeeded (or partly)."
+    )
     errors: list[ItemErrorRead]
 
 

@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
@@ -181,3 +181,20 @@ class JobRepository:
                 )
             )
         return list(self._session.scalars(stmt))
+
+    def purge_finished(self, *, before: datetime, limit: int = 1000) -> int:
+        """Delete up to ``limit`` jobs that finished before ``before`` (their items go
+        with them); returns how many."""
+        finished = (JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED)
+        ids = list(
+            self._session.scalars(
+                select(IngestionJob.id)
+                .where(IngestionJob.status.in_(finished), IngestionJob.finished_at < before)
+                .limit(limit)
+            )
+        )
+        if ids:
+            self._session.execute(delete(JobItem).where(JobItem.job_id.in_(ids)))
+            self._session.execute(delete(IngestionJob).where(IngestionJob.id.in_(ids)))
+        return len(ids)
+
