@@ -197,4 +197,3 @@ class JobRepository:
             self._session.execute(delete(JobItem).where(JobItem.job_id.in_(ids)))
             self._session.execute(delete(IngestionJob).where(IngestionJob.id.in_(ids)))
         return len(ids)
-
