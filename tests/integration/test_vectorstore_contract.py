@@ -93,6 +93,22 @@ def test_every_chunk_of_a_tenant_is_listed(store: VectorStore) -> None:
     assert store.tenant_chunk_ids(tenant_id="nobody") == set()
 
 
+async def test_fields_change_in_place_and_vectors_stay(store: VectorStore) -> None:
+    fields = {"source": "gazette", "tags": ["new"], "metadata": {"k": "v"}}
+    store.update_fields(tenant_id="a", chunk_ids=["c1", "c2"], fields=fields)
+    tagged = parse_filter({"tags": {"contains": "new"}})
+    hits = await store.search_dense(
+        unit(1, 0, 0, 0), tenant_id="a", filter=tagged, limit=10, timeout=10
+    )
+    assert [h.chunk_id for h in hits] == ["c1", "c2"]  # the same vectors rank them
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert {h.fields["source"] for h in hits} == {"gazette"}
+    assert hits[0].fields["metadata"] == {"k": "v"}
+    assert hits[0].fields["title"] == "c1", "what was not given stays"
+    with pytest.raises(ValueError, match="title"):
+        store.update_fields(tenant_id="a", chunk_ids=["c1"], fields={"title": "x"})
+
+
 def test_delete_by_primary_key(store: VectorStore) -> None:
     store.delete_chunks(["c1", "c3", "missing"])
     assert store.chunk_ids(tenant_id="a", document_id="d1") == {"c2"}

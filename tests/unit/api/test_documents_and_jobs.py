@@ -135,3 +135,35 @@ async def test_a_job_says_when_its_documents_became_searchable(api: Api) -> None
     done = (await api.client.get(f"/v1/jobs/{queued}")).json()
     assert done["status"] == "succeeded"
     assert done["searchable_at"] == done["finished_at"] is not None
+
+
+async def test_update_fields_without_reencoding(api: Api) -> None:
+    await submit(api, DOCS[:2])
+    before = {cid: row.dense for cid, row in api.services.store._rows.items()}  # type: ignore[attr-defined]
+    body = {"source": "gazette", "tags": ["geology"], "metadata": {"year": 2001}}
+    resp = await api.client.patch("/v1/documents/doc/00", json=body)
+    assert resp.status_code == 200, resp.text
+    assert (resp.json()["source"], resp.json()["tags"]) == ("gazette", ["geology"])
+    assert resp.json()["metadata"] == {"year": 2001}
+    rows = api.services.store._rows  # type: ignore[attr-defined]
+    assert {cid: row.dense for cid, row in rows.items()} == before, "no re-encoding"
+    found = await api.client.post(
+        "/v1/search",
+        json={
+            "query": "Volcano",
+            "filter": {"tags": {"contains": "geology"}},
+            "facets": ["source"],
+        },
+    )
+    assert {h["external_id"] for h in found.json()["hits"]} == {"doc/00"}
+    assert found.json()["facets"][0]["buckets"][0]["value"] == "gazette"
+    # The same submission as now stored is unchanged: nothing to re-index.
+    job = await submit(
+        api, [{**DOCS[0], "source": "gazette", "tags": ["geology"], "metadata": {"year": 2001}}]
+    )
+    assert (await api.client.get(f"/v1/jobs/{job}")).json()["skipped"] == 1
+    refused = await api.client.patch("/v1/documents/doc/00", json={"text": "new text"})
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("text: ")
+    missing = await api.client.patch("/v1/documents/nope", json={"source": "x"})
+    assert missing.status_code == 404

@@ -1,4 +1,5 @@
-"""A tenant's documents as clients see them: read one, list them, delete one.
+"""A tenant's documents as clients see them: read one, list them, update the fields that
+need no re-encoding, delete one.
 
 A document row exists once a version of it is indexed (:mod:`hsearch.ingestion.indexer`
 writes it in the transaction that marks its job item done). A document can also be
@@ -11,6 +12,7 @@ the tenant's data changed (``data_generation``, what caches key on).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,7 +25,7 @@ from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, Jo
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import DocumentNotFoundError, InvalidRequestError
-from hsearch.ingestion.ids import document_id
+from hsearch.ingestion.ids import content_hash, document_id
 from hsearch.ingestion.jobs import MAX_PAGE
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.protocol import VectorStore
@@ -109,6 +111,50 @@ class DocumentService:
                 for d in docs
             )
         return DocumentPage(views, next_cursor=docs[-1].external_id if more and docs else None)
+
+    def update(
+        self,
+        *,
+        tenant_id: str,
+        external_id: str,
+        source: str | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> DocumentView:
+        """Change the indexed document's ``source``, ``tags`` or ``metadata`` (the fields
+        given) on its row and its chunks, without re-encoding it: filters and facets see
+        the new values at once. Raises DocumentNotFoundError (404)."""
+        changes: dict[str, Any] = {}
+        if source is not None:
+            changes["source"] = source
+        if tags is not None:
+            changes["tags"] = list(tags)
+        if metadata is not None:
+            changes["metadata"] = dict(metadata)
+        with transaction(self._sessions) as session:
+            doc = DocumentRepository(session).get_for_update(document_id(tenant_id, external_id))
+            if doc is None:
+                raise DocumentNotFoundError(f"document {external_id!r} not found")
+            if changes:
+                self._store.update_fields(
+                    tenant_id=tenant_id, chunk_ids=list(doc.chunk_ids), fields=changes
+                )
+                doc.source = changes.get("source", doc.source)
+                doc.tags = changes.get("tags", doc.tags)
+                doc.metadata_ = changes.get("metadata", doc.metadata_)
+                # The hash covers these fields: the same submission later is "unchanged".
+                doc.content_hash = content_hash(
+                    title=doc.title,
+                    text=doc.content,
+                    source=doc.source,
+                    lang=doc.lang,
+                    tags=list(doc.tags),
+                    metadata=doc.metadata_,
+                )
+                TenantRepository(session).bump_generation(tenant_id)
+            session.flush()
+            pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
+            return _view(doc, external_id=external_id, pending=pending)
 
     def delete(self, *, tenant_id: str, external_id: str) -> int:
         """Delete the indexed document: its chunks, its row, its share of the tenant's

@@ -8,8 +8,8 @@ contract suite as the Milvus store (tests/integration/test_vectorstore_contract.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
 from typing import Any
 
 from hsearch.embedding.protocol import EncoderInfo
@@ -17,7 +17,7 @@ from hsearch.errors import EncoderMismatchError
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore
-from hsearch.vectorstore.schema import OUTPUT_FIELDS, PRIMARY_FIELD
+from hsearch.vectorstore.schema import OUTPUT_FIELDS, PRIMARY_FIELD, UPDATABLE_FIELDS
 
 
 class InMemoryVectorStore:
@@ -96,6 +96,22 @@ class InMemoryVectorStore:
 
     def ping(self) -> None:
         """Always answers: it lives in this process."""
+
+    def update_fields(
+        self, *, tenant_id: str, chunk_ids: Sequence[str], fields: Mapping[str, Any]
+    ) -> None:
+        unknown = set(fields) - UPDATABLE_FIELDS
+        if unknown:
+            raise ValueError(f"not updatable in place: {sorted(unknown)}")
+        for cid in chunk_ids:
+            row = self._rows.get(cid)
+            if row is not None and row.tenant_id == tenant_id:
+                self._rows[cid] = replace(
+                    row,
+                    source=str(fields.get("source", row.source)),
+                    tags=tuple(fields.get("tags", row.tags)),
+                    metadata=dict(fields.get("metadata", row.metadata)),
+                )
 
     def tenant_chunk_ids(self, *, tenant_id: str) -> set[str]:
         return {cid for cid, row in self._rows.items() if row.tenant_id == tenant_id}

@@ -49,6 +49,7 @@ from hsearch.vectorstore.schema import (
     TEXT_FIELD,
     TEXT_MAX_LENGTH,
     TITLE_MAX_LENGTH,
+    UPDATABLE_FIELDS,
     USER_FIELDS,
     FieldType,
 )
@@ -327,6 +328,26 @@ class MilvusVectorStore:
             self._client.upsert(self._collection, rows, timeout=self._write_timeout)
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
+
+    def update_fields(
+        self, *, tenant_id: str, chunk_ids: Sequence[str], fields: Mapping[str, Any]
+    ) -> None:
+        unknown = set(fields) - UPDATABLE_FIELDS
+        if unknown:
+            raise ValueError(f"not updatable in place: {sorted(unknown)}")
+        values = {k: (list(v) if k == "tags" else v) for k, v in fields.items()}
+        rows = [{PRIMARY_FIELD: cid, TENANT_FIELD: tenant_id, **values} for cid in chunk_ids]
+        try:
+            for start in range(0, len(rows), 1000):
+                # A partial upsert: the fields not given (text, vectors) stay as stored.
+                self._client.upsert(
+                    self._collection,
+                    rows[start : start + 1000],
+                    timeout=self._write_timeout,
+                    partial_update=True,
+                )
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus partial update failed: {exc}") from exc
 
     def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
         if not chunk_ids:

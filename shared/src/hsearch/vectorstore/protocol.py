@@ -84,6 +84,13 @@ class VectorStore(Protocol):
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None: ...
 
+    def update_fields(
+        self, *, tenant_id: str, chunk_ids: Sequence[str], fields: Mapping[str, Any]
+    ) -> None:
+        """Set ``fields`` (``source``, ``tags``, ``metadata``) on the tenant's chunks,
+        leaving their text and vectors as they are (no re-encoding)."""
+        ...
+
     def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by primary key (cheap at any collection size)."""
         ...

@@ -52,6 +52,10 @@ USER_FIELDS: tuple[FieldSpec, ...] = (
 
 USER_FIELDS_BY_NAME: dict[str, FieldSpec] = {f.name: f for f in USER_FIELDS}
 
+# Fields a document's chunks can change in place, without re-encoding (the title, the
+# text and the language shape the vectors).
+UPDATABLE_FIELDS: frozenset[str] = frozenset({"source", "tags", METADATA_FIELD})
+
 # Fields returned with every hit (never the vectors).
 OUTPUT_FIELDS: tuple[str, ...] = (
     PRIMARY_FIELD,

@@ -15,6 +15,7 @@ from hsearch_api.schemas.documents import (
     DocumentCreate,
     DocumentDeleted,
     DocumentPageRead,
+    DocumentPatch,
     DocumentRead,
     ItemErrorRead,
     JobAccepted,
@@ -57,6 +58,21 @@ def read_document(
 ) -> DocumentRead:
     """One document: indexed (with its chunk count) or pending in a job."""
     return document_read(documents.get(tenant_id=tenant, external_id=external_id))
+
+
+@router.patch("/documents/{external_id:path}")
+def update_document(
+    external_id: str, body: DocumentPatch, tenant: TenantDep, documents: DocumentServiceDep
+) -> DocumentRead:
+    """Change an indexed document's source, tags or metadata without re-encoding it."""
+    view = documents.update(
+        tenant_id=tenant,
+        external_id=external_id,
+        source=body.source,
+        tags=body.tags,
+        metadata=body.metadata,
+    )
+    return document_read(view)
 
 
 @router.delete("/documents/{external_id:path}")

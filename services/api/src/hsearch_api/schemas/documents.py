@@ -109,3 +109,14 @@ class DocumentPageRead(BaseModel):
 class DocumentDeleted(BaseModel):
     external_id: str
     deleted_chunks: int
+
+
+class DocumentPatch(BaseModel):
+    """Fields that change without re-encoding. The title, text and language shape the
+    vectors: change them by submitting the document again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None = Field(default=None, max_length=512)
+    tags: list[Tag] | None = Field(default=None, max_length=64)
+    metadata: dict[str, Any] | None = None
