@@ -18,6 +18,7 @@ from bench.fusion_lodo import (
     main,
     measure,
     select,
+    simplicity,
 )
 from bench.fusion_replay import Replay, evaluate, read_legs
 
@@ -160,7 +161,14 @@ def test_select_prefers_the_simpler_method_within_the_tolerance() -> None:
     # Beyond the tolerance the better design wins, however complex.
     table = table_of({ADAPTIVE: {"a": 0.003, "b": 0.003}, RRF_DENSE: {"a": 0.0, "b": 0.0}})
     assert select(table, ["a", "b"]).design == ADAPTIVE
-    # Within one method: the better worst margin, then the better mean.
+    # Within one method: the customary k over a fitted one, then the better worst
+    # margin, then the better mean.
+    fitted = FusionDefault.of("rrf", {"dense": 0.3, "sparse": 0.7}, k=20)
+    table = table_of({RRF_DENSE: {"a": 0.0, "b": 0.0}, fitted: {"a": 0.0015, "b": 0.0015}})
+    assert select(table, ["a", "b"]).design == RRF_DENSE
+    assert simplicity(fitted) == (0, 1)
+    assert simplicity(RRF_DENSE) == (0, 0)
+    assert simplicity(FusionDefault.of("score", {"dense": 1})) == (1, 0), "score reads no k"
     table = table_of({RRF_DENSE: {"a": 0.0, "b": 0.0}, RRF_SPARSE: {"a": 0.001, "b": 0.001}})
     assert select(table, ["a", "b"]).design == RRF_SPARSE
 
