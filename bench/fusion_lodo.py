@@ -385,6 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--top", type=int, default=15, metavar="N", help="designs listed after the tables"
     )
     parser.add_argument(
+        "--dataset", action="append", metavar="NAME",
+        help="only this dataset of the file (repeatable; default: every one)",
+    )  # fmt: skip
+    parser.add_argument(
         "--jobs", type=int, default=1, metavar="N",
         help="processes measuring designs in parallel (default 1)",
     )  # fmt: skip
@@ -393,6 +397,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.legs.is_file():
         parser.error(f"{args.legs}: no such file")
     queries = list(read_legs(args.legs))
+    if args.dataset:
+        unknown = set(args.dataset) - {q.dataset for q in queries}
+        if unknown:
+            parser.error(f"--dataset: not in {args.legs}: {', '.join(sorted(unknown))}")
+        queries = [q for q in queries if q.dataset in args.dataset]
     if len({q.dataset for q in queries}) < 2:
         parser.error(f"{args.legs}: leave-one-dataset-out needs at least 2 datasets")
     settings = Settings(_env_file=None).search

@@ -242,8 +242,23 @@ def test_main_reports_the_folds_and_the_default(
 
 
 def test_main_refuses_a_single_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense"}, queries=1)
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(path), "--quiet"])
-    assert exit_info.value.code == 2
-    assert "at least 2 datasets" in capsys.readouterr().err
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=1)
+    for args in (["--dataset", "d1"], ["--dataset", "d1", "--dataset", "nope"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(path), "--quiet", *args])
+        assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "at least 2 datasets" in err
+    assert "--dataset: not in" in err
+    assert "nope" in err
+
+
+def test_main_keeps_the_datasets_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sets = {"d1": "dense", "d2": "dense", "s1": "sparse"}
+    path = write_legs(tmp_path / "legs.jsonl", sets, queries=1)
+    report = json.loads(
+        run_main([str(path), "--json", "--dataset", "d1", "--dataset", "s1"], capsys)
+    )
+    assert [f["dataset"] for f in report["folds"]] == ["d1", "s1"]
