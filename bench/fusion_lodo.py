@@ -31,6 +31,7 @@ Usage (from the repository root)::
     python -m bench.relevance --all --json --save-legs legs.jsonl > relevance.jsonl
     python -m bench.fusion_lodo legs.jsonl            # the LODO table and the choice
     python -m bench.fusion_lodo legs.jsonl --json     # everything, one JSON object
+    python -m bench.fusion_lodo legs.jsonl --markdown # the tables of docs/fusion.md
 
 ``HSEARCH_SEARCH__MIN_DENSE_SCRIPT_COVERAGE`` applies as in the service; the fusion
 settings do not (every design sets method, weights and ``k``).
@@ -372,6 +373,55 @@ def render(table: Table, folds: Sequence[Fold], chosen: Choice, out: TextIO, top
         print(f"{d.describe():<40}{cells}", file=out)
 
 
+NOTABLE = (
+    FusionDefault.of(FusionMethod.ADAPTIVE, _weights(0.95, 0.05), 60),
+    FusionDefault.of(FusionMethod.RRF, _weights(0.7, 0.3), 60),
+    FusionDefault.of(FusionMethod.RRF, _weights(0.5, 0.5), 60),
+    FusionDefault.of(FusionMethod.SCORE, _weights(0.5, 0.5)),
+    FusionDefault.of(FusionMethod.SUM, _weights(1.0, 0.3)),
+)
+"""Designs the Markdown report always compares with the choice: the previous offline
+default, weighted and unweighted RRF, min-max at equal weights, BGE-M3's rule."""
+
+
+def render_markdown(table: Table, folds: Sequence[Fold], chosen: Choice, out: TextIO) -> None:
+    """The tables of docs/fusion.md."""
+    names = list(table.legs)
+    print(
+        "| left out | queries | chosen on the other sets | hybrid | dense | sparse | margin "
+        "| pass |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | :---: |",
+        file=out,
+    )
+    for f in folds:
+        leg = {"dense": f.legs.dense, "sparse": f.legs.sparse}
+        cells = " | ".join(
+            f"**{v:.4f}**" if name == f.legs.best_leg else f"{v:.4f}" for name, v in leg.items()
+        )
+        print(
+            f"| {f.dataset} | {f.legs.queries} | `{f.choice.design.describe()}` | "
+            f"{f.hybrid:.4f} | {cells} | {f.margin:+.5f} | {'✓' if f.passed else '✗'} |",
+            file=out,
+        )
+    print(
+        f"\nChosen on all {len(names)} sets: `{chosen.design.describe()}` (worst margin "
+        f"{chosen.worst:+.5f}, mean {chosen.mean:+.5f}; {chosen.tied} design(s) within "
+        f"{TOLERANCE}).\n",
+        file=out,
+    )
+    designs = [chosen.design, *(d for d in NOTABLE if d != chosen.design and d in table.hybrid)]
+    print("| design | " + " | ".join(names) + " | worst |", file=out)
+    print("| --- |" + " ---: |" * (len(names) + 1), file=out)
+    for d in designs:
+        m = table.margins(d, names)
+        label = f"**`{d.describe()}`**" if d == chosen.design else f"`{d.describe()}`"
+        print(
+            f"| {label} | "
+            + " | ".join(f"{table.hybrid[d][n]:.4f} ({v:+.4f})" for n, v in m.items())
+            + f" | {min(m.values()):+.4f} |",
+            file=out,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.fusion_lodo",
@@ -380,7 +430,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "left out.",
     )
     parser.add_argument("legs", type=Path, help="a --save-legs JSONL file")
-    parser.add_argument("--json", action="store_true", help="one JSON object with everything")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="one JSON object with everything")
+    output.add_argument("--markdown", action="store_true", help="the tables of docs/fusion.md")
     parser.add_argument(
         "--top", type=int, default=15, metavar="N", help="designs listed after the tables"
     )
@@ -423,6 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = select(table, list(table.legs))
     if args.json:
         print(json.dumps(report(table, folds, chosen), ensure_ascii=False))
+    elif args.markdown:
+        render_markdown(table, folds, chosen, sys.stdout)
     else:
         render(table, folds, chosen, sys.stdout, args.top)
     return 0

@@ -239,6 +239,12 @@ def test_main_reports_the_folds_and_the_default(
     assert "left out" in text
     assert "candidate default" in text
     assert default["design"] in text
+    markdown = run_main([str(path), "--markdown"], capsys)
+    assert "| s1 | 2 | `adaptive dense=0.5,sparse=0.5 k=60` | 1.0000 | 0.0000 | **1.0000** |" in (
+        markdown
+    )
+    assert "| **`adaptive" in markdown
+    assert "| `rrf dense=0.7,sparse=0.3 k=60` |" in markdown
 
 
 def test_main_refuses_a_single_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
