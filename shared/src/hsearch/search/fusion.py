@@ -4,8 +4,9 @@ Pure: no I/O, no clock, no randomness. Every function takes the legs as a mappin
 leg name (``"dense"``, ``"sparse"``, any later signal) to that leg's candidate list, a
 sequence of :class:`LegHit` in rank order (rank = position + 1, higher score = better).
 
-Methods (:class:`hsearch.types.FusionMethod`)
--------------------------------
+Methods (:class:`hsearch.types.FusionMethod`; which one a search uses by default is
+the encoder's choice, ``EncoderInfo.fusion``, see ``docs/fusion.md``)
+-------------------------------------------------------------------------------------
 ``rrf``
     Weighted reciprocal rank fusion: ``score(d) = sum_leg w_leg / (k + rank_leg(d))``.
     Uses ranks only, so the legs' score scales never matter.
@@ -29,7 +30,7 @@ Methods (:class:`hsearch.types.FusionMethod`)
     speaks through its reciprocal ranks ``1 / (k + rank)`` (RRF's weights, normalised),
     weighted by the configured prior (see :func:`adaptive_fusion` and
     :func:`adaptive_leg_weights`). The research behind it, with its measurements and
-    limits, is ``docs/fusion.md``.
+    limits, is ``docs/research/fusion-history.md``.
 
 Conventions shared by every method
 ----------------------------------
@@ -485,7 +486,7 @@ def adaptive_fusion(
     weights: Mapping[str, float],
     k: int = DEFAULT_RRF_K,
 ) -> list[FusedHit]:
-    """Two-regime mixture of per-leg distributions (the default method).
+    """Two-regime mixture of per-leg distributions.
 
     A query either has a standout match or it does not, and the legs' scores are read
     accordingly. For each active leg:
