@@ -72,8 +72,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"comma-separated subset of {','.join(MODES)} (default: all three)",
     )  # fmt: skip
     parser.add_argument(
-        "--fusion", choices=("adaptive", "rrf", "score"),
-        help="fusion method for hybrid (default: the configured default)",
+        "--fusion", choices=("adaptive", "rrf", "score", "sum"),
+        help="fusion method for hybrid (default: the encoder's, or HSEARCH_SEARCH__FUSION)",
     )  # fmt: skip
     parser.add_argument(
         "--query-prefix", metavar="P", help="only queries whose id starts with P (e.g. en:)"

@@ -170,9 +170,11 @@ def leg_record(
     *,
     candidates: int,
     dense_scripts: Collection[str] | None,
+    encoder: str | None = None,
 ) -> dict[str, Any]:
     """One query's line of a ``--save-legs`` file: what the service's weight rule and
-    fusion see (query text, the legs, the encoder's dense scripts) and the judgements."""
+    fusion see (query text, the legs, the encoder's dense scripts and kind, whose fusion
+    default the replay applies) and the judgements."""
     return {
         "dataset": dataset.name,
         "query_id": qid,
@@ -180,6 +182,7 @@ def leg_record(
         "qrels": dataset.qrels[qid],
         "candidates": candidates,
         "dense_scripts": None if dense_scripts is None else sorted(dense_scripts),
+        "encoder": encoder,
         "legs": legs,
     }
 
@@ -250,6 +253,7 @@ async def run_queries(
                     legs,
                     candidates=candidates,
                     dense_scripts=resources.embedder.info.dense_scripts,
+                    encoder=resources.settings.encoder.kind.value,
                 )
                 print(json.dumps(record, ensure_ascii=False), file=save_legs, flush=True)
             now = time.perf_counter()
@@ -288,7 +292,11 @@ def run_dataset(path: Path, options: Options) -> DatasetRun:
         resources = build_services(settings)
         setup_seconds = time.perf_counter() - t0
         encoder = resources.embedder.info.fingerprint
-        progress(f"  stack ready in {setup_seconds:.1f} s: milvus {milvus_uri}, encoder {encoder}")
+        fusion = settings.search.resolve_fusion(resources.embedder.info.fusion, options.fusion)
+        progress(
+            f"  stack ready in {setup_seconds:.1f} s: milvus {milvus_uri}, encoder {encoder}, "
+            f"hybrid fusion {fusion.describe()}"
+        )
         ingested = ingest(resources, dataset.corpus)
         progress(
             f"  ingested {ingested['indexed']} documents ({ingested['failed']} failed) as "
@@ -340,6 +348,7 @@ def run_dataset(path: Path, options: Options) -> DatasetRun:
             "chunk_max_chars": settings.ingest.chunk_max_chars,
             "chunk_overlap_chars": settings.ingest.chunk_overlap_chars,
             "search": settings.search.model_dump(mode="json"),
+            "fusion": fusion.describe(),  # what hybrid fused with (SearchSettings.resolve_fusion)
         },
         setup_seconds=setup_seconds,
         flush_seconds=flush_seconds,

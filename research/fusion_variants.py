@@ -1,6 +1,6 @@
 """Alternative designs of adaptive fusion, replayed on recorded legs.
 
-The research behind ``docs/fusion.md``'s "Designs that were measured" table. Every
+The research behind the designs table of ``docs/research/fusion-history.md``. Every
 design reads each leg's scores through the same noise model (the product's
 :func:`~hsearch.search.fusion.noise_confidence` ``c``, evidence ``e = max(0, 2c - 1)``,
 ``E = max(e)``, and :func:`~hsearch.search.fusion.signal_posterior` ``p``) and splits

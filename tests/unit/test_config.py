@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hsearch.config import EncoderKind, SearchSettings, Settings
-from hsearch.types import FusionMethod, Leg
+from hsearch.config import FALLBACK_WEIGHTS, EncoderKind, SearchSettings, Settings
+from hsearch.types import FusionDefault, FusionMethod, Leg
 
 
 def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -18,22 +18,75 @@ def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert s.broker_url.startswith("sqla+sqlite:///")
     assert s.milvus_uri.endswith("milvus.db")
     assert s.encoder.kind is EncoderKind.AUTO
-    assert s.search.fusion == "adaptive"
-    assert s.search.rrf_k == 60
-    assert s.search.rrf_weights == {"dense": 0.7, "sparse": 0.3}
-    assert s.search.adaptive_weights == {"dense": 0.95, "sparse": 0.05}
+    # Fusion is unset: the encoder's default applies (resolve_fusion).
+    assert s.search.fusion is None
+    assert s.search.rrf_k is None
+    assert s.search.rrf_weights is None
+    assert s.search.adaptive_weights is None
 
 
-def test_default_weights_follow_the_method() -> None:
-    s = SearchSettings(adaptive_weights={"dense": 0.9, "sparse": 0.1})
-    assert s.default_weights(FusionMethod.ADAPTIVE) == {"dense": 0.9, "sparse": 0.1}
-    assert (
-        s.default_weights(FusionMethod.RRF)
-        == s.default_weights(FusionMethod.SCORE)
-        == {"dense": 0.7, "sparse": 0.3}
+ENCODER = FusionDefault.of(FusionMethod.RRF, {"dense": 0.8, "sparse": 0.2}, k=20)
+
+
+def test_unset_fusion_resolves_to_the_encoders_default() -> None:
+    assert SearchSettings().resolve_fusion(ENCODER) == ENCODER
+    assert SearchSettings().resolve_fusion(ENCODER, FusionMethod.RRF) == ENCODER
+    assert SearchSettings().resolve_fusion(ENCODER, "rrf") == ENCODER
+
+
+def test_another_method_never_inherits_the_encoders_weights_or_k() -> None:
+    s = SearchSettings()
+    for method in (FusionMethod.SCORE, FusionMethod.SUM, FusionMethod.ADAPTIVE):
+        resolved = s.resolve_fusion(ENCODER, method)
+        assert resolved.method is method
+        assert resolved.leg_weights() == FALLBACK_WEIGHTS[method]
+        assert resolved.k == 60
+    assert FALLBACK_WEIGHTS[FusionMethod.ADAPTIVE] == {"dense": 0.95, "sparse": 0.05}
+    assert FALLBACK_WEIGHTS[FusionMethod.RRF] == {"dense": 0.7, "sparse": 0.3}
+
+
+def test_the_operators_settings_override_the_encoder() -> None:
+    s = SearchSettings(fusion="adaptive")
+    assert s.resolve_fusion(ENCODER) == FusionDefault.of(
+        "adaptive", {"dense": 0.95, "sparse": 0.05}
     )
-    s.default_weights(FusionMethod.RRF)[Leg.DENSE] = 0.0
-    assert s.rrf_weights["dense"] == 0.7, "callers get a copy"
+    assert s.resolve_fusion(ENCODER, "rrf") == ENCODER, "a request's method comes first"
+    s = SearchSettings(adaptive_weights={"dense": 0.9, "sparse": 0.1}, rrf_k=30)
+    assert s.resolve_fusion(ENCODER) == FusionDefault.of("rrf", {"dense": 0.8, "sparse": 0.2}, 30)
+    assert s.resolve_fusion(ENCODER, "adaptive") == FusionDefault.of(
+        "adaptive", {"dense": 0.9, "sparse": 0.1}, 30
+    )
+    s = SearchSettings(rrf_weights={"dense": 0.5, "sparse": 0.5})
+    for method in ("rrf", "score", "sum"):
+        assert s.resolve_fusion(ENCODER, method).leg_weights() == {"dense": 0.5, "sparse": 0.5}
+    assert s.resolve_fusion(ENCODER).k == 20, "k stays the encoder's"
+
+
+def test_environment_overrides_the_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HSEARCH_SEARCH__FUSION", "score")
+    monkeypatch.setenv("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dense": 0.6, "sparse": 0.4}')
+    resolved = Settings(_env_file=None).search.resolve_fusion(ENCODER)  # type: ignore[call-arg]
+    assert resolved == FusionDefault.of("score", {"dense": 0.6, "sparse": 0.4})
+
+
+def test_fusion_default_is_complete_ordered_and_validated() -> None:
+    default = FusionDefault.of("sum", {Leg.SPARSE: 0.3, "dense": 1.0})
+    assert default.weights == ((Leg.DENSE, 1.0), (Leg.SPARSE, 0.3)), "every leg, in Leg order"
+    assert default == FusionDefault.of(FusionMethod.SUM, {"dense": 1, "sparse": 0.3}, k=60)
+    assert hash(default) == hash(FusionDefault.of("sum", {"dense": 1.0, "sparse": 0.3}))
+    assert FusionDefault.of("rrf", {"dense": 1}).leg_weights() == {"dense": 1.0, "sparse": 0.0}
+    assert default.describe() == "sum dense=1,sparse=0.3"
+    assert ENCODER.describe() == "rrf dense=0.8,sparse=0.2 k=20"
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        FusionDefault.of("rrf", {"dense": 1.5})
+    with pytest.raises(ValueError, match="at least one leg"):
+        FusionDefault.of("rrf", {"dense": 0, "sparse": 0})
+    with pytest.raises(ValueError, match="k: must be an integer between 1 and 1000"):
+        FusionDefault.of("rrf", {"dense": 1}, k=0)
+    with pytest.raises(ValueError, match="dence"):
+        FusionDefault.of("rrf", {"dence": 1})
+    with pytest.raises(ValueError, match="magic"):
+        FusionDefault.of("magic", {"dense": 1})
 
 
 def test_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,6 +118,7 @@ def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> Non
         ("HSEARCH_SEARCH__ADAPTIVE_WEIGHTS", '{"dense": 1.5, "sparse": 0.1}', "adaptive_weights"),
         ("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dense": 0, "sparse": 0}', "rrf_weights"),
         ("HSEARCH_SEARCH__FUSION", "magic", "fusion"),
+        ("HSEARCH_SEARCH__RRF_K", "0", "rrf_k"),
         # Limits the API advertises must be reachable together.
         ("HSEARCH_SEARCH__MAX_TOP_K", "600", r"max_top_k \(600\) <= search.candidates"),
         ("HSEARCH_SEARCH__LEG_TIMEOUT_S", "12", "leg_timeout_s .12.0. must not exceed"),

@@ -9,14 +9,24 @@ on a machine with no Postgres, Redis or RabbitMQ.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hsearch.types import FusionMethod, Leg, LegWeights
+from hsearch.types import (
+    DEFAULT_RRF_K,
+    MAX_RRF_K,
+    MIN_RRF_K,
+    FusionDefault,
+    FusionMethod,
+    Leg,
+    LegWeights,
+)
 
 
 class EncoderKind(StrEnum):
@@ -105,28 +115,46 @@ class EncoderSettings(BaseModel):
     )
 
 
-def _weights(dense: float, sparse: float) -> dict[Leg, float]:
-    return {Leg.DENSE: dense, Leg.SPARSE: sparse}
+FALLBACK_WEIGHTS: Mapping[FusionMethod, Mapping[Leg, float]] = MappingProxyType(
+    {
+        FusionMethod.RRF: MappingProxyType({Leg.DENSE: 0.7, Leg.SPARSE: 0.3}),
+        FusionMethod.SCORE: MappingProxyType({Leg.DENSE: 0.7, Leg.SPARSE: 0.3}),
+        FusionMethod.SUM: MappingProxyType({Leg.DENSE: 0.7, Leg.SPARSE: 0.3}),
+        FusionMethod.ADAPTIVE: MappingProxyType({Leg.DENSE: 0.95, Leg.SPARSE: 0.05}),
+    }
+)
+"""The weights of a method that neither the operator nor the encoder set: a request
+asking for a method other than the encoder's, with no ``weights`` of its own. The values
+of the settings' earlier fixed defaults (docs/fusion.md)."""
 
 
 class SearchSettings(BaseModel):
-    fusion: FusionMethod = Field(
-        default=FusionMethod.ADAPTIVE, description="Default fusion method (docs/fusion.md)."
+    """How searches run. The fusion knobs (``fusion``, ``rrf_k``, ``rrf_weights``,
+    ``adaptive_weights``) are unset by default: a search then fuses as the encoder
+    declares (``EncoderInfo.fusion``); whatever is set here overrides it
+    (:meth:`resolve_fusion`, docs/fusion.md)."""
+
+    fusion: FusionMethod | None = Field(
+        default=None,
+        description="Default fusion method; unset: the encoder's (docs/fusion.md).",
     )
-    rrf_k: int = Field(
-        default=60,
-        ge=1,
-        le=1000,
-        description="k of 1 / (k + rank): rrf, and adaptive when no leg's best stands out.",
+    rrf_k: int | None = Field(
+        default=None,
+        ge=MIN_RRF_K,
+        le=MAX_RRF_K,
+        description="k of 1 / (k + rank): rrf, and adaptive when no leg's best stands out. "
+        "Unset: the encoder's k for its own method, else 60.",
     )
-    rrf_weights: LegWeights = Field(
-        default_factory=lambda: _weights(0.7, 0.3),
-        description="Leg weights of the rrf and score methods.",
+    rrf_weights: LegWeights | None = Field(
+        default=None,
+        description="Leg weights of the rrf, score and sum methods. Unset: the encoder's "
+        "when it is its method, else dense 0.7 / sparse 0.3.",
     )
-    adaptive_weights: LegWeights = Field(
-        default_factory=lambda: _weights(0.95, 0.05),
+    adaptive_weights: LegWeights | None = Field(
+        default=None,
         description="Prior leg weights of the adaptive method (used as they are when no "
-        "leg's scores show evidence; see docs/fusion.md).",
+        "leg's scores show evidence). Unset: the encoder's when adaptive is its method, "
+        "else dense 0.95 / sparse 0.05 (docs/fusion.md).",
     )
     min_dense_script_coverage: float = Field(
         default=0.5,
@@ -181,10 +209,36 @@ class SearchSettings(BaseModel):
             raise ValueError(msg)
         return self
 
-    def default_weights(self, method: FusionMethod) -> dict[Leg, float]:
-        """The configured leg weights of fusion ``method`` (a copy): the prior for
-        ``adaptive``, ``rrf_weights`` for ``rrf`` and ``score``."""
-        return dict(self.adaptive_weights if method is FusionMethod.ADAPTIVE else self.rrf_weights)
+    def resolve_fusion(
+        self, encoder: FusionDefault, method: FusionMethod | str | None = None
+    ) -> FusionDefault:
+        """The fusion a search runs with, before a request's own ``weights`` and ``rrf_k``.
+
+        The one place the default is decided (the planner, the benchmark and its replay
+        call it). ``encoder`` is the encoder's declared default (``EncoderInfo.fusion``);
+        ``method`` a request's choice, if any.
+
+        * method: ``method``, else the configured ``fusion``, else the encoder's;
+        * weights: the configured ones of that method (``adaptive_weights`` for
+          ``adaptive``, ``rrf_weights`` for the others) when set; else the encoder's if
+          the method is the encoder's; else the method's fallback (:data:`FALLBACK_WEIGHTS`);
+        * ``k``: the configured ``rrf_k`` when set; else the encoder's if the method is
+          the encoder's; else 60.
+
+        An encoder's weights and ``k`` were chosen for its method only, so another method
+        never inherits them.
+        """
+        chosen = FusionMethod(method or self.fusion or encoder.method)
+        own = chosen is encoder.method
+        configured = self.adaptive_weights if chosen is FusionMethod.ADAPTIVE else self.rrf_weights
+        if configured is not None:
+            weights = dict(configured)
+        elif own:
+            weights = encoder.leg_weights()
+        else:
+            weights = dict(FALLBACK_WEIGHTS[chosen])
+        k = self.rrf_k or (encoder.k if own else DEFAULT_RRF_K)
+        return FusionDefault.of(chosen, weights, k)
 
 
 class RerankSettings(BaseModel):

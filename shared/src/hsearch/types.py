@@ -53,6 +53,14 @@ class FusionMethod(StrEnum):
     """Weighted min-max normalised score fusion."""
     ADAPTIVE = "adaptive"
     """Two regimes: signal posteriors when a leg's best stands out, ranks otherwise."""
+    SUM = "sum"
+    """Weighted sum of the raw scores (legs trained to share one scale, as BGE-M3's)."""
+
+
+MIN_RRF_K = 1
+MAX_RRF_K = 1000
+DEFAULT_RRF_K = 60
+"""RRF's customary ``k`` (Cormack et al. 2009): the fallback when nothing sets one."""
 
 
 class LegStatus(StrEnum):
@@ -79,6 +87,55 @@ LegWeights = Annotated[dict[Leg, float], AfterValidator(_check_leg_weights)]
 """Weights by leg: keys are :class:`Leg` values (an unknown leg is refused with the
 allowed ones listed), each weight finite and in ``[0, 1]``, at least one above 0.
 Validated wherever it is parsed: settings at start, request bodies per request."""
+
+
+@dataclass(frozen=True, slots=True)
+class FusionDefault:
+    """A complete fusion setting: the method, the weight of every leg and ``k``.
+
+    What an encoder declares as the fusion its legs are best combined with
+    (``EncoderInfo.fusion``), and what
+    :meth:`hsearch.config.SearchSettings.resolve_fusion` gives a search once the
+    operator's settings are applied. Immutable and hashable; ``weights`` hold one entry
+    per :class:`Leg`, in :class:`Leg` order (a leg not given has weight 0). ``k`` is
+    the ``k`` of ``1 / (k + rank)``, read by ``rrf`` and ``adaptive`` only.
+    """
+
+    method: FusionMethod
+    weights: tuple[tuple[Leg, float], ...]
+    k: int = DEFAULT_RRF_K
+
+    def __post_init__(self) -> None:
+        given = dict(self.weights)
+        if len(given) != len(self.weights):
+            msg = "FusionDefault.weights: one entry per leg"
+            raise ValueError(msg)
+        _check_leg_weights(given)
+        if isinstance(self.k, bool) or not MIN_RRF_K <= self.k <= MAX_RRF_K:
+            msg = f"FusionDefault.k: must be an integer between {MIN_RRF_K} and {MAX_RRF_K}"
+            raise ValueError(msg)
+        ordered = tuple((leg, float(given.get(leg, 0.0))) for leg in Leg)
+        object.__setattr__(self, "method", FusionMethod(self.method))
+        object.__setattr__(self, "weights", ordered)
+
+    @classmethod
+    def of(
+        cls, method: FusionMethod | str, weights: Mapping[Leg, float] | Mapping[str, float],
+        k: int = DEFAULT_RRF_K,
+    ) -> FusionDefault:  # fmt: skip
+        """Build from a weight mapping keyed by :class:`Leg` or leg name."""
+        return cls(FusionMethod(method), tuple((Leg(leg), w) for leg, w in weights.items()), k)
+
+    def leg_weights(self) -> dict[Leg, float]:
+        """The weights by leg (a new dict)."""
+        return dict(self.weights)
+
+    def describe(self) -> str:
+        """``"rrf dense=0.7,sparse=0.3 k=60"`` (``k`` only for the methods that read it):
+        for tables, logs and result files."""
+        weights = ",".join(f"{leg.value}={w:g}" for leg, w in self.weights)
+        reads_k = self.method in (FusionMethod.RRF, FusionMethod.ADAPTIVE)
+        return f"{self.method.value} {weights}" + (f" k={self.k}" if reads_k else "")
 
 
 DenseVector: TypeAlias = tuple[float, ...]

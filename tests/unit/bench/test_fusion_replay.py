@@ -12,7 +12,8 @@ from bench.report import TOP_K
 from bench.runner import leg_candidates, leg_record
 from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.config import IngestSettings, SearchSettings
+from hsearch.config import EncoderKind, IngestSettings, SearchSettings
+from hsearch.embedding.factory import ENCODER_FUSION
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
@@ -36,11 +37,13 @@ TEXTS = {
 }
 QUERIES = {"q1": "rivers and the sea", "q2": "mountains", "q3": "日本の首都", "q4": "trees"}
 # Balanced prior weights: the hybrid order then differs from both legs' orders.
-SETTINGS = SearchSettings(adaptive_weights={"dense": 0.5, "sparse": 0.5})
+SETTINGS = SearchSettings(fusion="adaptive", adaptive_weights={"dense": 0.5, "sparse": 0.5})
 QRELS = {"q1": {"rivers": 1.0}, "q2": {"mountains": 2.0}, "q3": {"tokyo": 1.0}, "q4": {"x": 1.0}}
 
 
-async def record_legs(sessions: sessionmaker[Session], path: Path) -> dict[str, list[str]]:
+async def record_legs(
+    sessions: sessionmaker[Session], path: Path, settings: SearchSettings = SETTINGS
+) -> dict[str, list[str]]:
     """Index TEXTS, search every query in all modes, write a --save-legs file; returns
     the service's own hybrid ranking (corpus ids) per query."""
     # A small dimension makes the hashed dense vectors noisy: the legs disagree.
@@ -60,7 +63,7 @@ async def record_legs(sessions: sessionmaker[Session], path: Path) -> dict[str, 
         chunk_overlap_chars=0,
     ).process_job(queue.sent[0])
     service = SearchService(
-        embedder=embedder, store=store, statistics=LexicalStatistics(sessions), settings=SETTINGS
+        embedder=embedder, store=store, statistics=LexicalStatistics(sessions), settings=settings
     )
     dataset = Dataset(name="tiny", corpus=[], queries=QUERIES, qrels=QRELS)
     hybrid: dict[str, list[str]] = {}
@@ -82,20 +85,34 @@ async def record_legs(sessions: sessionmaker[Session], path: Path) -> dict[str, 
                 else:
                     hybrid[qid] = [h.external_id for h in result.hits]
             record = leg_record(
-                dataset, qid, legs, candidates=TOP_K, dense_scripts=embedder.info.dense_scripts
+                dataset,
+                qid,
+                legs,
+                candidates=TOP_K,
+                dense_scripts=embedder.info.dense_scripts,
+                encoder="fake",
             )
             print(json.dumps(record, ensure_ascii=False), file=out)
     return hybrid
 
 
+@pytest.mark.parametrize(
+    "settings",
+    [SETTINGS, SearchSettings()],
+    ids=["configured", "the encoder's default"],
+)
 async def test_replay_reproduces_the_service_ranking(
-    sessions: sessionmaker[Session], tmp_path: Path
+    sessions: sessionmaker[Session], tmp_path: Path, settings: SearchSettings
 ) -> None:
     path = tmp_path / "legs.jsonl"
-    hybrid = await record_legs(sessions, path)
+    hybrid = await record_legs(sessions, path, settings)
     queries = list(read_legs(path))
     assert [q.query_id for q in queries] == list(QUERIES)
-    replay = Replay(settings=SETTINGS)
+    replay = Replay(settings=settings)
+    # The replay resolves the recording encoder's default as the service does.
+    assert {q.encoder for q in queries} == {EncoderKind.FAKE}
+    expected = settings.resolve_fusion(FakeEmbedder().info.fusion)
+    assert all(replay.resolved(q) == expected for q in queries)
     for q in queries:
         assert len(q.legs["dense"]) == len(TEXTS)  # the whole candidate list was recorded
         assert replay.rank(q, "hybrid") == hybrid[q.query_id]
@@ -132,6 +149,33 @@ async def test_replay_scores_like_the_benchmark(
     assert printed["by_prefix"][""]["queries"] == len(QUERIES)
     assert main([str(path)]) == 0
     assert "tiny" in capsys.readouterr().out
+
+
+def test_the_encoder_and_the_overrides_resolve_like_a_request(tmp_path: Path) -> None:
+    path = tmp_path / "legs.jsonl"
+    row = {
+        "dataset": "d",
+        "query_id": "1",
+        "query": "x",
+        "qrels": {"a": 1},
+        "candidates": 2,
+        "dense_scripts": None,
+        "legs": {"dense": [["c1", "a", 0.9]], "sparse": [["c2", "b", 3.0]]},
+    }
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (q,) = read_legs(path)
+    assert q.encoder is EncoderKind.OFFLINE, "files without the field: the offline encoder"
+    settings = SearchSettings()
+    assert Replay(settings=settings).resolved(q) == ENCODER_FUSION[EncoderKind.OFFLINE]
+    bge = ENCODER_FUSION[EncoderKind.BGE_M3]
+    assert Replay(settings=settings, encoder=bge).resolved(q) == bge
+    # --fusion, --weights and --k override as a request's fusion, weights and rrf_k do
+    replay = Replay(settings=settings, fusion="rrf", weights={"dense": 0.6, "sparse": 0.4}, k=20)
+    assert replay.resolved(q).describe() == "rrf dense=0.6,sparse=0.4 k=20"
+    (result,) = evaluate([q], replay, modes=("hybrid",))
+    assert set(result["modes"]) == {"hybrid"}
+    assert result["fusion_setting"] == "rrf dense=0.6,sparse=0.4 k=20"
+    assert "per_query_vs_best_leg" not in result, "no single-leg modes, no comparison"
 
 
 def test_bad_weights_are_refused_naming_the_option(

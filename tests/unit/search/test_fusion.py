@@ -28,6 +28,7 @@ from hsearch.search.fusion import (
     reciprocal_rank_fusion,
     script_coverage,
     signal_posterior,
+    weighted_score_sum,
 )
 from hsearch.types import FusionMethod
 
@@ -134,6 +135,43 @@ def test_min_max_survives_extreme_scores() -> None:
     legs = {"s": hits(("a", 1.7e308), ("b", 0.0), ("c", -1.7e308))}
     fused = min_max_score_fusion(legs, weights={"s": 1})
     assert as_tuples(fused) == [("a", 1.0), ("b", pytest.approx(0.5)), ("c", 0.0)]
+
+
+def test_sum_worked_example() -> None:
+    # BGE-M3's rule: dense + 0.3 x sparse, on scores that share one scale.
+    legs = {
+        "dense": hits(("a", 0.80), ("b", 0.70), ("c", 0.60)),
+        "sparse": hits(("c", 0.50), ("d", 0.40)),
+    }
+    fused = weighted_score_sum(legs, weights={"dense": 1.0, "sparse": 0.3})
+    by_id = {h.id: h.score for h in fused}
+    # weights normalised to 1/1.3 and 0.3/1.3; a leg without the document adds 0
+    assert by_id["a"] == pytest.approx(0.80 / 1.3)
+    assert by_id["b"] == pytest.approx(0.70 / 1.3)
+    assert by_id["c"] == pytest.approx((0.60 + 0.3 * 0.50) / 1.3)
+    assert by_id["d"] == pytest.approx(0.3 * 0.40 / 1.3)
+    assert ids_of(fused) == ["a", "c", "b", "d"]
+    assert fused[1].scores == {"dense": 0.60, "sparse": 0.50}
+
+
+def test_sum_reads_raw_scores_so_one_legs_scale_matters() -> None:
+    legs = {"dense": hits(("a", 0.9), ("b", 0.1)), "sparse": hits(("b", 1.0), ("a", 0.5))}
+    weights = {"dense": 0.5, "sparse": 0.5}
+    assert ids_of(weighted_score_sum(legs, weights=weights)) == ["a", "b"]
+    louder = {**legs, "sparse": hits(("b", 10.0), ("a", 5.0))}
+    assert ids_of(weighted_score_sum(louder, weights=weights)) == ["b", "a"]
+    # min-max fusion does not care about the scale
+    assert ids_of(min_max_score_fusion(legs, weights=weights)) == ids_of(
+        min_max_score_fusion(louder, weights=weights)
+    )
+
+
+def test_sum_survives_scores_at_the_float_limit() -> None:
+    big = 1.7e308
+    legs = {f"leg{i}": hits(("a", big)) for i in range(10)}
+    fused = weighted_score_sum(legs, weights=dict.fromkeys(legs, 0.1))
+    assert fused[0].score == pytest.approx(big)
+    assert math.isfinite(fused[0].score)
 
 
 def noise_scale(scores: list[float]) -> float:
@@ -330,7 +368,7 @@ def test_degraded_leg_empty_or_missing() -> None:
 def test_fuse_explained_reports_the_weights_each_leg_carried() -> None:
     legs = {"dense": ranked("a", "b", "c"), "sparse": ranked("c", "d"), "idle": []}
     weights = {"dense": 3.0, "sparse": 1.0, "idle": 5.0}
-    for method in (FusionMethod.RRF, FusionMethod.SCORE):
+    for method in (FusionMethod.RRF, FusionMethod.SCORE, FusionMethod.SUM):
         hits, applied = fuse_explained(legs, method=method, weights=weights)
         assert hits == fuse(legs, method=method, weights=weights)
         assert applied == {"dense": 0.75, "sparse": 0.25}  # active legs, normalised
@@ -349,6 +387,7 @@ def test_fuse_dispatches_and_accepts_values() -> None:
         legs, weights=weights
     )
     assert fuse(legs, method="adaptive", weights=weights) == adaptive_fusion(legs, weights=weights)
+    assert fuse(legs, method="sum", weights=weights) == weighted_score_sum(legs, weights=weights)
 
 
 def test_normalise_weights() -> None:
@@ -542,7 +581,9 @@ def test_sorted_by_score_then_id(case: tuple[Legs, dict[str, float]], method: Fu
     fused = run(method, *case)
     keys = [(-h.score, h.id) for h in fused]
     assert keys == sorted(keys)
-    assert all(math.isfinite(h.score) and h.score >= 0 for h in fused)
+    assert all(math.isfinite(h.score) for h in fused)
+    if method is not FusionMethod.SUM:  # the raw scores' sign stays in a sum
+        assert all(h.score >= 0 for h in fused)
 
 
 @given(case=case_st(), method=methods_st)
@@ -669,6 +710,9 @@ def test_a_dominating_document_is_never_below(
                 dominates = all(x.ranks[n] <= y.ranks[n] for n in y.ranks)
             else:
                 dominates = all(x.scores[n] >= y.scores[n] for n in y.ranks)
+            if method is FusionMethod.SUM:
+                # a missing document counts as 0, so x's other legs must not subtract
+                dominates = dominates and all(x.scores[n] >= 0 for n in x.ranks)
             if dominates:
                 assert x.score >= y.score
 
@@ -685,6 +729,23 @@ def test_adaptive_depends_on_scores_not_on_list_order(
     assert [(h.id, h.score) for h in got] == [(h.id, pytest.approx(h.score)) for h in expected]
 
 
+@given(case=case_st(), data=st.data())
+def test_sum_is_the_weighted_sum_of_the_raw_scores(
+    case: tuple[Legs, dict[str, float]], data: st.DataObject
+) -> None:
+    legs, weights = case
+    total = math.fsum(w for name, w in weights.items() if w > 0 and legs[name])
+    for hit in weighted_score_sum(legs, weights=weights):
+        expected = math.fsum(weights[n] / total * s for n, s in hit.scores.items())
+        assert hit.score == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    # Scaling every leg's scores by one factor (a power of two: exact) keeps the order.
+    factor = data.draw(st.sampled_from([2.0, 4.0, 1024.0]))
+    scaled = {n: [LegHit(h.id, h.score * factor) for h in leg] for n, leg in legs.items()}
+    assert ids_of(weighted_score_sum(scaled, weights=weights)) == ids_of(
+        weighted_score_sum(legs, weights=weights)
+    )
+
+
 @given(case=case_st())
 def test_adaptive_scores_are_a_distribution(case: tuple[Legs, dict[str, float]]) -> None:
     fused = adaptive_fusion(case[0], weights=case[1])
@@ -697,8 +758,15 @@ def test_adaptive_scores_are_a_distribution(case: tuple[Legs, dict[str, float]])
 def test_score_method_scores_are_bounded(
     case: tuple[Legs, dict[str, float]], method: FusionMethod
 ) -> None:
+    legs, weights = case
+    fused = run(method, legs, weights)
+    if method is FusionMethod.SUM:  # a convex combination of raw scores and 0 (missing)
+        raw = [h.score for name, leg in legs.items() if weights[name] > 0 for h in leg]
+        low, high = min([0.0, *raw]), max([0.0, *raw])
+        assert all(low - 1e-9 <= h.score <= high + 1e-9 for h in fused)
+        return
     bound = 1.0 if method is not FusionMethod.RRF else 1.0 / (DEFAULT_RRF_K + 1)
-    assert all(h.score <= bound + 1e-12 for h in run(method, *case))
+    assert all(h.score <= bound + 1e-12 for h in fused)
 
 
 @given(

@@ -15,7 +15,7 @@ from hsearch.errors import InvalidFusionError, InvalidRequestError
 from hsearch.search.facets import FacetRange, FacetRequest
 from hsearch.search.models import SearchQuery
 from hsearch.search.planner import LegPlan, LegRole, QueryPlanner, SearchPlan
-from hsearch.types import CountUnit, FusionMethod, Leg, SearchMode
+from hsearch.types import CountUnit, FusionDefault, FusionMethod, Leg, SearchMode
 
 MULTILINGUAL = EncoderInfo("enc", 8, "1", SparseKind.TERM_FREQUENCY)
 LATIN_ONLY = dataclasses.replace(MULTILINGUAL, dense_scripts=frozenset({"LATIN"}))
@@ -107,9 +107,48 @@ def test_every_field_that_changes_the_result_changes_the_plan(field: str, value:
 def test_requests_with_the_same_result_give_the_same_plan() -> None:
     # An omitted weight is 0; the default weights spelt out are the defaults.
     assert plan(weights={Leg.DENSE: 1.0}) == plan(weights={Leg.DENSE: 1.0, Leg.SPARSE: 0.0})
-    defaults = SearchSettings().default_weights(FusionMethod.ADAPTIVE)
-    assert plan(weights=defaults) == plan()
-    assert plan(fusion=FusionMethod.ADAPTIVE) == plan()  # the configured default
+    defaults = SearchSettings().resolve_fusion(MULTILINGUAL.fusion)
+    assert plan(weights=defaults.leg_weights()) == plan()
+    assert plan(fusion=defaults.method) == plan()  # the encoder's default
+    assert plan(rrf_k=defaults.k) == plan()
+
+
+DECLARING = dataclasses.replace(
+    MULTILINGUAL, fusion=FusionDefault.of("adaptive", {"dense": 0.9, "sparse": 0.1}, k=40)
+)
+
+
+def test_the_plan_fuses_as_the_encoder_declares() -> None:
+    ranking = plan(DECLARING).ranking
+    assert ranking.method is FusionMethod.ADAPTIVE
+    assert ranking.configured() == {"dense": 0.9, "sparse": 0.1}
+    assert ranking.rrf_k == 40
+    # A request's method other than the encoder's: that method's fallbacks, not the
+    # encoder's weights and k.
+    rrf = plan(DECLARING, fusion=FusionMethod.RRF).ranking
+    assert (rrf.configured(), rrf.rrf_k) == ({"dense": 0.7, "sparse": 0.3}, 60)
+    # A request's weights and k come first.
+    mine = plan(DECLARING, weights={Leg.SPARSE: 1.0}, rrf_k=5).ranking
+    assert (mine.configured(), mine.rrf_k) == ({"dense": 0.0, "sparse": 1.0}, 5)
+
+
+def test_the_operators_settings_override_the_encoder() -> None:
+    query = SearchQuery(**BASE)
+    ranking = planner(DECLARING, fusion="score").plan(query).ranking
+    assert ranking.method is FusionMethod.SCORE
+    assert ranking.configured() == {"dense": 0.7, "sparse": 0.3}
+    ranking = planner(DECLARING, adaptive_weights={"dense": 0.5, "sparse": 0.5}).plan(query).ranking
+    assert (ranking.method, ranking.configured()) == ("adaptive", {"dense": 0.5, "sparse": 0.5})
+    assert planner(DECLARING, rrf_k=7).plan(query).ranking.rrf_k == 7
+    # The planner resolves exactly as the settings do (the one place).
+    settings = SearchSettings(rrf_weights={"dense": 0.2, "sparse": 0.8})
+    for method in (None, *FusionMethod):
+        expected = settings.resolve_fusion(DECLARING.fusion, method)
+        got = QueryPlanner(settings, encoder=DECLARING, can_rerank=False).plan(
+            SearchQuery(**BASE, fusion=method)
+        )
+        assert (got.ranking.method, got.ranking.rrf_k) == (expected.method, expected.k)
+        assert got.ranking.weights == expected.weights
 
 
 @pytest.mark.parametrize("top_k", [1, 10, 49, 50, 100])

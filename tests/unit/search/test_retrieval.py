@@ -243,7 +243,9 @@ async def test_a_dense_leg_that_cannot_read_the_query_is_skipped(
     assert statuses(result) == {"dense": "skipped", "sparse": "ok"}
     assert search.computed() == (before[0], before[1] + 1)
     assert result.hits[0].external_id == "tokyo"
-    assert result.weights == {Leg.DENSE: 0.0, Leg.SPARSE: 0.05}
+    # The dense weight is 0 for this query; the sparse leg keeps the encoder's default.
+    sparse = LatinOnlyEmbedder().info.fusion.leg_weights()[Leg.SPARSE]
+    assert result.weights == {Leg.DENSE: 0.0, Leg.SPARSE: sparse}
 
 
 async def test_it_runs_when_the_sparse_leg_finds_nothing(sessions: sessionmaker[Session]) -> None:

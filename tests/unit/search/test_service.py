@@ -4,6 +4,7 @@ timings, and the same results as running every leg of the mode."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from typing import Any
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.protocol import SparseKind
+from hsearch.embedding.protocol import UNMEASURED_FUSION, EncoderInfo, SparseKind
 from hsearch.errors import (
     InvalidFilterError,
     InvalidRequestError,
@@ -27,21 +28,34 @@ from hsearch.search.models import SearchQuery
 from hsearch.search.ranking import query_weights
 from hsearch.search.service import SearchService
 from hsearch.search.timings import StageTimings
-from hsearch.types import MODE_LEGS, FusionMethod, Leg, LegStatus, SearchMode
+from hsearch.types import MODE_LEGS, FusionDefault, FusionMethod, Leg, LegStatus, SearchMode
 from hsearch.vectorstore.filters import FilterNode, Not, parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import StoredHit
 from tests.unit.search.corpus import TENANT, LatinOnlyEmbedder, ScriptedStore, build, index
 
 
-async def test_default_is_adaptive_with_its_prior(sessions: sessionmaker[Session]) -> None:
-    service, _ = build(sessions)
+class DeclaringEmbedder(FakeEmbedder):
+    """The fake encoder declaring a fusion default of its own."""
+
+    def __init__(self, fusion: FusionDefault) -> None:
+        super().__init__()
+        self._fusion = fusion
+
+    @property
+    def info(self) -> EncoderInfo:
+        return dataclasses.replace(super().info, fusion=self._fusion)
+
+
+async def test_default_is_the_encoders_fusion(sessions: sessionmaker[Session]) -> None:
+    declared = FusionDefault.of("adaptive", {"dense": 0.95, "sparse": 0.05})
+    service, _ = build(sessions, DeclaringEmbedder(declared))
     result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea"))
     assert result.method == "adaptive"
     assert result.weights == {"dense": 0.95, "sparse": 0.05}
     assert result.hits[0].external_id == "rivers"
     rrf = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea", fusion="rrf"))
-    assert rrf.weights == {"dense": 0.7, "sparse": 0.3}
+    assert rrf.weights == {"dense": 0.7, "sparse": 0.3}, "another method: its fallback"
     assert rrf.applied_weights == pytest.approx({"dense": 0.7, "sparse": 0.3})
     # Adaptive reports its per-query mixture weights: a share per leg, summing to 1.
     assert set(result.applied_weights) == {"dense", "sparse"}
@@ -50,6 +64,29 @@ async def test_default_is_adaptive_with_its_prior(sessions: sessionmaker[Session
         SearchQuery(tenant_id=TENANT, query="rivers sea", mode=SearchMode.SEMANTIC)
     )
     assert semantic.applied_weights == {"dense": 1.0}
+
+
+async def test_an_encoder_that_declares_nothing_gets_plain_rrf(
+    sessions: sessionmaker[Session],
+) -> None:
+    assert FakeEmbedder().info.fusion == UNMEASURED_FUSION
+    assert FusionDefault.of("rrf", {"dense": 0.5, "sparse": 0.5}, k=60) == UNMEASURED_FUSION
+    service, _ = build(sessions)
+    result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea"))
+    assert (result.method, result.weights) == ("rrf", {"dense": 0.5, "sparse": 0.5})
+
+
+async def test_the_sum_of_raw_scores_runs_end_to_end(sessions: sessionmaker[Session]) -> None:
+    declared = FusionDefault.of("sum", {"dense": 1.0, "sparse": 0.3})
+    service, _ = build(sessions, DeclaringEmbedder(declared))
+    result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea"))
+    assert result.method == "sum"
+    assert result.weights == {"dense": 1.0, "sparse": 0.3}
+    assert result.applied_weights == pytest.approx({"dense": 1 / 1.3, "sparse": 0.3 / 1.3})
+    for hit in result.hits:
+        e = hit.explanation
+        expected = (1.0 * (e.dense_score or 0.0) + 0.3 * (e.sparse_score or 0.0)) / 1.3
+        assert e.fused_score == pytest.approx(expected)
 
 
 async def test_dense_leg_is_ignored_for_queries_its_encoder_cannot_read(
@@ -245,10 +282,9 @@ async def every_leg_of_the_mode(
         answered[leg.value] = [LegHit(h.chunk_id, h.score) for h in hits]
     if not answered:
         return None
-    method = FusionMethod(query.fusion or settings.fusion)
-    configured = {
-        leg.value: w for leg, w in (query.weights or settings.default_weights(method)).items()
-    }
+    fusion = settings.resolve_fusion(embedder.info.fusion, query.fusion)
+    method = fusion.method
+    configured = {leg.value: w for leg, w in (query.weights or fusion.leg_weights()).items()}
     weights = query_weights(
         query.query,
         answered,
@@ -256,7 +292,7 @@ async def every_leg_of_the_mode(
         dense_scripts=embedder.info.dense_scripts,
         min_dense_script_coverage=settings.min_dense_script_coverage,
     )
-    fused, applied = fuse_explained(answered, method=method, weights=weights, k=settings.rrf_k)
+    fused, applied = fuse_explained(answered, method=method, weights=weights, k=fusion.k)
     return [(f.id, f.score) for f in fused], applied
 
 
@@ -281,7 +317,10 @@ async def test_skipping_legs_changes_no_result(
     behaviours = ("ok", "empty", "fail")
     skipped = 0
     for dense, sparse, weights, method in itertools.product(
-        behaviours, behaviours, weightings, (FusionMethod.RRF, FusionMethod.ADAPTIVE)
+        behaviours,
+        behaviours,
+        weightings,
+        (FusionMethod.RRF, FusionMethod.ADAPTIVE, FusionMethod.SUM),
     ):
         store = ScriptedStore(rows, dense=dense, sparse=sparse)
         service = SearchService(

@@ -25,9 +25,14 @@ from hsearch.embedding.protocol import (
     check_sides,
 )
 from hsearch.errors import EncoderError
-from hsearch.types import SparseVector
+from hsearch.types import FusionDefault, FusionMethod, Leg, SparseVector
 
-__all__ = ["BgeM3Embedder", "is_bge_m3_dir", "missing_bge_m3_files"]
+__all__ = ["BGE_M3_FUSION", "BgeM3Embedder", "is_bge_m3_dir", "missing_bge_m3_files"]
+
+BGE_M3_FUSION = FusionDefault.of(FusionMethod.SUM, {Leg.DENSE: 1.0, Leg.SPARSE: 0.3})
+"""BGE-M3's fusion default, from its paper (Chen et al. 2024, "BGE M3-Embedding"), which
+ranks by ``s_dense + 0.3 * s_lex``: a weighted sum of the raw scores, which share one
+scale because the model was trained to produce both. Not measured here (docs/fusion.md)."""
 
 # Weight files FlagEmbedding (through transformers) can load, in its order of preference.
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -115,6 +120,7 @@ class BgeM3Embedder:
                 dimension=_hidden_size(path),
                 version=_checkpoint_version(path),
                 sparse_kind=SparseKind.LEARNED,
+                fusion=BGE_M3_FUSION,
             )
             from FlagEmbedding import BGEM3FlagModel  # noqa: PLC0415  (heavy: torch, transformers)
 

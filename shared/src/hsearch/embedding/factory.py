@@ -8,17 +8,37 @@ encode (a unit test keeps it that way).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from hsearch.config import EncoderKind, EncoderSettings
-from hsearch.embedding.bge_m3 import BgeM3Embedder, missing_bge_m3_files
+from hsearch.embedding.bge_m3 import BGE_M3_FUSION, BgeM3Embedder, missing_bge_m3_files
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.offline import OfflineEmbedder
-from hsearch.embedding.protocol import Embedder
+from hsearch.embedding.offline import OFFLINE_FUSION, OfflineEmbedder
+from hsearch.embedding.protocol import UNMEASURED_FUSION, Embedder
 from hsearch.errors import ConfigurationError
+from hsearch.types import FusionDefault
 
-__all__ = ["EncoderChoice", "choose_encoder", "create_embedder", "describe_encoder_choice"]
+__all__ = [
+    "ENCODER_FUSION",
+    "EncoderChoice",
+    "choose_encoder",
+    "create_embedder",
+    "describe_encoder_choice",
+]
+
+ENCODER_FUSION: Mapping[EncoderKind, FusionDefault] = MappingProxyType(
+    {
+        EncoderKind.OFFLINE: OFFLINE_FUSION,
+        EncoderKind.BGE_M3: BGE_M3_FUSION,
+        EncoderKind.FAKE: UNMEASURED_FUSION,
+    }
+)
+"""Each encoder's ``EncoderInfo.fusion``, without loading it: for tools that fuse legs an
+encoder recorded earlier (``bench.fusion_replay``). A unit test keeps it equal to what
+the encoders declare."""
 
 logger = logging.getLogger(__name__)
 

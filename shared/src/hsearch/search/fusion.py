@@ -4,15 +4,23 @@ Pure: no I/O, no clock, no randomness. Every function takes the legs as a mappin
 leg name (``"dense"``, ``"sparse"``, any later signal) to that leg's candidate list, a
 sequence of :class:`LegHit` in rank order (rank = position + 1, higher score = better).
 
-Methods (:class:`hsearch.types.FusionMethod`)
--------------------------------
+Methods (:class:`hsearch.types.FusionMethod`; which one a search uses by default is
+the encoder's choice, ``EncoderInfo.fusion``, see ``docs/fusion.md``)
+-------------------------------------------------------------------------------------
 ``rrf``
     Weighted reciprocal rank fusion: ``score(d) = sum_leg w_leg / (k + rank_leg(d))``.
     Uses ranks only, so the legs' score scales never matter.
 ``score``
     Weighted min-max score fusion: each leg's scores are mapped to ``[0, 1]`` over its
     candidates, ``score(d) = sum_leg w_leg * (s - min) / (max - min)``.
-``adaptive`` (the offline encoder's default, ``settings.search.fusion``)
+``sum``
+    Weighted sum of the raw scores: ``score(d) = sum_leg w_leg * s_leg(d)``, a leg that
+    does not hold ``d`` adding 0. It assumes what only a jointly trained model gives:
+    legs whose scores share one scale and where 0 means "no match" (BGE-M3's dense
+    cosine and learned sparse inner product; its paper ranks by ``dense + 0.3 x
+    sparse``). Invariant to scaling every leg's scores by one positive factor, not to
+    changing one leg's scale.
+``adaptive``
     A two-regime mixture. Each leg's scores are tested for a standout candidate against
     a noise model of the leg's own list (exponential above the lowest candidate, scale
     ``sigma`` estimated from the list; :func:`leg_evidence`). With probability ``E``
@@ -22,7 +30,7 @@ Methods (:class:`hsearch.types.FusionMethod`)
     speaks through its reciprocal ranks ``1 / (k + rank)`` (RRF's weights, normalised),
     weighted by the configured prior (see :func:`adaptive_fusion` and
     :func:`adaptive_leg_weights`). The research behind it, with its measurements and
-    limits, is ``docs/fusion.md``.
+    limits, is ``docs/research/fusion-history.md``.
 
 Conventions shared by every method
 ----------------------------------
@@ -50,13 +58,14 @@ names the allowed values.
 from __future__ import annotations
 
 import math
+import sys
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hsearch.errors import InvalidFusionError
 from hsearch.lexical.analyzer import is_cjk
-from hsearch.types import FusionMethod
+from hsearch.types import DEFAULT_RRF_K, MAX_RRF_K, MIN_RRF_K, FusionMethod
 
 __all__ = [
     "DEFAULT_RRF_K",
@@ -75,11 +84,8 @@ __all__ = [
     "reciprocal_rank_fusion",
     "script_coverage",
     "signal_posterior",
+    "weighted_score_sum",
 ]
-
-MIN_RRF_K = 1
-MAX_RRF_K = 1000
-DEFAULT_RRF_K = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +288,40 @@ def min_max_score_fusion(
     return _combine(_prepare(legs, weights), lambda leg: _min_max(leg.scores))
 
 
+def weighted_score_sum(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    weights: Mapping[str, float],
+) -> list[FusedHit]:
+    """Weighted sum of the raw scores.
+
+    ``score(d) = sum_leg w_leg * s_leg(d)`` with the weights normalised over the active
+    legs; a leg that does not hold ``d`` adds 0, so a missing document counts as a score
+    of 0 ("no match"). Fused scores lie between the lowest and the highest raw score
+    (and 0). For legs on one scale only (see the module docstring).
+    """
+    return _sum(_prepare(legs, weights))
+
+
+def _bounded_fsum(parts: Sequence[float]) -> float:
+    """``fsum(parts)`` for a convex combination, which cannot leave the float range but
+    whose rounded terms can overflow an intermediate sum: then the halves, doubled and
+    clamped."""
+    try:
+        return math.fsum(parts)
+    except OverflowError:
+        half = math.fsum(p / 2 for p in parts)
+        return math.copysign(min(2 * abs(half), sys.float_info.max), half)
+
+
+def _sum(active: Sequence[_Leg]) -> list[FusedHit]:
+    terms: dict[str, list[float]] = {}
+    for leg in active:
+        for doc, score in zip(leg.ids, leg.scores, strict=True):
+            terms.setdefault(doc, []).append(leg.weight * score)
+    return _assemble(active, {doc: _bounded_fsum(parts) for doc, parts in terms.items()})
+
+
 # -- adaptive fusion --------------------------------------------------------------------
 
 
@@ -446,7 +486,7 @@ def adaptive_fusion(
     weights: Mapping[str, float],
     k: int = DEFAULT_RRF_K,
 ) -> list[FusedHit]:
-    """Two-regime mixture of per-leg distributions (the default method).
+    """Two-regime mixture of per-leg distributions.
 
     A query either has a standout match or it does not, and the legs' scores are read
     accordingly. For each active leg:
@@ -514,8 +554,8 @@ def fuse_explained(
 ) -> tuple[list[FusedHit], dict[str, float]]:
     """:func:`fuse`, and the weight each active leg carried for this query.
 
-    The weights sum to 1 over the active legs: ``weights`` normalised for ``rrf`` and
-    ``score``, the per-query mixture weights of :func:`adaptive_leg_weights` for
+    The weights sum to 1 over the active legs: ``weights`` normalised for ``rrf``,
+    ``score`` and ``sum``, the per-query mixture weights of :func:`adaptive_leg_weights` for
     ``adaptive``. A ranking explanation shows them next to the configured weights.
     """
     try:
@@ -531,6 +571,8 @@ def fuse_explained(
     applied = {leg.name: leg.weight for leg in active}
     if chosen is FusionMethod.RRF:
         return _rrf(active, k), applied
+    if chosen is FusionMethod.SUM:
+        return _sum(active), applied
     return _combine(active, lambda leg: _min_max(leg.scores)), applied
 
 

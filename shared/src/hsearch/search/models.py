@@ -18,7 +18,7 @@ class SearchQuery:
     top_k: int = 10
     offset: int = 0
     mode: SearchMode = SearchMode.HYBRID
-    fusion: FusionMethod | None = None  # None: the configured default
+    fusion: FusionMethod | None = None  # None: the default (SearchSettings.resolve_fusion)
     rrf_k: int | None = None
     weights: dict[Leg, float] | None = None
     filter: object | None = None

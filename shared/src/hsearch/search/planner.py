@@ -114,12 +114,14 @@ class SearchPlan:
 
 class QueryPlanner:
     """Turns a :class:`SearchQuery` into a :class:`SearchPlan` for one server: its
-    search settings, its encoder (which scripts the dense side reads) and whether a
-    reranker is configured."""
+    search settings, its encoder (which scripts the dense side reads, and the fusion
+    default it declares, which the settings resolve: :meth:`SearchSettings.resolve_fusion`)
+    and whether a reranker is configured."""
 
     def __init__(self, settings: SearchSettings, *, encoder: EncoderInfo, can_rerank: bool) -> None:
         self._settings = settings
         self._dense_scripts = encoder.dense_scripts
+        self._fusion = encoder.fusion
         self._can_rerank = can_rerank
 
     def plan(self, query: SearchQuery) -> SearchPlan:
@@ -159,13 +161,14 @@ class QueryPlanner:
         if query.rerank and not self._can_rerank:
             msg = "rerank: no reranker is configured on this server (HSEARCH_RERANK__MODEL_PATH)"
             raise InvalidRequestError(msg)
-        method = query.fusion or s.fusion
-        weights = _weights(query.weights or s.default_weights(method))
+        fusion = s.resolve_fusion(self._fusion, query.fusion)
+        method = fusion.method
+        weights = _weights(query.weights or fusion.leg_weights())
         if not any(weights[leg] > 0 for leg in MODE_LEGS[query.mode]):
             raise InvalidRequestError(
                 f"weights: at least one leg of mode {query.mode.value!r} needs a weight above 0"
             )
-        rrf_k = query.rrf_k or s.rrf_k
+        rrf_k = query.rrf_k or fusion.k
         if not MIN_RRF_K <= rrf_k <= MAX_RRF_K:
             msg = f"rrf_k: must be an integer between {MIN_RRF_K} and {MAX_RRF_K} (got {rrf_k})"
             raise InvalidFusionError(msg)

@@ -42,17 +42,21 @@ class SearchRequest(BaseModel):
     )
     mode: SearchMode = SearchMode.HYBRID
     fusion: FusionMethod | None = Field(
-        default=None, description="Fusion method; unset: the configured default."
+        default=None,
+        description="Fusion method; unset: the server's default (the encoder's unless "
+        "HSEARCH_SEARCH__FUSION is set; docs/fusion.md).",
     )
     rrf_k: int | None = Field(
         default=None,
         ge=MIN_RRF_K,
         le=MAX_RRF_K,
         description="k of 1 / (k + rank) for rrf, and for adaptive when no leg's best "
-        "candidate stands out (default: the configured one, 60).",
+        "candidate stands out (default: the server's for the method).",
     )
     weights: dict[Leg, LegWeight] | None = Field(
-        default=None, description='Per-leg weights, e.g. {"dense": 0.7, "sparse": 0.3}.'
+        default=None,
+        description='Per-leg weights, e.g. {"dense": 0.7, "sparse": 0.3} (default: the '
+        "server's for the method).",
     )
     filter: dict[str, Any] | None = None
     candidates: int | None = Field(

@@ -1,0 +1,270 @@
+"""Leave-one-dataset-out selection of a fusion default, on synthetic legs whose answer
+is known."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from bench.fusion_lodo import (
+    SIMPLICITY,
+    TOLERANCE,
+    Legs,
+    Table,
+    default_grid,
+    leave_one_out,
+    main,
+    measure,
+    select,
+    simplicity,
+)
+from bench.fusion_replay import Replay, evaluate, read_legs
+
+from hsearch.config import SearchSettings
+from hsearch.search.fusion import leg_evidence
+from hsearch.types import FusionDefault, FusionMethod
+
+RRF_DENSE = FusionDefault.of("rrf", {"dense": 0.7, "sparse": 0.3})
+RRF_SPARSE = FusionDefault.of("rrf", {"dense": 0.3, "sparse": 0.7})
+SCORE_DENSE = FusionDefault.of("score", {"dense": 0.7, "sparse": 0.3})
+SCORE_SPARSE = FusionDefault.of("score", {"dense": 0.3, "sparse": 0.7})
+ADAPTIVE = FusionDefault.of("adaptive", {"dense": 0.5, "sparse": 0.5})
+DESIGNS = [RRF_DENSE, RRF_SPARSE, SCORE_DENSE, SCORE_SPARSE, ADAPTIVE]
+
+# A leg whose best candidate stands out (far above an even list) and one without.
+STANDOUT = [0.95] + [0.50 - 0.01 * i for i in range(9)]
+EVEN = [10.0 - 0.1 * i for i in range(10)]
+
+
+def record(dataset: str, qid: str, *, standout: str) -> dict[str, object]:
+    """One query whose relevant document is the first candidate of the ``standout`` leg
+    only; the other leg's evenly scored list starts with a wrong document. A fusion that
+    follows the leg that stands out finds it; a fixed weighting finds it only when it
+    favours that leg."""
+    other = "sparse" if standout == "dense" else "dense"
+    scale = 20.0 if standout == "sparse" else 1.0  # BM25-like scores on the sparse side
+    rows: dict[str, list[tuple[str, str, float]]] = {
+        standout: [(f"{qid}-r", "relevant", STANDOUT[0] * scale)]
+        + [
+            (f"{qid}-{standout}{i}", f"{standout}-doc{i}", s * scale)
+            for i, s in enumerate(STANDOUT[1:])
+        ],
+        other: [(f"{qid}-{other}{i}", f"{other}-doc{i}", s) for i, s in enumerate(EVEN)],
+    }
+    return {
+        "dataset": dataset,
+        "query_id": qid,
+        "query": "a question",
+        "qrels": {"relevant": 1},
+        "candidates": 10,
+        "dense_scripts": None,
+        "encoder": "offline",
+        "legs": rows,
+    }
+
+
+def write_legs(path: Path, datasets: dict[str, str], queries: int = 3) -> Path:
+    with path.open("w", encoding="utf-8") as out:
+        for name, standout in datasets.items():
+            for n in range(queries):
+                print(json.dumps(record(name, f"{name}-{n}", standout=standout)), file=out)
+    return path
+
+
+def test_the_synthetic_legs_are_what_they_claim() -> None:
+    assert leg_evidence(STANDOUT) > 0.99
+    assert leg_evidence(EVEN) == 0.0
+
+
+def test_lodo_chooses_the_design_that_follows_the_standout(tmp_path: Path) -> None:
+    # Two sets where dense must win, two where sparse must: whatever is left out, the
+    # other three contain both kinds, and only adaptive passes them all.
+    path = write_legs(
+        tmp_path / "legs.jsonl",
+        {"d1": "dense", "d2": "dense", "s1": "sparse", "s2": "sparse"},
+    )
+    table = measure(list(read_legs(path)), DESIGNS, SearchSettings())
+    assert table.legs["d1"] == Legs(3, 1.0, 0.0)
+    assert table.legs["s1"] == Legs(3, 0.0, 1.0)
+    assert table.hybrid[ADAPTIVE] == dict.fromkeys(["d1", "d2", "s1", "s2"], 1.0)
+    assert table.hybrid[RRF_DENSE] == {"d1": 1.0, "d2": 1.0, "s1": 0.0, "s2": 0.0}
+    folds = leave_one_out(table)
+    assert [f.dataset for f in folds] == ["d1", "d2", "s1", "s2"]
+    for fold in folds:
+        assert fold.choice.design == ADAPTIVE
+        assert (fold.hybrid, fold.margin, fold.passed) == (1.0, 0.0, True)
+    chosen = select(table, list(table.legs))
+    assert (chosen.design, chosen.worst, chosen.mean, chosen.tied) == (ADAPTIVE, 0.0, 0.0, 1)
+
+
+def test_lodo_exposes_a_choice_that_only_fits_the_training_sets(tmp_path: Path) -> None:
+    # With one sparse set, leaving it out trains on dense sets only: the simplest design
+    # that passes them (rrf leaning dense) is chosen and fails the set left out.
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "d2": "dense", "s1": "sparse"})
+    table = measure(list(read_legs(path)), DESIGNS, SearchSettings())
+    folds = {f.dataset: f for f in leave_one_out(table)}
+    assert folds["s1"].choice.design == RRF_DENSE
+    assert folds["s1"].choice.tied == 3, "rrf, score and adaptive all pass d1 and d2"
+    assert (folds["s1"].margin, folds["s1"].passed) == (-1.0, False)
+    assert folds["d1"].choice.design == folds["d2"].choice.design == ADAPTIVE
+    assert folds["d1"].passed
+    assert folds["d2"].passed
+
+
+def table_of(margins: dict[FusionDefault, dict[str, float]]) -> Table:
+    """A table whose better single leg scores 0.5 on every set: hybrid = 0.5 + margin."""
+    names = next(iter(margins.values()))
+    return Table(
+        legs={n: Legs(10, 0.5, 0.4) for n in names},
+        hybrid={d: {n: 0.5 + m for n, m in by_set.items()} for d, by_set in margins.items()},
+    )
+
+
+def test_select_maximises_the_worst_margin_first() -> None:
+    table = table_of(
+        {
+            RRF_DENSE: {"a": 0.05, "b": -0.01},  # better mean, worse worst case
+            ADAPTIVE: {"a": 0.0, "b": 0.0},
+        }
+    )
+    assert select(table, ["a", "b"]).design == ADAPTIVE
+    assert select(table, ["a"]).design == RRF_DENSE
+
+
+def test_select_takes_the_better_mean_among_the_safe() -> None:
+    table = table_of(
+        {
+            RRF_DENSE: {"a": -0.001, "b": 0.0},
+            ADAPTIVE: {"a": 0.0, "b": 0.03},  # worst within tolerance, mean far better
+        }
+    )
+    assert select(table, ["a", "b"]).design == ADAPTIVE
+
+
+def test_select_prefers_the_simpler_method_within_the_tolerance() -> None:
+    close = TOLERANCE / 2
+    table = table_of(
+        {
+            ADAPTIVE: {"a": close, "b": close + 0.001},
+            SCORE_DENSE: {"a": 0.0, "b": 0.001},
+            RRF_DENSE: {"a": 0.0, "b": 0.0},
+        }
+    )
+    choice = select(table, ["a", "b"])
+    assert choice.design == RRF_DENSE
+    assert choice.tied == 3
+    assert SIMPLICITY[FusionMethod.RRF] < SIMPLICITY[FusionMethod.SCORE]
+    assert SIMPLICITY[FusionMethod.SCORE] < SIMPLICITY[FusionMethod.SUM]
+    assert SIMPLICITY[FusionMethod.SUM] < SIMPLICITY[FusionMethod.ADAPTIVE]
+    # Beyond the tolerance the better design wins, however complex.
+    table = table_of({ADAPTIVE: {"a": 0.003, "b": 0.003}, RRF_DENSE: {"a": 0.0, "b": 0.0}})
+    assert select(table, ["a", "b"]).design == ADAPTIVE
+    # Within one method: the customary k over a fitted one, then the better worst
+    # margin, then the better mean.
+    fitted = FusionDefault.of("rrf", {"dense": 0.3, "sparse": 0.7}, k=20)
+    table = table_of({RRF_DENSE: {"a": 0.0, "b": 0.0}, fitted: {"a": 0.0015, "b": 0.0015}})
+    assert select(table, ["a", "b"]).design == RRF_DENSE
+    assert simplicity(fitted) == (0, 1)
+    assert simplicity(RRF_DENSE) == (0, 0)
+    assert simplicity(FusionDefault.of("score", {"dense": 1})) == (1, 0), "score reads no k"
+    table = table_of({RRF_DENSE: {"a": 0.0, "b": 0.0}, RRF_SPARSE: {"a": 0.001, "b": 0.001}})
+    assert select(table, ["a", "b"]).design == RRF_SPARSE
+
+
+def test_leave_one_out_needs_two_datasets() -> None:
+    with pytest.raises(ValueError, match="at least 2 datasets"):
+        leave_one_out(table_of({ADAPTIVE: {"a": 0.0}}))
+
+
+def test_the_grid_is_what_the_product_runs() -> None:
+    grid = default_grid()
+    assert len(grid) == len(set(grid)), "no design twice"
+    assert {d.method for d in grid} == set(FusionMethod)
+    assert FusionDefault.of("sum", {"dense": 1.0, "sparse": 0.3}) in grid, "BGE-M3's rule"
+    assert FusionDefault.of("rrf", {"dense": 0.7, "sparse": 0.3}, 60) in grid
+    assert FusionDefault.of("adaptive", {"dense": 0.95, "sparse": 0.05}, 60) in grid
+
+
+def test_a_fold_scores_what_the_replay_scores(tmp_path: Path) -> None:
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=2)
+    queries = list(read_legs(path))
+    table = measure(queries, DESIGNS, SearchSettings())
+    for design in DESIGNS:
+        replay = Replay(
+            settings=SearchSettings(),
+            fusion=design.method.value,
+            weights={leg.value: w for leg, w in design.weights},
+            k=design.k,
+        )
+        for r in evaluate(queries, replay):
+            assert table.hybrid[design][r["dataset"]] == r["modes"]["hybrid"]["ndcg@10"]
+            assert table.legs[r["dataset"]].dense == r["modes"]["semantic"]["ndcg@10"]
+
+
+def test_parallel_measurement_equals_the_serial_one(tmp_path: Path) -> None:
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=2)
+    queries = list(read_legs(path))
+    designs = [*DESIGNS, FusionDefault.of("rrf", {"dense": 0.7, "sparse": 0.3}, 20)]
+    assert measure(queries, designs, SearchSettings(), jobs=2) == measure(
+        queries, designs, SearchSettings()
+    )
+
+
+def run_main(args: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main([*args, "--quiet"]) == 0
+    return capsys.readouterr().out
+
+
+def test_main_reports_the_folds_and_the_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_legs(
+        tmp_path / "legs.jsonl",
+        {"d1": "dense", "d2": "dense", "s1": "sparse", "s2": "sparse"},
+        queries=2,
+    )
+    report = json.loads(run_main([str(path), "--json"], capsys))
+    assert [f["dataset"] for f in report["folds"]] == ["d1", "d2", "s1", "s2"]
+    assert all(f["pass"] for f in report["folds"])
+    fold = report["folds"][2]
+    assert fold["best_leg"] == "sparse"
+    assert (fold["hybrid"], fold["dense"], fold["sparse"], fold["margin"]) == (1.0, 0.0, 1.0, 0.0)
+    default = report["default"]
+    assert default["method"] == "adaptive"
+    assert default["margins"] == dict.fromkeys(["d1", "d2", "s1", "s2"], 0.0)
+    assert len(report["designs"]) == len(default_grid())
+    text = run_main([str(path)], capsys)
+    assert "left out" in text
+    assert "candidate default" in text
+    assert default["design"] in text
+    markdown = run_main([str(path), "--markdown"], capsys)
+    assert "| s1 | 2 | `adaptive dense=0.5,sparse=0.5 k=60` | 1.0000 | 0.0000 | **1.0000** |" in (
+        markdown
+    )
+    assert "| **`adaptive" in markdown
+    assert "| `rrf dense=0.7,sparse=0.3 k=60` |" in markdown
+
+
+def test_main_refuses_a_single_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=1)
+    for args in (["--dataset", "d1"], ["--dataset", "d1", "--dataset", "nope"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(path), "--quiet", *args])
+        assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "at least 2 datasets" in err
+    assert "--dataset: not in" in err
+    assert "nope" in err
+
+
+def test_main_keeps_the_datasets_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sets = {"d1": "dense", "d2": "dense", "s1": "sparse"}
+    path = write_legs(tmp_path / "legs.jsonl", sets, queries=1)
+    report = json.loads(
+        run_main([str(path), "--json", "--dataset", "d1", "--dataset", "s1"], capsys)
+    )
+    assert [f["dataset"] for f in report["folds"]] == ["d1", "s1"]

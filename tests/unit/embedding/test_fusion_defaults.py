@@ -1,0 +1,72 @@
+"""Each encoder declares its fusion default, and ``ENCODER_FUSION`` says the same without
+loading it. The model libraries are replaced by stubs: only the metadata is checked."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hsearch.config import EncoderKind
+from hsearch.embedding.bge_m3 import BGE_M3_FUSION, BgeM3Embedder
+from hsearch.embedding.factory import ENCODER_FUSION
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.offline import OFFLINE_FUSION, OfflineEmbedder
+from hsearch.embedding.protocol import UNMEASURED_FUSION
+from hsearch.types import FusionDefault, FusionMethod
+
+
+class _Model:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        del args, kwargs
+
+    def get_embedding_dimension(self) -> int:
+        return 384
+
+
+def _stub(monkeypatch: pytest.MonkeyPatch, module: str, **attributes: Any) -> None:
+    stub = types.ModuleType(module)
+    for name, value in attributes.items():
+        setattr(stub, name, value)
+    monkeypatch.setitem(sys.modules, module, stub)
+
+
+def test_the_offline_encoder_declares_its_measured_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _stub(monkeypatch, "sentence_transformers", SentenceTransformer=_Model)
+    (tmp_path / "modules.json").write_text("[]")
+    info = OfflineEmbedder(tmp_path).info
+    assert info.fusion == OFFLINE_FUSION == ENCODER_FUSION[EncoderKind.OFFLINE]
+
+
+def test_bge_m3_declares_its_papers_rule(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _stub(monkeypatch, "FlagEmbedding", BGEM3FlagModel=_Model)
+    for name in ("tokenizer_config.json", "tokenizer.json", "model.safetensors"):
+        (tmp_path / name).write_text("{}")
+    for name in ("sparse_linear.pt", "colbert_linear.pt"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 1024}))
+    info = BgeM3Embedder(tmp_path).info
+    assert info.fusion == BGE_M3_FUSION == ENCODER_FUSION[EncoderKind.BGE_M3]
+    # dense + 0.3 x sparse, summed as raw scores
+    assert FusionDefault.of(FusionMethod.SUM, {"dense": 1.0, "sparse": 0.3}) == BGE_M3_FUSION
+
+
+def test_the_fake_encoder_declares_nothing() -> None:
+    assert FakeEmbedder().info.fusion == UNMEASURED_FUSION == ENCODER_FUSION[EncoderKind.FAKE]
+
+
+def test_every_concrete_kind_has_a_default() -> None:
+    assert set(ENCODER_FUSION) == set(EncoderKind) - {EncoderKind.AUTO}
+
+
+def test_the_fusion_default_is_not_part_of_the_fingerprint() -> None:
+    info = FakeEmbedder().info
+    other = dataclasses.replace(info, fusion=BGE_M3_FUSION)
+    assert other.fingerprint == info.fingerprint, "changing it re-indexes nothing"
