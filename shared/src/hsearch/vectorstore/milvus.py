@@ -550,18 +550,8 @@ class MilvusVectorStore:
         limit: int,
         timeout: float,
     ) -> list[StoredHit]:
-        if len(vector) == 0:
-            return []  # no known term: an empty leg, not an error
-        # The inverted index scores every chunk sharing a term with the query, under
-        # the filter: exact at any selectivity (tests/integration/test_filtered_recall.py).
-        return await self._search(
-            [vector.to_dict()],
-            anns_field=SPARSE_FIELD,
-            # Milvus Lite rejects a non-zero drop ratio on search.
-            params={"metric_type": "IP", "params": {"drop_ratio_search": 0.0}},
-            expr=compile_filter(filter, tenant_id=tenant_id),
-            limit=limit,
-            timeout=timeout,
+        return await self._sparse(
+            vector, tenant_id=tenant_id, filter=filter, limit=limit, timeout=timeout
         )
 
     async def match_sparse(
@@ -574,18 +564,40 @@ class MilvusVectorStore:
         fields: Sequence[str],
         timeout: float,
     ) -> list[StoredHit]:
+        # The sparse leg's search, deeper and without the text.
+        return await self._sparse(
+            vector,
+            tenant_id=tenant_id,
+            filter=filter,
+            limit=limit,
+            timeout=timeout,
+            output_fields=(PRIMARY_FIELD, *fields),
+        )
+
+    async def _sparse(
+        self,
+        vector: SparseVector,
+        *,
+        tenant_id: str,
+        filter: FilterNode | None,
+        limit: int,
+        timeout: float,
+        output_fields: Sequence[str] = OUTPUT_FIELDS,
+    ) -> list[StoredHit]:
         if len(vector) == 0:
-            return []
-        # The same inverted-index search as the sparse leg, deeper and without the text:
-        # it returns only chunks sharing a term with the query (a score above 0).
+            return []  # no known term: an empty leg, not an error
+        # The inverted index scores every chunk sharing a term with the query (a score
+        # above 0), under the filter: exact at any selectivity
+        # (tests/integration/test_filtered_recall.py).
         return await self._search(
             [vector.to_dict()],
             anns_field=SPARSE_FIELD,
+            # Milvus Lite rejects a non-zero drop ratio on search.
             params={"metric_type": "IP", "params": {"drop_ratio_search": 0.0}},
             expr=compile_filter(filter, tenant_id=tenant_id),
             limit=limit,
             timeout=timeout,
-            output_fields=(PRIMARY_FIELD, *fields),
+            output_fields=output_fields,
         )
 
     async def _search(
