@@ -404,6 +404,8 @@ async def test_a_failed_count_falls_back_to_the_window(sessions: sessionmaker[Se
     assert (result.totals.total, result.totals.exact) == (1, False)
     assert result.totals.scope.value == "window"
     assert store.match_calls == 1
+    await service.search(query(mode=SearchMode.KEYWORD))
+    assert store.match_calls == 2, "a fallback is not kept: the next page counts again"
 
 
 async def test_a_sparse_leg_short_of_its_window_is_not_counted_again(

@@ -35,7 +35,7 @@ from hsearch.search.ranking import Ranked, Unit, page, rank, rerank
 from hsearch.search.retrieval import LegOutcome, MatchRequest, Retriever
 from hsearch.search.timings import Stage, StageClock
 from hsearch.search.totals import Counted, count, match_fields, taking_part
-from hsearch.types import FusionMethod, Leg, LegStatus
+from hsearch.types import CountScope, FusionMethod, Leg, LegStatus
 from hsearch.vectorstore.protocol import StoredHit, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -93,8 +93,12 @@ class SearchService:
                 [o.leg for o in outcomes if o.report.status in _DEGRADED],
             )
             counted = count(plan.ranking, ranked, legs=legs, matches=retrieval.matches)
-            if self._counted is not None and not any(n is None for n in legs.values()):
-                self._counted[key] = counted  # never a degraded answer
+            # Never a degraded answer, nor a window counted because the matches could not be.
+            complete = not any(n is None for n in legs.values()) and (
+                counted.totals.scope is CountScope.MATCHES or plan.ranking.min_score is not None
+            )
+            if self._counted is not None and complete:
+                self._counted[key] = counted
         clock.lap(Stage.FACETS)
         units, rerank_scores = await self._rerank(plan, ranked)
         clock.lap(Stage.RERANK)
