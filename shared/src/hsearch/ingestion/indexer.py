@@ -174,31 +174,31 @@ class IndexingService:
         for start in range(0, len(now), self._batch):
             changed |= self._process_batch(job_id, tenant_id, now[start : start + self._batch])
 
+        turn_ended = False
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
             if changed:
                 TenantRepository(session).bump_generation(tenant_id)
-            turn_ended = bool(later) and job.status is JobStatus.RUNNING
-            if turn_ended:
+            if job.status in TERMINAL:  # cancelled, or a flush for another job finished it
+                self._leases.drop(job_id)
+                return job.status
+            if later:
                 # Unowned, like a job the sweeper re-sends: any worker may take it.
                 job.lease_owner = None
                 job.lease_expires_at = self._leases.until()
                 self._leases.drop(job_id)
-        if turn_ended:
-            return self._end_turn(job_id)
-        with transaction(self._sessions) as session:
-            job = self._lock(session, job_id)
-            if job.status in TERMINAL:  # a flush for another job finished this one
-                self._leases.drop(job_id)
-                return job.status
-            if job.indexed == 0:
+                turn_ended = True
+            elif job.indexed == 0:
                 self._leases.drop(job_id)
                 return self._finish(job)  # nothing of it in the store: nothing to seal
-            logger.info(
-                "ingest.job.written job_id=%s indexed=%d: finished at the next flush",
-                job_id,
-                job.indexed,
-            )
+            else:
+                logger.info(
+                    "ingest.job.written job_id=%s indexed=%d: finished at the next flush",
+                    job_id,
+                    job.indexed,
+                )
+        if turn_ended:  # sent once the unowned lease is committed
+            return self._end_turn(job_id)
         with self._waiting_lock:
             self._waiting.add(job_id)
         # The lease is kept while the job waits for its flush, which drops it.
