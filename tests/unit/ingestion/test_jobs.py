@@ -122,3 +122,6 @@ def test_get_reads_the_job_of_its_own_tenant_only(sessions: sessionmaker[Session
             jobs.get(view.id, tenant_id="someone-else")
         with pytest.raises(JobNotFoundError):
             jobs.get(uuid.uuid4(), tenant_id=TENANT)
+        with pytest.raises(JobNotFoundError):
+            jobs.cancel(view.id, tenant_id="someone-else")
+        assert jobs.get(view.id, tenant_id=TENANT).status is JobStatus.QUEUED

@@ -24,9 +24,9 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.errors import DocumentNotFoundError, InvalidRequestError
+from hsearch.errors import DocumentNotFoundError
 from hsearch.ingestion.ids import content_hash, document_id
-from hsearch.ingestion.jobs import MAX_PAGE
+from hsearch.ingestion.jobs import check_page_limit
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.protocol import VectorStore
 
@@ -89,8 +89,7 @@ class DocumentService:
         """The tenant's indexed documents in external id order, ``limit`` per page (1 to
         500), optionally of one ``source``; ``cursor`` is the page before's
         ``next_cursor``."""
-        if not 1 <= limit <= MAX_PAGE:
-            raise InvalidRequestError(f"limit: must be between 1 and {MAX_PAGE}")
+        check_page_limit(limit)
         stmt = (
             select(Document)
             .where(Document.tenant_id == tenant_id)

@@ -30,6 +30,13 @@ from hsearch.ingestion.ids import content_hash
 from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView
 
 MAX_PAGE = 500
+"""The most rows one page of a list (jobs, documents) holds."""
+
+
+def check_page_limit(limit: int) -> None:
+    """Raise InvalidRequestError naming ``limit`` unless it is between 1 and MAX_PAGE."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidRequestError(f"limit: must be between 1 and {MAX_PAGE}")
 
 
 class JobService:
@@ -98,12 +105,8 @@ class JobService:
         """Cancel a queued or running job: the documents it has indexed stay, the rest
         are marked cancelled and never indexed (a worker checks each document before it
         writes it). Raises JobNotFoundError (404) or JobFinishedError (409)."""
-        repo = JobRepository(self._uow.session)
-        job = repo.get(job_id, tenant_id=tenant_id)
-        if job is None:
-            raise JobNotFoundError(f"job {job_id} not found")
-        job = repo.lock(job_id)
-        if job is None:
+        job = JobRepository(self._uow.session).lock(job_id)
+        if job is None or job.tenant_id != tenant_id:  # another tenant's is not found
             raise JobNotFoundError(f"job {job_id} not found")
         if job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
             raise JobFinishedError(f"job {job_id} has finished ({job.status}): nothing to cancel")
@@ -130,8 +133,7 @@ class JobService:
         """The tenant's jobs, newest first, ``limit`` per page (1 to 500); ``cursor`` is
         the ``next_cursor`` of the page before (opaque). Raises InvalidRequestError
         naming ``limit`` or ``cursor``."""
-        if not 1 <= limit <= MAX_PAGE:
-            raise InvalidRequestError(f"limit: must be between 1 and {MAX_PAGE}")
+        check_page_limit(limit)
         jobs = JobRepository(self._uow.session).page(
             tenant_id=tenant_id,
             status=status,
