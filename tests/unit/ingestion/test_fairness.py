@@ -11,15 +11,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
 from hsearch.db.models import JobStatus
-from hsearch.embedding.fake import FakeEmbedder
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
-from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
+from tests.unit.ingestion.test_indexing import make_service
 
 
 class RecordingStore(InMemoryVectorStore):
@@ -57,13 +56,9 @@ def run_worker(queue: InMemoryJobQueue, service: IndexingService) -> list[JobSta
 def indexer(
     sessions: sessionmaker[Session], store: InMemoryVectorStore, queue: InMemoryJobQueue, turn: int
 ) -> IndexingService:
-    return IndexingService(
-        session_factory=sessions,
-        embedder=FakeEmbedder(),
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        chunk_max_chars=200,
-        chunk_overlap_chars=0,
+    return make_service(
+        sessions,
+        store,
         batch_documents=2,
         batches_per_task=turn,
         requeue=queue if turn else None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -65,9 +66,11 @@ def make_service(
     embedder: FakeEmbedder | None = None,
     *,
     timers: Timers | None = None,
+    **options: Any,
 ) -> IndexingService:
     """An indexer flushing after every job, or, given ``timers``, at most once per
-    10 s of a clock that stands still (the timers fire when a test says so)."""
+    10 s of a clock that stands still (the timers fire when a test says so); ``options``
+    go to :class:`IndexingService` as they are (``owner``, ``batch_documents``, ...)."""
     return IndexingService(
         session_factory=sessions,
         embedder=embedder or FakeEmbedder(),
@@ -78,6 +81,7 @@ def make_service(
         flush_min_interval_s=0 if timers is None else 10,
         clock=Clock(),
         start_timer=timers or Timers(),
+        **options,
     )
 
 

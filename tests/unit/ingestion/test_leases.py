@@ -20,9 +20,8 @@ from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.leases import JobSweeper, LeaseKeeper, aware
 from hsearch.ingestion.queue import InMemoryJobQueue
-from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
-from tests.unit.ingestion.test_indexing import A, B, C, CrashingStore, docs, submit
+from tests.unit.ingestion.test_indexing import A, B, C, CrashingStore, docs, make_service, submit
 
 TENANT = "t1"
 
@@ -30,16 +29,7 @@ TENANT = "t1"
 def indexer(
     sessions: sessionmaker[Session], store: InMemoryVectorStore, owner: str
 ) -> IndexingService:
-    return IndexingService(
-        session_factory=sessions,
-        embedder=FakeEmbedder(),
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        chunk_max_chars=200,
-        chunk_overlap_chars=0,
-        lease_s=60,
-        owner=owner,
-    )
+    return make_service(sessions, store, owner=owner)
 
 
 def job_row(sessions: sessionmaker[Session], job_id: uuid.UUID) -> IngestionJob:
@@ -207,15 +197,7 @@ def test_a_job_cancelled_mid_run_keeps_what_it_indexed_and_writes_nothing_more(
     embedder = CancellingEmbedder(sessions, at="number2")
     embedder.job_id = job_id
     store = InMemoryVectorStore()
-    service = IndexingService(
-        session_factory=sessions,
-        embedder=embedder,
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        chunk_max_chars=200,
-        chunk_overlap_chars=0,
-        batch_documents=2,
-    )
+    service = make_service(sessions, store, embedder, batch_documents=2)
     assert service.process_job(job_id) is JobStatus.CANCELLED
     job = job_row(sessions, job_id)
     assert (job.indexed, job.failed, job.skipped) == (2, 0, 0)
