@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -114,16 +114,7 @@ class Reconciler:
                 "reconcile.orphans_deleted tenant=%s chunks=%d", drift.tenant_id, len(drift.orphans)
             )
         job_id = self._resubmit(drift.tenant_id, sorted(drift.missing)) if drift.missing else None
-        return Drift(
-            tenant_id=drift.tenant_id,
-            documents=drift.documents,
-            recorded_chunks=drift.recorded_chunks,
-            stored_chunks=drift.stored_chunks,
-            orphans=drift.orphans,
-            missing=drift.missing,
-            repaired=True,
-            repair_job=job_id,
-        )
+        return replace(drift, repaired=True, repair_job=job_id)
 
     def _resubmit(self, tenant_id: str, external_ids: Sequence[str]) -> uuid.UUID:
         """Submit the documents again (in as many jobs as the batch limit needs);
