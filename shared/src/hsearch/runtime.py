@@ -91,6 +91,8 @@ class Services:
             statistics=self.statistics,
             chunk_max_chars=self.settings.ingest.chunk_max_chars,
             chunk_overlap_chars=self.settings.ingest.chunk_overlap_chars,
+            batch_documents=self.settings.ingest.batch_documents,
+            batch_chunks=self.settings.ingest.batch_chunks,
             flush_min_interval_s=self.settings.ingest.flush_min_interval_s,
             lease_s=self.settings.ingest.lease_s,
             batches_per_task=self.settings.ingest.batches_per_task,

@@ -22,14 +22,15 @@ from tests.unit.ingestion.test_indexing import make_service
 
 
 class RecordingStore(InMemoryVectorStore):
-    """Records the tenant of every document written, in order."""
+    """Records the tenant of every document written, in order (a document's first
+    chunk stands for it; one upsert may carry several documents)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tenants: list[str] = []
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
-        self.tenants.append(records[0].tenant_id)
+        self.tenants.extend(r.tenant_id for r in records if r.ordinal == 0)
         super().upsert(records)
 
 

@@ -14,10 +14,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
-from hsearch.db.models import Document, JobStatus, LexicalCorpusStats, LexicalTermStats
+from hsearch.db.models import (
+    Document,
+    IngestionJob,
+    JobStatus,
+    LexicalCorpusStats,
+    LexicalTermStats,
+)
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
-from hsearch.errors import EncoderError, VectorStoreError
+from hsearch.errors import EncoderError, InvalidRequestError, VectorStoreError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.indexer import IndexingService
@@ -315,3 +321,69 @@ def test_jobs_a_stopped_worker_left_waiting_finish_with_the_next_flush(
     job_id = run(sessions, other, docs(C))
     assert statuses(sessions, [orphan, job_id]) == [JobStatus.SUCCEEDED] * 2
     assert len(store.flushes) == 2
+
+
+class ProgressRecordingStore(InMemoryVectorStore):
+    """Records, at each write, the documents it carries and the job's progress as
+    committed at that moment (read in a session of its own)."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        super().__init__()
+        self._sessions = sessions
+        self.job_id: uuid.UUID | None = None
+        self.writes: list[tuple[list[str], int]] = []
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        assert self.job_id is not None
+        with self._sessions() as s:
+            job = s.get_one(IngestionJob, self.job_id)
+            committed = job.indexed
+        written = sorted(r.external_id for r in records if r.ordinal == 0)
+        self.writes.append((written, committed))
+        super().upsert(records)
+
+
+def test_progress_is_committed_per_group_of_chunks(sessions: sessionmaker[Session]) -> None:
+    # Three one-chunk documents fill a group of three chunks; the long one is a group
+    # of its own; the last one starts a new group.
+    long_text = " ".join(f"Sentence number {i} of the long document." for i in range(30))
+    batch = docs(
+        ("s1", "One."), ("s2", "Two."), ("s3", "Three."), ("long", long_text), ("s4", "Four.")
+    )
+    store = ProgressRecordingStore(sessions)
+    service = make_service(sessions, store, batch_documents=16, batch_chunks=3)
+    store.job_id = submit(sessions, batch)
+    assert service.process_job(store.job_id) is JobStatus.SUCCEEDED
+    # One write per group; what the earlier groups indexed is committed before the next.
+    assert store.writes == [(["s1", "s2", "s3"], 0), (["long"], 3), (["s4"], 4)]
+    assert get_job(sessions, store.job_id).indexed == 5
+
+
+class RefusingStore(InMemoryVectorStore):
+    """Refuses (not transiently) any write that carries a document of ``refused``."""
+
+    def __init__(self, refused: str) -> None:
+        super().__init__()
+        self.refused = refused
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        if any(r.external_id == self.refused for r in records):
+            raise InvalidRequestError("metadata: a value is too long for the store")
+        super().upsert(records)
+
+
+def test_a_document_the_store_refuses_fails_alone_and_counts_nothing(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = RefusingStore("b")
+    job_id = run(sessions, make_service(sessions, store), docs(A, B, C))
+    view = get_job(sessions, job_id)
+    assert (view.status, view.indexed, view.failed) == (JobStatus.PARTIAL, 2, 1)
+    assert view.errors[0].external_id == "b"
+    assert "too long" in view.errors[0].error
+    # Its group was rolled back and written again without it: the statistics and the
+    # store hold exactly the other two, as an ingest of those two alone does.
+    clean = InMemoryVectorStore()
+    run(sessions, make_service(sessions, clean), docs(A, C), tenant="t2")
+    assert stats(sessions) == stats(sessions, "t2")
+    assert store.count(tenant_id=TENANT) == clean.count(tenant_id="t2")

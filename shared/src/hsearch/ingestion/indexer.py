@@ -42,8 +42,8 @@ from hsearch.ingestion.ids import chunk_id, document_id
 from hsearch.ingestion.leases import LeaseKeeper, aware, worker_identity
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.records import chunk_records, embedding_text
-from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
-from hsearch.vectorstore.protocol import VectorStore
+from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics
+from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +75,7 @@ class IndexingService:
         chunk_max_chars: int,
         chunk_overlap_chars: int,
         batch_documents: int = 16,
+        batch_chunks: int = 128,
         flush_min_interval_s: float = 0.0,
         lease_s: float = 60.0,
         owner: str | None = None,
@@ -98,6 +99,7 @@ class IndexingService:
         self._chunk_max = chunk_max_chars
         self._chunk_overlap = chunk_overlap_chars
         self._batch = batch_documents
+        self._batch_chunks = batch_chunks
         self._collection_ready = False
         # Jobs written here and not yet finished; the timer thread reads it too.
         self._waiting: set[uuid.UUID] = set()
@@ -301,18 +303,29 @@ class IndexingService:
     def _process_batch(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]) -> bool:
         """Index one batch of items; returns whether any document changed.
 
-        1. decide (short transaction): skip unchanged documents, chunk the others;
-        2. encode, with no transaction open (the slow part);
-        3. record the chunk ids about to be written on each item (committed before
-           Milvus sees them, so a crash can never leave chunks nobody knows of);
-        4. per document, under its row lock: upsert the chunks, delete the stale ones
-           by primary key, update statistics and the document, mark the item.
+        The batch is decided at once (skip unchanged documents, chunk the others), then
+        encoded and written in groups of at most ``batch_chunks`` chunks (a larger
+        document is a group of its own), so that progress is committed about once per
+        group, every few documents or about once a second, whatever the documents' size.
         """
         todo = self._decide(job_id, tenant_id, item_ids)
-        embeddings, errors = self._embed_items(todo)
+        changed = False
+        for group in _groups(todo, max_chunks=self._batch_chunks):
+            changed |= self._process_group(job_id, tenant_id, group)
+        return changed
+
+    def _process_group(self, job_id: uuid.UUID, tenant_id: str, group: list[_PreparedItem]) -> bool:
+        """1. encode, with no transaction open (the slow part);
+        2. record the chunk ids about to be written on each item (committed before
+           Milvus sees them, so a crash can never leave chunks nobody knows of);
+        3. in one transaction, under the documents' row locks: upsert every chunk of
+           the group, delete the stale ones by primary key, update statistics and the
+           documents, mark the items (:meth:`_write`).
+        """
+        embeddings, errors = self._embed_items(group)
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
-            for prepared in todo:
+            for prepared in group:
                 item = session.get_one(JobItem, prepared.item_id)
                 if not _pending(item):
                     continue  # its job was cancelled while it was being encoded
@@ -321,25 +334,35 @@ class IndexingService:
                     continue
                 item.document_id = prepared.document_id
                 item.chunk_ids = list(prepared.chunk_ids)
-        changed = False
-        for prepared in todo:
-            if prepared.item_id in errors:
-                continue
+        ready = [p for p in group if p.item_id not in errors]
+        return self._write(job_id, tenant_id, ready, embeddings) if ready else False
+
+    def _write(
+        self,
+        job_id: uuid.UUID,
+        tenant_id: str,
+        ready: list[_PreparedItem],
+        embeddings: dict[int, list[Embedding]],
+    ) -> bool:
+        """Write ``ready`` in one transaction; returns whether any document changed.
+
+        A store error that is not transient (the store refused the records) rolls the
+        group back and writes its documents one by one, so that the document at fault
+        fails alone and the others are indexed.
+        """
+        try:
+            with transaction(self._sessions) as session:
+                return self._write_group(session, job_id, tenant_id, ready, embeddings)
+        except _StoreRefusedError as refused:
+            if len(ready) > 1:
+                written = [self._write(job_id, tenant_id, [p], embeddings) for p in ready]
+                return any(written)
             with transaction(self._sessions) as session:
                 job = self._lock(session, job_id)
-                item = session.get_one(JobItem, prepared.item_id)
-                if not _pending(item):
-                    continue  # cancelled meanwhile: nothing of it is written
-                self._index_item(
-                    session,
-                    job=job,
-                    item=item,
-                    prepared=prepared,
-                    vectors=embeddings[prepared.item_id],
-                    tenant_id=tenant_id,
-                )
-                changed |= item.status is JobItemStatus.INDEXED
-        return changed
+                item = session.get_one(JobItem, ready[0].item_id)
+                if _pending(item):
+                    self._fail(job, item, refused.error)
+            return False
 
     @staticmethod
     def _lock(session: Session, job_id: uuid.UUID) -> IngestionJob:
@@ -427,103 +450,120 @@ class IndexingService:
             pos += len(prepared.chunks)
         return out, errors
 
-    def _index_item(
+    def _write_group(
         self,
         session: Session,
-        *,
-        job: IngestionJob,
-        item: JobItem,
-        prepared: _PreparedItem,
-        vectors: list[Embedding],
+        job_id: uuid.UUID,
         tenant_id: str,
-    ) -> None:
+        ready: list[_PreparedItem],
+        embeddings: dict[int, list[Embedding]],
+    ) -> bool:
+        job = self._lock(session, job_id)
         docs = DocumentRepository(session)
-        # The row lock serialises two workers writing the same document.
-        existing = docs.get_for_update(prepared.document_id)
-        if existing is not None and existing.version > item.id:
-            self._superseded(job, item, prepared.document_id)
-            return
-        # Term counts become BM25 with the tenant's statistics, recorded below.
-        lexical: WeightedDocument | None = None
-        if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
-            lexical = self._statistics.weigh_document(
-                session, tenant_id=tenant_id, chunks=[e.sparse for e in vectors], replaced=existing
+        jobs = JobRepository(session)
+        items = {item.id: item for item in jobs.items([p.item_id for p in ready])}
+        records: list[ChunkRecord] = []
+        stale: set[str] = set()
+        written: list[tuple[JobItem, int, int]] = []
+        # Row locks in document-id order: two workers writing overlapping groups wait
+        # for each other instead of deadlocking.
+        for prepared in sorted(ready, key=lambda p: p.document_id):
+            item = items[prepared.item_id]
+            if not _pending(item):
+                continue  # cancelled meanwhile: nothing of it is written
+            existing = docs.get_for_update(prepared.document_id)
+            if existing is not None and existing.version > item.id:
+                self._superseded(job, item, prepared.document_id)
+                continue
+            vectors = embeddings[prepared.item_id]
+            # Term counts become BM25 with the tenant's statistics as they stand after
+            # the documents before this one in the group; recorded in this transaction.
+            contribution = LexicalContribution()
+            if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
+                lexical = self._statistics.weigh_document(
+                    session,
+                    tenant_id=tenant_id,
+                    chunks=[e.sparse for e in vectors],
+                    replaced=existing,
+                )
+                vectors = [
+                    Embedding(dense=e.dense, sparse=weights)
+                    for e, weights in zip(vectors, lexical.weights, strict=True)
+                ]
+                self._statistics.record(session, tenant_id=tenant_id, document=lexical)
+                contribution = lexical.contribution
+            created = existing.created_at if existing else utcnow()
+            records.extend(
+                chunk_records(
+                    tenant_id=tenant_id,
+                    document_id=prepared.document_id,
+                    external_id=item.external_id,
+                    title=item.title,
+                    source=item.source,
+                    lang=item.lang,
+                    tags=item.tags,
+                    metadata=item.metadata_,
+                    created_at=created,
+                    chunk_ids=prepared.chunk_ids,
+                    chunks=prepared.chunks,
+                    vectors=vectors,
+                )
             )
-            vectors = [
-                Embedding(dense=e.dense, sparse=weights)
-                for e, weights in zip(vectors, lexical.weights, strict=True)
-            ]
-        created = existing.created_at if existing else utcnow()
-        records = chunk_records(
-            tenant_id=tenant_id,
-            document_id=prepared.document_id,
-            external_id=item.external_id,
-            title=item.title,
-            source=item.source,
-            lang=item.lang,
-            tags=item.tags,
-            metadata=item.metadata_,
-            created_at=created,
-            chunk_ids=prepared.chunk_ids,
-            chunks=prepared.chunks,
-            vectors=vectors,
-        )
-        # Stale: what the indexed version has, plus what interrupted attempts wrote.
-        stale = set(existing.chunk_ids if existing else ())
-        stale.update(
-            JobRepository(session).unfinished_chunk_ids(prepared.document_id, exclude=item.id)
-        )
-        stale.difference_update(prepared.chunk_ids)
+            # Stale: what the indexed version has, plus what interrupted attempts wrote.
+            old = set(existing.chunk_ids if existing else ())
+            old.update(jobs.unfinished_chunk_ids(prepared.document_id, exclude=item.id))
+            old.difference_update(prepared.chunk_ids)
+            stale.update(old)
+            values = {
+                "title": item.title,
+                "source": item.source,
+                "lang": item.lang,
+                "tags": list(item.tags),
+                "metadata_": dict(item.metadata_),
+                "content": item.content,
+                "content_hash": item.content_hash,
+                "chunk_count": len(prepared.chunks),
+                "chunk_ids": list(prepared.chunk_ids),
+                "lexical_terms": contribution.stored_terms(),
+                "lexical_length": contribution.length,
+                "encoder": self._embedder.info.fingerprint,
+                "version": item.id,
+            }
+            if existing is None:
+                docs.add(
+                    Document(
+                        id=prepared.document_id,
+                        tenant_id=tenant_id,
+                        external_id=item.external_id,
+                        created_at=created,
+                        **values,
+                    )
+                )
+            else:
+                for key, value in values.items():
+                    setattr(existing, key, value)
+            item.status = JobItemStatus.INDEXED
+            job.indexed += 1
+            written.append((item, len(prepared.chunks), len(old)))
         try:
-            self._store.upsert(records)
-            self._store.delete_chunks(sorted(stale))
+            if records:
+                self._store.upsert(records)
+            if stale:
+                self._store.delete_chunks(sorted(stale))
         except BackendError:
             raise  # transient: the task retries; this transaction rolls back
         except HsearchError as exc:
-            self._fail(job, item, exc)
-            return
-
-        if lexical is not None:
-            self._statistics.record(session, tenant_id=tenant_id, document=lexical)
-        contribution = LexicalContribution() if lexical is None else lexical.contribution
-        values = {
-            "title": item.title,
-            "source": item.source,
-            "lang": item.lang,
-            "tags": list(item.tags),
-            "metadata_": dict(item.metadata_),
-            "content": item.content,
-            "content_hash": item.content_hash,
-            "chunk_count": len(records),
-            "chunk_ids": list(prepared.chunk_ids),
-            "lexical_terms": contribution.stored_terms(),
-            "lexical_length": contribution.length,
-            "encoder": self._embedder.info.fingerprint,
-            "version": item.id,
-        }
-        if existing is None:
-            docs.add(
-                Document(
-                    id=prepared.document_id,
-                    tenant_id=tenant_id,
-                    external_id=item.external_id,
-                    created_at=created,
-                    **values,
-                )
-            )
-        else:
-            for key, value in values.items():
-                setattr(existing, key, value)
-        item.status = JobItemStatus.INDEXED
-        job.indexed += 1
+            raise _StoreRefusedError(exc) from exc
         session.flush()
-        logger.info(
-            "ingest.document.indexed job_id=%s external_id=%s chunks=%d stale_deleted=%d",
-            job.id,
-            item.external_id,
-            len(records),
-            len(stale),
-        )
+        for item, chunks, deleted in written:
+            logger.info(
+                "ingest.document.indexed job_id=%s external_id=%s chunks=%d stale_deleted=%d",
+                job.id,
+                item.external_id,
+                chunks,
+                deleted,
+            )
+        return bool(written)
 
     @staticmethod
     def _superseded(job: IngestionJob, item: JobItem, doc_id: uuid.UUID) -> None:
@@ -546,6 +586,29 @@ class IndexingService:
             item.external_id,
             item.error,
         )
+
+
+class _StoreRefusedError(Exception):
+    """The store refused a group's records with an error that is not transient."""
+
+    def __init__(self, error: HsearchError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _groups(todo: list[_PreparedItem], *, max_chunks: int) -> list[list[_PreparedItem]]:
+    """``todo`` in order, cut into groups of at most ``max_chunks`` chunks; a document
+    with more chunks than that is a group of its own."""
+    groups: list[list[_PreparedItem]] = []
+    size = 0
+    for prepared in todo:
+        if groups and size + len(prepared.chunks) <= max_chunks:
+            groups[-1].append(prepared)
+            size += len(prepared.chunks)
+        else:
+            groups.append([prepared])
+            size = len(prepared.chunks)
+    return groups
 
 
 def _pending(item: JobItem) -> bool:
