@@ -7,6 +7,7 @@ one Milvus Lite gRPC server, the tiny generated BGE-M3 checkpoint as the encoder
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import uuid
@@ -40,6 +41,9 @@ class Stack:
     worker: Child | None = None
 
 
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"integration-webhook-key-32bytes!").decode()
+
+
 def stack_env(
     *,
     database_url: str,
@@ -61,6 +65,9 @@ def stack_env(
             "HSEARCH_LOG_LEVEL": "INFO",
             # Tests submit jobs seconds apart: batched flushes, without 10 s waits.
             "HSEARCH_INGEST__FLUSH_MIN_INTERVAL_S": "1",
+            # Job webhooks on, to a receiver the tests run on loopback.
+            "HSEARCH_WEBHOOKS__SECRET": WEBHOOK_SECRET,
+            "HSEARCH_WEBHOOKS__ALLOW_PRIVATE_NETWORKS": "true",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false",

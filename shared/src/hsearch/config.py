@@ -9,6 +9,8 @@ on a machine with no Postgres, Redis or RabbitMQ.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping
 from enum import StrEnum
 from functools import lru_cache
@@ -325,6 +327,48 @@ class IngestSettings(BaseModel):
         return self
 
 
+class WebhookSettings(BaseModel):
+    """Webhooks called when an ingest job ends (docs/ingestion.md, Webhooks)."""
+
+    secret: SecretStr | None = Field(
+        default=None,
+        description="The Standard Webhooks signing secret (`whsec_` and base64 of at "
+        "least 24 random bytes) receivers verify with. Unset: jobs with a webhook are "
+        "refused (422).",
+    )
+    timeout_s: float = Field(default=10.0, gt=0, le=120, description="One delivery attempt.")
+    max_attempts: int = Field(
+        default=8, ge=1, le=50, description="Attempts before a delivery is given up."
+    )
+    backoff_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="The wait before the second attempt; it doubles after each failure, "
+        "up to an hour (8 attempts span about an hour).",
+    )
+    allow_private_networks: bool = Field(
+        default=False,
+        description="Allow webhook URLs that resolve to loopback, private or link-local "
+        "addresses (a local receiver; off in production, so that a tenant cannot make "
+        "the workers call internal services).",
+    )
+
+    @model_validator(mode="after")
+    def _secret_decodes(self) -> WebhookSettings:
+        if self.secret is not None:
+            raw = self.secret.get_secret_value().removeprefix("whsec_")
+            try:
+                key = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
+            except binascii.Error as exc:
+                msg = "webhooks.secret: not base64 after the whsec_ prefix"
+                raise ValueError(msg) from exc
+            if len(key) < 24:
+                msg = "webhooks.secret: at least 24 bytes of key are needed"
+                raise ValueError(msg)
+        return self
+
+
 class ApiSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
@@ -361,6 +405,7 @@ class Settings(BaseSettings):
     rerank: RerankSettings = RerankSettings()
     ingest: IngestSettings = IngestSettings()
     api: ApiSettings = ApiSettings()
+    webhooks: WebhookSettings = WebhookSettings()
 
     @property
     def database_url(self) -> str:

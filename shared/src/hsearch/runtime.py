@@ -28,6 +28,7 @@ from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
 from hsearch.ingestion.reconcile import Reconciler
 from hsearch.ingestion.reindex import ReindexService
+from hsearch.ingestion.webhooks import WebhookSender
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.protocol import Reranker
@@ -81,9 +82,10 @@ class Services:
         which never enqueues, creates no second Celery app in its process."""
         return self.queue_factory()
 
-    def indexing(self) -> IndexingService:
-        """A new indexing service on these resources: what a worker runs per job.
-        Closing these resources closes it too (its waiting flush runs first)."""
+    def indexing(self, *, on_finished: Callable[[], None] | None = None) -> IndexingService:
+        """A new indexing service on these resources: what a worker runs per job;
+        ``on_finished`` is called after it has committed the end of a job. Closing these
+        resources closes it too (its waiting flush runs first)."""
         indexer = IndexingService(
             session_factory=self.sessions,
             embedder=self.embedder,
@@ -97,6 +99,7 @@ class Services:
             lease_s=self.settings.ingest.lease_s,
             batches_per_task=self.settings.ingest.batches_per_task,
             requeue=self.queue if self.settings.ingest.batches_per_task else None,
+            on_finished=on_finished,
         )
         self._indexers.append(indexer)
         return indexer
@@ -112,14 +115,21 @@ class Services:
         )
 
     def sweeper(self) -> JobSweeper:
-        """What re-sends abandoned jobs (expired leases, jobs never sent) to the queue."""
+        """What re-sends abandoned jobs (expired leases, jobs never sent) to the queue,
+        purges old jobs and delivers webhooks (when a signing secret is set)."""
         ingest = self.settings.ingest
+        webhooks = self.settings.webhooks
         return JobSweeper(
             self.sessions,
             self.queue,
             lease_s=ingest.lease_s,
             unsent_after_s=ingest.unsent_after_s,
             retention_s=ingest.job_retention_days * 86400,
+            webhooks=(
+                WebhookSender(self.sessions, settings=webhooks)
+                if webhooks.secret is not None
+                else None
+            ),
         )
 
     async def check_readiness(self) -> Readiness:

@@ -194,3 +194,9 @@ class JobStatus(StrEnum):
     PARTIAL = "partial"  # some items failed, the rest landed
     FAILED = "failed"  # every item failed, or the job itself could not run
     CANCELLED = "cancelled"  # cancelled: finished documents stay, the rest were not indexed
+
+
+FINISHED_JOB_STATUSES = frozenset(
+    {JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED}
+)
+"""A job in one of these has ended: nothing more runs for it (its webhook aside)."""

@@ -18,7 +18,14 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 
-from hsearch.config import ApiSettings, EncoderKind, EncoderSettings, SearchSettings, Settings
+from hsearch.config import (
+    ApiSettings,
+    EncoderKind,
+    EncoderSettings,
+    SearchSettings,
+    Settings,
+    WebhookSettings,
+)
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import Services, build_services
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
@@ -42,6 +49,7 @@ def api_settings(data_dir: Path, **search: Any) -> Settings:
         encoder=EncoderSettings(kind=EncoderKind.FAKE),
         search=SearchSettings(**search),
         api=ApiSettings(migrate_on_start=True),
+        webhooks=WebhookSettings(),
     )
 
 

@@ -91,8 +91,8 @@ class DeadBrokerQueue:
 class FailsAfterWriting(JobService):
     """Writes and queues the job, then fails: a request that errors after its writes."""
 
-    def submit(self, *, tenant_id: str, documents: Any) -> JobView:
-        super().submit(tenant_id=tenant_id, documents=documents)
+    def submit(self, *, tenant_id: str, documents: Any, webhook_url: str | None = None) -> JobView:
+        super().submit(tenant_id=tenant_id, documents=documents, webhook_url=webhook_url)
         raise EncoderError("the request failed after writing the job")
 
 
@@ -200,9 +200,11 @@ async def test_documents_input_maps_every_field(
     captured: list[DocumentInput] = []
 
     class Capturing(JobService):
-        def submit(self, *, tenant_id: str, documents: Any) -> JobView:
+        def submit(
+            self, *, tenant_id: str, documents: Any, webhook_url: str | None = None
+        ) -> JobView:
             captured.extend(documents)
-            return super().submit(tenant_id=tenant_id, documents=documents)
+            return super().submit(tenant_id=tenant_id, documents=documents, webhook_url=webhook_url)
 
     def capturing(uow: UnitOfWorkDep, settings: SettingsDep) -> JobService:
         return Capturing(uow, settings=settings.ingest)

@@ -3,11 +3,14 @@ jobs newest first, by status, page by page."""
 
 from __future__ import annotations
 
+import base64
 import uuid
+from pathlib import Path
 from typing import Any
 
+from hsearch.config import WebhookSettings
 from hsearch.db.models import LexicalCorpusStats
-from tests.unit.api.conftest import Api
+from tests.unit.api.conftest import Api, api_settings, serve
 
 TENANT = "default"
 DOCS = [
@@ -167,3 +170,32 @@ async def test_update_fields_without_reencoding(api: Api) -> None:
     assert refused.json()["detail"].startswith("text: ")
     missing = await api.client.patch("/v1/documents/nope", json={"source": "x"})
     assert missing.status_code == 404
+
+
+async def test_a_webhook_needs_a_server_secret_and_the_job_shows_its_delivery(
+    api: Api, tmp_path: Path
+) -> None:
+    body = {"documents": DOCS[:1], "webhook_url": "https://hooks.example.com/x"}
+    refused = await api.client.post("/v1/documents", json=body)
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("webhook_url:")
+
+    secret = "whsec_" + base64.b64encode(b"s" * 32).decode()
+    settings = api_settings(tmp_path / "hooks").model_copy(
+        update={"webhooks": WebhookSettings.model_validate({"secret": secret})}
+    )
+    async with serve(settings) as hooked:
+        accepted = await hooked.client.post("/v1/documents", json=body)
+        assert accepted.status_code == 202, accepted.text
+        job = (await hooked.client.get(accepted.json()["status_url"])).json()
+        assert job["webhook"] == {
+            "url": "https://hooks.example.com/x",
+            "attempts": 0,
+            "delivered_at": None,
+            "next_attempt_at": None,
+            "error": None,
+        }
+        private = {**body, "webhook_url": "http://10.0.0.1/x"}
+        refused = await hooked.client.post("/v1/documents", json=private)
+        assert refused.status_code == 422
+        assert "not a public address" in refused.json()["detail"]

@@ -62,7 +62,7 @@ UnitOfWorkDep = Annotated[UnitOfWork, Depends(get_unit_of_work, scope="function"
 
 
 def get_job_service(uow: UnitOfWorkDep, settings: SettingsDep) -> JobService:
-    return JobService(uow, settings=settings.ingest)
+    return JobService(uow, settings=settings.ingest, webhooks=settings.webhooks)
 
 
 def get_tenant(settings: SettingsDep) -> str:

@@ -43,13 +43,10 @@ from hsearch.ingestion.leases import LeaseKeeper, aware, worker_identity
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.records import chunk_records, embedding_text
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics
+from hsearch.types import FINISHED_JOB_STATUSES
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 logger = logging.getLogger(__name__)
-
-TERMINAL = frozenset(
-    {JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +78,7 @@ class IndexingService:
         owner: str | None = None,
         batches_per_task: int = 0,
         requeue: JobQueue | None = None,
+        on_finished: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         start_timer: TimerFactory = start_thread_timer,
     ) -> None:
@@ -90,8 +88,9 @@ class IndexingService:
         tenants' among them, take turns with it (0: each job runs whole);
         ``lease_s`` is the lease on a job this service works on
         (:mod:`hsearch.ingestion.leases`), ``owner`` its name (default: unique to the
-        process); ``clock`` and ``start_timer`` drive the flush schedule (tests replace
-        them)."""
+        process); ``on_finished`` is called once the end of a job is committed (the
+        worker's sweeper then delivers its webhook); ``clock`` and ``start_timer`` drive
+        the flush schedule (tests replace them)."""
         self._sessions = session_factory
         self._embedder = embedder
         self._store = store
@@ -114,6 +113,7 @@ class IndexingService:
         )
         self._turn = batches_per_task * batch_documents if requeue is not None else 0
         self._requeue = requeue
+        self._on_finished = on_finished
 
     def process_job(self, job_id: uuid.UUID) -> JobStatus:
         """Index every pending item of ``job_id``; returns the final status, or
@@ -127,7 +127,7 @@ class IndexingService:
             job = JobRepository(session).lock(job_id)
             if job is None:
                 raise JobNotFoundError(f"job {job_id} not found")
-            if job.status in TERMINAL:
+            if job.status in FINISHED_JOB_STATUSES:
                 logger.info("ingest.job.already_done job_id=%s status=%s", job_id, job.status)
                 return job.status
             if self._leased_elsewhere(job):
@@ -177,11 +177,14 @@ class IndexingService:
             changed |= self._process_batch(job_id, tenant_id, now[start : start + self._batch])
 
         turn_ended = False
+        finished: JobStatus | None = None
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
             if changed:
                 TenantRepository(session).bump_generation(tenant_id)
-            if job.status in TERMINAL:  # cancelled, or a flush for another job finished it
+            if (
+                job.status in FINISHED_JOB_STATUSES
+            ):  # cancelled, or a flush for another job finished it
                 self._leases.drop(job_id)
                 return job.status
             if later:
@@ -192,13 +195,16 @@ class IndexingService:
                 turn_ended = True
             elif job.indexed == 0:
                 self._leases.drop(job_id)
-                return self._finish(job)  # nothing of it in the store: nothing to seal
+                finished = self._finish(job)  # nothing of it in the store: nothing to seal
             else:
                 logger.info(
                     "ingest.job.written job_id=%s indexed=%d: finished at the next flush",
                     job_id,
                     job.indexed,
                 )
+        if finished is not None:
+            self._ended()
+            return finished
         if turn_ended:  # sent once the unowned lease is committed
             return self._end_turn(job_id)
         with self._waiting_lock:
@@ -256,6 +262,7 @@ class IndexingService:
                 job = JobRepository(session).lock(job_id)
                 if job is not None and job.status is JobStatus.RUNNING:
                     self._finish(job)
+        self._ended()
         with self._waiting_lock:
             self._waiting.difference_update(jobs)
         for job_id in jobs:
@@ -287,7 +294,7 @@ class IndexingService:
         it is. Its own transaction, so the task wrapper needs no database access."""
         with transaction(self._sessions) as session:
             job = JobRepository(session).lock(job_id)
-            if job is None or job.status in TERMINAL:
+            if job is None or job.status in FINISHED_JOB_STATUSES:
                 return
             for item in job.items:
                 if item.status is JobItemStatus.PENDING:
@@ -299,6 +306,16 @@ class IndexingService:
             job.finished_at = utcnow()
             job.lease_owner = None
             job.lease_expires_at = None
+        self._ended()
+
+    def _ended(self) -> None:
+        """Jobs have ended (committed): tell whoever asked (the worker's sweeper, which
+        delivers their webhooks)."""
+        if self._on_finished is not None:
+            try:
+                self._on_finished()
+            except Exception as exc:  # a notification never fails indexing
+                logger.warning("ingest.job.on_finished_failed error=%s", exc)
 
     def _process_batch(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]) -> bool:
         """Index one batch of items; returns whether any document changed.

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from hsearch.config import IngestSettings
+from hsearch.config import IngestSettings, WebhookSettings
 from hsearch.db.base import utcnow
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.jobs import JobRepository
@@ -27,7 +27,8 @@ from hsearch.errors import (
 )
 from hsearch.ingestion.dispatch import UnitOfWork
 from hsearch.ingestion.ids import content_hash
-from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView
+from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView, WebhookView
+from hsearch.ingestion.webhooks import check_webhook_url
 
 MAX_PAGE = 500
 """The most rows one page of a list (jobs, documents) holds."""
@@ -47,22 +48,40 @@ class JobService:
     here too (not built yet), scoped to the tenant like :meth:`get`.
     """
 
-    def __init__(self, uow: UnitOfWork, *, settings: IngestSettings) -> None:
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        *,
+        settings: IngestSettings,
+        webhooks: WebhookSettings | None = None,
+    ) -> None:
+        """``webhooks``: how jobs' webhooks are sent (None: no job may have one)."""
         self._uow = uow
         self._settings = settings
+        self._webhooks = webhooks or WebhookSettings()
 
     # Commands: submit; cancel comes here.
 
-    def submit(self, *, tenant_id: str, documents: Sequence[DocumentInput]) -> JobView:
-        """Write a job and its items (one per document) and queue it for the workers.
+    def submit(
+        self,
+        *,
+        tenant_id: str,
+        documents: Sequence[DocumentInput],
+        webhook_url: str | None = None,
+    ) -> JobView:
+        """Write a job and its items (one per document) and queue it for the workers;
+        ``webhook_url`` is called once the job has ended (:mod:`hsearch.ingestion.webhooks`).
 
         Raises :class:`PayloadTooLargeError` (413), naming the field and the limit, for
         a batch over ``ingest.max_documents_per_request`` or a text longer than
         ``ingest.max_document_chars``, and :class:`InvalidRequestError` (422), naming
-        the field, for an empty batch, a text of white space only or an external id
-        repeated within the batch. Nothing is written then.
+        the field, for an empty batch, a text of white space only, an external id
+        repeated within the batch or a webhook URL that cannot be called. Nothing is
+        written then.
         """
         self._validate(documents)
+        if webhook_url is not None:
+            check_webhook_url(webhook_url, settings=self._webhooks)
         session = self._uow.session
         TenantRepository(session).ensure(tenant_id)
         job = IngestionJob(
@@ -74,6 +93,8 @@ class JobService:
             skipped=0,
             failed=0,
             attempts=0,
+            webhook_url=webhook_url,
+            webhook_attempts=0,
         )
         job.items = [
             JobItem(
@@ -212,6 +233,17 @@ def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:
         started_at=job.started_at,
         finished_at=job.finished_at,
         errors=errors,
+        webhook=(
+            None
+            if job.webhook_url is None
+            else WebhookView(
+                url=job.webhook_url,
+                attempts=job.webhook_attempts,
+                delivered_at=job.webhook_delivered_at,
+                next_attempt_at=job.webhook_next_at,
+                error=job.webhook_error,
+            )
+        ),
     )
 
 

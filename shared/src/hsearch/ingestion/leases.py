@@ -14,7 +14,8 @@ re-sends to the queue:
   process that committed it died before the send.
 
 It also purges finished jobs older than ``ingest.job_retention_days`` (with their
-per-document errors; the documents stay).
+per-document errors; the documents stay) and delivers the webhooks of jobs that have
+ended (:mod:`hsearch.ingestion.webhooks`).
 
 Re-sending is safe: indexing is idempotent and resumes at the first unfinished item, a
 job already finished is left as it is, and a message that reaches a job whose lease
@@ -42,6 +43,7 @@ from hsearch.db.models import JobStatus
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.errors import BackendError
 from hsearch.ingestion.queue import JobQueue
+from hsearch.ingestion.webhooks import WebhookSender
 
 __all__ = ["JobSweeper", "LeaseKeeper", "aware", "worker_identity"]
 
@@ -69,8 +71,11 @@ class JobSweeper:
         lease_s: float,
         unsent_after_s: float = 30.0,
         retention_s: float | None = None,
+        webhooks: WebhookSender | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        self._webhooks = webhooks
+        self._wake = threading.Event()
         self._retention = None if retention_s is None else timedelta(seconds=retention_s)
         self._sessions = sessions
         self._queue = queue
@@ -107,7 +112,30 @@ class JobSweeper:
                 purged = JobRepository(session).purge_finished(before=now - self._retention)
             if purged:
                 logger.info("ingest.jobs.purged count=%d", purged)
+        if self._webhooks is not None:
+            self._webhooks.deliver_due()
         return ids
+
+    def wake(self) -> None:
+        """Make :meth:`run` sweep now (a job has ended: its webhook is due)."""
+        self._wake.set()
+
+    def run(self, stop: threading.Event, *, interval_s: float) -> None:
+        """Sweep now (a restart finds abandoned jobs at once), then every
+        ``interval_s`` or when woken, until ``stop`` is set. Never raises: the database
+        may be away a while."""
+        while not stop.is_set():
+            self._wake.clear()
+            try:
+                self.sweep()
+            except Exception as exc:  # the loop never dies
+                logger.warning("ingest.sweep.failed error=%s", exc)
+            self._wake.wait(interval_s)
+
+    def close(self) -> None:
+        self._wake.set()
+        if self._webhooks is not None:
+            self._webhooks.close()
 
 
 class LeaseKeeper:

@@ -29,6 +29,20 @@ class ItemError:
 
 
 @dataclass(frozen=True, slots=True)
+class WebhookView:
+    """Where a job's webhook delivery stands."""
+
+    url: str
+    attempts: int
+    delivered_at: datetime | None
+    next_attempt_at: datetime | None
+    """When the next attempt is due; None once delivered or given up (or not yet tried:
+    then ``attempts`` is 0)."""
+    error: str | None
+    """The last attempt's error (``given up after N attempts: ...`` at the end)."""
+
+
+@dataclass(frozen=True, slots=True)
 class JobView:
     id: uuid.UUID
     tenant_id: str
@@ -43,6 +57,7 @@ class JobView:
     started_at: datetime | None
     finished_at: datetime | None
     errors: tuple[ItemError, ...] = ()
+    webhook: WebhookView | None = None
 
     @property
     def processed(self) -> int:

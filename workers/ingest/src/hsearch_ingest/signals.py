@@ -13,12 +13,14 @@ from celery.signals import worker_process_init, worker_process_shutdown, worker_
 
 from hsearch.config import get_settings
 from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.leases import JobSweeper
 from hsearch.runtime import Services, build_services
 
 logger = logging.getLogger(__name__)
 
 _services: Services | None = None
 _indexing: IndexingService | None = None
+_sweeper: JobSweeper | None = None
 _stop_sweeping = threading.Event()
 
 
@@ -39,31 +41,29 @@ def get_indexing_service() -> IndexingService:
 
 @worker_process_init.connect  # type: ignore[untyped-decorator]  # celery is untyped
 def _start(**_kwargs: Any) -> None:
-    get_indexing_service()  # the encoder loads now, not at the first job
+    global _indexing, _sweeper  # noqa: PLW0603 - one of each per process
+    services = get_services()  # the encoder loads now, not at the first job
+    _sweeper = services.sweeper()
+    _indexing = services.indexing(on_finished=_sweeper.wake)
     _stop_sweeping.clear()
-    threading.Thread(target=_sweep, name="hsearch-sweeper", daemon=True).start()
-
-
-def _sweep() -> None:
-    """Re-send abandoned jobs now (a restart finds them at once), then periodically."""
-    services = get_services()
-    sweeper = services.sweeper()
-    interval = services.settings.ingest.sweep_interval_s
-    while True:
-        try:
-            sweeper.sweep()
-        except Exception as exc:  # the database may be away a while; the loop never dies
-            logger.warning("ingest.sweep.failed error=%s", exc)
-        if _stop_sweeping.wait(interval):
-            return
+    threading.Thread(
+        target=_sweeper.run,
+        args=(_stop_sweeping,),
+        kwargs={"interval_s": services.settings.ingest.sweep_interval_s},
+        name="hsearch-sweeper",
+        daemon=True,
+    ).start()
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]  # celery is untyped
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
 def _close(**_kwargs: Any) -> None:
-    global _services, _indexing  # noqa: PLW0603
+    global _services, _indexing, _sweeper  # noqa: PLW0603
     _stop_sweeping.set()
+    if _sweeper is not None:
+        _sweeper.close()
     if _services is not None:
         _services.close()
     _services = None
     _indexing = None
+    _sweeper = None

@@ -21,6 +21,7 @@ from hsearch_api.schemas.documents import (
     JobAccepted,
     JobPageRead,
     JobRead,
+    WebhookRead,
 )
 
 router = APIRouter(prefix="/v1", tags=["ingestion"])
@@ -31,7 +32,11 @@ def create_documents(
     body: DocumentBatchCreate, tenant: TenantDep, jobs: JobServiceDep
 ) -> JobAccepted:
     """Accept a batch of documents for indexing; answers with the job to poll."""
-    view = jobs.submit(tenant_id=tenant, documents=[document_input(d) for d in body.documents])
+    view = jobs.submit(
+        tenant_id=tenant,
+        documents=[document_input(d) for d in body.documents],
+        webhook_url=body.webhook_url,
+    )
     return JobAccepted(
         job_id=view.id, status=view.status, total=view.total, status_url=f"/v1/jobs/{view.id}"
     )
@@ -140,6 +145,15 @@ def job_read(view: JobView) -> JobRead:
             ItemErrorRead(ordinal=e.ordinal, external_id=e.external_id, error=e.error)
             for e in view.errors
         ],
+        webhook=None
+        if view.webhook is None
+        else WebhookRead(
+            url=view.webhook.url,
+            attempts=view.webhook.attempts,
+            delivered_at=view.webhook.delivered_at,
+            next_attempt_at=view.webhook.next_attempt_at,
+            error=view.webhook.error,
+        ),
     )
 
 

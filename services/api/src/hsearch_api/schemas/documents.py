@@ -39,12 +39,29 @@ class DocumentBatchCreate(BaseModel):
         min_length=1,
         description="At most `ingest.max_documents_per_request` documents (a server setting).",
     )
+    webhook_url: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="Called (POST, signed per Standard Webhooks with the server's "
+        "webhook secret) once the job has ended, retried with backoff until delivered.",
+        examples=["https://example.com/hooks/hsearch"],
+    )
 
 
 class ItemErrorRead(BaseModel):
     ordinal: int
     external_id: str
     error: str
+
+
+class WebhookRead(BaseModel):
+    url: str
+    attempts: int
+    delivered_at: datetime | None
+    next_attempt_at: datetime | None = Field(
+        description="When the next attempt is due; null once delivered or given up."
+    )
+    error: str | None = Field(description="The last attempt's error.")
 
 
 class JobRead(BaseModel):
@@ -65,6 +82,9 @@ class JobRead(BaseModel):
         "until the job has succeeded (or partly)."
     )
     errors: list[ItemErrorRead]
+    webhook: WebhookRead | None = Field(
+        default=None, description="The job's webhook delivery, when it has one."
+    )
 
 
 class JobAccepted(BaseModel):

@@ -53,6 +53,13 @@ class IngestionJob(Base):
     # lease has expired (the worker died).
     lease_owner: Mapped[str | None] = mapped_column(String(128), default=None)
     lease_expires_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Called once the job has ended (hsearch.ingestion.webhooks): delivered, or retried
+    # with backoff from ``webhook_next_at`` until it is or the attempts run out.
+    webhook_url: Mapped[str | None] = mapped_column(String(2048), default=None)
+    webhook_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    webhook_next_at: Mapped[datetime | None] = mapped_column(default=None)
+    webhook_delivered_at: Mapped[datetime | None] = mapped_column(default=None)
+    webhook_error: Mapped[str | None] = mapped_column(Text, default=None)
 
     items: Mapped[list[JobItem]] = relationship(
         back_populates="job", order_by="JobItem.ordinal", cascade="all, delete-orphan"

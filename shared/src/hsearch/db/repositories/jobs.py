@@ -8,6 +8,7 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.types import FINISHED_JOB_STATUSES
 
 
 class JobRepository:
@@ -122,6 +123,26 @@ class JobRepository:
         )
         return list(self._session.scalars(stmt))
 
+    def webhooks_due(
+        self, *, now: datetime, max_attempts: int, limit: int = 20
+    ) -> list[IngestionJob]:
+        """Ended jobs whose webhook is neither delivered nor given up and is due now,
+        locked (skipping rows another sender holds)."""
+        stmt = (
+            select(IngestionJob)
+            .where(
+                IngestionJob.webhook_url.is_not(None),
+                IngestionJob.status.in_(FINISHED_JOB_STATUSES),
+                IngestionJob.webhook_delivered_at.is_(None),
+                IngestionJob.webhook_attempts < max_attempts,
+                or_(IngestionJob.webhook_next_at.is_(None), IngestionJob.webhook_next_at <= now),
+            )
+            .order_by(IngestionJob.finished_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return list(self._session.scalars(stmt))
+
     def renew_leases(self, job_ids: Sequence[uuid.UUID], *, owner: str, until: datetime) -> int:
         """Extend the leases ``owner`` holds on ``job_ids``; returns how many it holds."""
         if not job_ids:
@@ -185,11 +206,13 @@ class JobRepository:
     def purge_finished(self, *, before: datetime, limit: int = 1000) -> int:
         """Delete up to ``limit`` jobs that finished before ``before`` (their items go
         with them); returns how many."""
-        finished = (JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED)
         ids = list(
             self._session.scalars(
                 select(IngestionJob.id)
-                .where(IngestionJob.status.in_(finished), IngestionJob.finished_at < before)
+                .where(
+                    IngestionJob.status.in_(FINISHED_JOB_STATUSES),
+                    IngestionJob.finished_at < before,
+                )
                 .limit(limit)
             )
         )
