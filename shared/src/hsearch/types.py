@@ -196,6 +196,13 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"  # cancelled: finished documents stay, the rest were not indexed
 
 
+class JobKind(StrEnum):
+    """What a job does to a tenant's documents."""
+
+    INGEST = "ingest"  # index the submitted documents
+    DELETE = "delete"  # delete the documents a filter selected when the job started
+
+
 FINISHED_JOB_STATUSES = frozenset(
     {JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED}
 )

@@ -199,3 +199,31 @@ async def test_a_webhook_needs_a_server_secret_and_the_job_shows_its_delivery(
         refused = await hooked.client.post("/v1/documents", json=private)
         assert refused.status_code == 422
         assert "not a public address" in refused.json()["detail"]
+
+
+async def test_delete_by_filter_is_a_job_the_job_list_shows(api: Api) -> None:
+    await submit(api, DOCS)
+    resp = await api.client.post(
+        "/v1/documents:delete", json={"filter": {"source": {"eq": "atlas"}}}
+    )
+    assert resp.status_code == 202, resp.text
+    job_id = uuid.UUID(resp.json()["job_id"])
+    assert api.services.indexing().process_job(job_id) == "succeeded"
+    job = (await api.client.get(f"/v1/jobs/{job_id}")).json()
+    assert (job["kind"], job["total"], job["deleted"], job["processed"]) == ("delete", 3, 3, 3)
+    left = (await api.client.get("/v1/documents")).json()["documents"]
+    assert [d["external_id"] for d in left] == ["doc/01", "doc/03"]
+
+    refused = await api.client.post("/v1/documents:delete", json={})
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("filter: empty")
+    refused = await api.client.post("/v1/documents:delete", json={"filter": {"source": "x"}})
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("filter.source:")
+
+    everything = await api.client.post("/v1/documents:delete", json={"all": True})
+    assert everything.status_code == 202
+    assert api.services.indexing().process_job(uuid.UUID(everything.json()["job_id"])) == (
+        "succeeded"
+    )
+    assert (await api.client.get("/v1/documents")).json()["documents"] == []

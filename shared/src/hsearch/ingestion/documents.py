@@ -25,9 +25,10 @@ from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, Jo
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import DocumentNotFoundError
+from hsearch.ingestion.deletion import remove_document
 from hsearch.ingestion.ids import content_hash, document_id
 from hsearch.ingestion.jobs import check_page_limit
-from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.protocol import VectorStore
 
 __all__ = ["DocumentPage", "DocumentService", "DocumentView"]
@@ -169,15 +170,8 @@ class DocumentService:
             doc = repo.get_for_update(document_id(tenant_id, external_id))
             if doc is None:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
-            chunk_ids = list(doc.chunk_ids)
+            chunk_ids = remove_document(session, doc, statistics=self._statistics)
             self._store.delete_chunks(chunk_ids)
-            removed = WeightedDocument(
-                weights=(),
-                contribution=LexicalContribution(),
-                replaced=LexicalContribution.of_document(doc),
-            )
-            self._statistics.record(session, tenant_id=tenant_id, document=removed)
-            session.delete(doc)
             TenantRepository(session).bump_generation(tenant_id)
         return len(chunk_ids)
 

@@ -37,13 +37,14 @@ from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
 from hsearch.ingestion.chunking import chunk_text
+from hsearch.ingestion.deletion import DocumentDeleter
 from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
 from hsearch.ingestion.ids import chunk_id, document_id
 from hsearch.ingestion.leases import LeaseKeeper, aware, worker_identity
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.records import chunk_records, embedding_text
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics
-from hsearch.types import FINISHED_JOB_STATUSES
+from hsearch.types import FINISHED_JOB_STATUSES, JobKind
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class IndexingService:
         )
         self._turn = batches_per_task * batch_documents if requeue is not None else 0
         self._requeue = requeue
+        self._deleter = DocumentDeleter(store=store, statistics=statistics)
         self._on_finished = on_finished
 
     def process_job(self, job_id: uuid.UUID) -> JobStatus:
@@ -142,11 +144,13 @@ class IndexingService:
             job.started_at = job.started_at or utcnow()
             job.lease_owner = self._leases.owner
             job.lease_expires_at = self._leases.until()
-            tenant_id = job.tenant_id
+            tenant_id, kind = job.tenant_id, job.kind
+            if kind is JobKind.DELETE and job.total == 0:
+                self._deleter.plan(session, job)  # its documents, selected once
             pending = JobRepository(session).pending_item_ids(job_id)
         self._leases.hold(job_id)
         try:
-            return self._index(job_id, tenant_id, pending)
+            return self._index(job_id, tenant_id, pending, kind=kind)
         except BaseException:
             # A retry (here or on another worker) may take the job over at once.
             self._release(job_id)
@@ -166,15 +170,18 @@ class IndexingService:
         with transaction(self._sessions) as session:
             JobRepository(session).release_leases([job_id], owner=self._leases.owner, now=utcnow())
 
-    def _index(self, job_id: uuid.UUID, tenant_id: str, pending: list[int]) -> JobStatus:
+    def _index(
+        self, job_id: uuid.UUID, tenant_id: str, pending: list[int], *, kind: JobKind
+    ) -> JobStatus:
         if not self._collection_ready:
             self._store.ensure_collection(self._embedder.info)
             self._collection_ready = True
 
         now, later = (pending[: self._turn], pending[self._turn :]) if self._turn else (pending, [])
         changed = False
+        run_batch = self._delete_batch if kind is JobKind.DELETE else self._process_batch
         for start in range(0, len(now), self._batch):
-            changed |= self._process_batch(job_id, tenant_id, now[start : start + self._batch])
+            changed |= run_batch(job_id, tenant_id, now[start : start + self._batch])
 
         turn_ended = False
         finished: JobStatus | None = None
@@ -316,6 +323,18 @@ class IndexingService:
                 self._on_finished()
             except Exception as exc:  # a notification never fails indexing
                 logger.warning("ingest.job.on_finished_failed error=%s", exc)
+
+    def _delete_batch(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]) -> bool:
+        """Delete one batch of a delete job's documents, in one transaction (deletes need
+        no flush to be seen by searches: such a job finishes at its end)."""
+        with transaction(self._sessions) as session:
+            job = self._lock(session, job_id)
+            items = JobRepository(session).items(item_ids)
+            changed = self._deleter.delete(session, job, items)
+        logger.info(
+            "ingest.delete.batch job_id=%s tenant=%s items=%d", job_id, tenant_id, len(item_ids)
+        )
+        return changed
 
     def _process_batch(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]) -> bool:
         """Index one batch of items; returns whether any document changed.

@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from hsearch.config import IngestSettings, WebhookSettings
 from hsearch.db.base import utcnow
@@ -25,10 +26,12 @@ from hsearch.errors import (
     JobNotFoundError,
     PayloadTooLargeError,
 )
+from hsearch.ingestion.deletion import parse_delete_filter
 from hsearch.ingestion.dispatch import UnitOfWork
 from hsearch.ingestion.ids import content_hash
 from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView, WebhookView
 from hsearch.ingestion.webhooks import check_webhook_url
+from hsearch.types import JobKind
 
 MAX_PAGE = 500
 """The most rows one page of a list (jobs, documents) holds."""
@@ -92,6 +95,7 @@ class JobService:
             indexed=0,
             skipped=0,
             failed=0,
+            deleted=0,
             attempts=0,
             webhook_url=webhook_url,
             webhook_attempts=0,
@@ -119,6 +123,41 @@ class JobService:
             for i, doc in enumerate(documents)
         ]
         JobRepository(session).add(job)
+        self._uow.jobs.enqueue(job.id)
+        return _view(job)
+
+    def submit_delete(
+        self,
+        *,
+        tenant_id: str,
+        filter: Mapping[str, Any] | None,
+        everything: bool = False,
+        webhook_url: str | None = None,
+    ) -> JobView:
+        """Write a delete job for the tenant's documents ``filter`` selects (every
+        document with ``everything`` and no filter) and queue it; the documents are
+        selected when a worker starts the job (:mod:`hsearch.ingestion.deletion`).
+        Raises InvalidFilterError / InvalidRequestError (422) naming the field."""
+        parse_delete_filter(filter, everything=everything)
+        if webhook_url is not None:
+            check_webhook_url(webhook_url, settings=self._webhooks)
+        TenantRepository(self._uow.session).ensure(tenant_id)
+        job = IngestionJob(
+            id=uuid.uuid4(),
+            tenant_id=tenant_id,
+            kind=JobKind.DELETE,
+            filter=dict(filter or {}),
+            status=JobStatus.QUEUED,
+            total=0,
+            indexed=0,
+            skipped=0,
+            failed=0,
+            deleted=0,
+            attempts=0,
+            webhook_url=webhook_url,
+            webhook_attempts=0,
+        )
+        JobRepository(self._uow.session).add(job)
         self._uow.jobs.enqueue(job.id)
         return _view(job)
 
@@ -222,11 +261,13 @@ def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:
     return JobView(
         id=job.id,
         tenant_id=job.tenant_id,
+        kind=job.kind,
         status=job.status,
         total=job.total,
         indexed=job.indexed,
         skipped=job.skipped,
         failed=job.failed,
+        deleted=job.deleted,
         error=job.error,
         attempts=job.attempts,
         created_at=job.created_at,

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from hsearch.db.models import JobStatus
+from hsearch.types import JobKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +47,13 @@ class WebhookView:
 class JobView:
     id: uuid.UUID
     tenant_id: str
+    kind: JobKind
     status: JobStatus
     total: int
     indexed: int
     skipped: int
     failed: int
+    deleted: int
     error: str | None
     attempts: int
     created_at: datetime
@@ -61,7 +64,7 @@ class JobView:
 
     @property
     def processed(self) -> int:
-        return self.indexed + self.skipped + self.failed
+        return self.indexed + self.skipped + self.failed + self.deleted
 
     @property
     def searchable_at(self) -> datetime | None:

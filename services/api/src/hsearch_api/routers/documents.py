@@ -13,6 +13,7 @@ from hsearch_api.deps import DocumentServiceDep, JobServiceDep, TenantDep
 from hsearch_api.schemas.documents import (
     DocumentBatchCreate,
     DocumentCreate,
+    DocumentDeleteByFilter,
     DocumentDeleted,
     DocumentPageRead,
     DocumentPatch,
@@ -35,6 +36,22 @@ def create_documents(
     view = jobs.submit(
         tenant_id=tenant,
         documents=[document_input(d) for d in body.documents],
+        webhook_url=body.webhook_url,
+    )
+    return JobAccepted(
+        job_id=view.id, status=view.status, total=view.total, status_url=f"/v1/jobs/{view.id}"
+    )
+
+
+@router.post("/documents:delete", status_code=status.HTTP_202_ACCEPTED)
+def delete_documents(
+    body: DocumentDeleteByFilter, tenant: TenantDep, jobs: JobServiceDep
+) -> JobAccepted:
+    """Delete every document a filter selects, as a job; answers with the job to poll."""
+    view = jobs.submit_delete(
+        tenant_id=tenant,
+        filter=body.filter,
+        everything=body.everything,
         webhook_url=body.webhook_url,
     )
     return JobAccepted(
@@ -129,11 +146,13 @@ def document_input(d: DocumentCreate) -> DocumentInput:
 def job_read(view: JobView) -> JobRead:
     return JobRead(
         id=view.id,
+        kind=view.kind,
         status=view.status,
         total=view.total,
         indexed=view.indexed,
         skipped=view.skipped,
         failed=view.failed,
+        deleted=view.deleted,
         processed=view.processed,
         error=view.error,
         attempts=view.attempts,

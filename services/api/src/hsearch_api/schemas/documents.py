@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hsearch.types import JobStatus
+from hsearch.types import JobKind, JobStatus
 from hsearch.vectorstore.schema import TITLE_MAX_LENGTH
 
 Tag = Annotated[str, Field(min_length=1, max_length=128)]
@@ -48,6 +48,27 @@ class DocumentBatchCreate(BaseModel):
     )
 
 
+class DocumentDeleteByFilter(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    filter: dict[str, Any] | None = Field(
+        default=None,
+        description="The documents to delete, in the search filter language "
+        "(docs/filters.md), on their fields (not `ordinal`).",
+        examples=[{"source": {"eq": "news"}, "created_at": {"lt": 1700000000}}],
+    )
+    everything: bool = Field(
+        default=False,
+        alias="all",
+        description="Delete every document of the tenant (and send no filter).",
+    )
+    webhook_url: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="Called once the job has ended, as for an ingest job.",
+    )
+
+
 class ItemErrorRead(BaseModel):
     ordinal: int
     external_id: str
@@ -66,11 +87,16 @@ class WebhookRead(BaseModel):
 
 class JobRead(BaseModel):
     id: uuid.UUID
+    kind: JobKind = Field(
+        description="`ingest` (index the submitted documents) or `delete` (delete the "
+        "documents a filter selected when the job started)."
+    )
     status: JobStatus
     total: int
     indexed: int
     skipped: int
     failed: int
+    deleted: int = Field(description="Documents a delete job deleted.")
     processed: int
     error: str | None
     attempts: int

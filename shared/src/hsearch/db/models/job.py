@@ -9,7 +9,7 @@ from sqlalchemy import Enum, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from hsearch.db.base import Base, JSONType, utcnow
-from hsearch.types import JobStatus
+from hsearch.types import JobKind, JobStatus
 
 __all__ = ["IngestionJob", "JobItem", "JobItemStatus", "JobStatus"]
 
@@ -20,6 +20,7 @@ class JobItemStatus(StrEnum):
     SKIPPED = "skipped"  # same content already indexed
     FAILED = "failed"
     CANCELLED = "cancelled"  # its job was cancelled before it was indexed
+    DELETED = "deleted"  # a delete job removed the document
 
 
 def _enum(cls: type[StrEnum], name: str) -> Enum:
@@ -37,10 +38,15 @@ class IngestionJob(Base):
     status: Mapped[JobStatus] = mapped_column(
         _enum(JobStatus, "job_status"), default=JobStatus.QUEUED
     )
+    kind: Mapped[JobKind] = mapped_column(_enum(JobKind, "job_kind"), default=JobKind.INGEST)
+    # A delete job's filter as submitted (hsearch.ingestion.deletion): its items, one per
+    # matching document, are written when the job starts. ``{}`` selects every document.
+    filter: Mapped[dict[str, Any] | None] = mapped_column(JSONType, default=None)
     total: Mapped[int] = mapped_column(Integer, default=0)
     indexed: Mapped[int] = mapped_column(Integer, default=0)
     skipped: Mapped[int] = mapped_column(Integer, default=0)
     failed: Mapped[int] = mapped_column(Integer, default=0)
+    deleted: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

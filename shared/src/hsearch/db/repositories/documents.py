@@ -34,6 +34,18 @@ class DocumentRepository:
             or 0
         )
 
+    def tenant_page(self, tenant_id: str, *, after: uuid.UUID | None, limit: int) -> list[Document]:
+        """The tenant's documents in id order, the first ``limit`` after ``after``."""
+        stmt = (
+            select(Document)
+            .where(Document.tenant_id == tenant_id)
+            .order_by(Document.id)
+            .limit(limit)
+        )
+        if after is not None:
+            stmt = stmt.where(Document.id > after)
+        return list(self._session.scalars(stmt))
+
     def page(self, *, after: tuple[str, uuid.UUID] | None, limit: int) -> list[Document]:
         """Documents of every tenant in ``(tenant_id, id)`` order, the first ``limit``
         after the key ``after`` (``None``: from the start): keyset pages, stable while
