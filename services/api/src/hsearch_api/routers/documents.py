@@ -9,7 +9,7 @@ from hsearch.ingestion.documents import DocumentView
 from hsearch.ingestion.jobs import MAX_PAGE
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.types import JobStatus
-from hsearch_api.deps import DocumentServiceDep, JobServiceDep, TenantDep
+from hsearch_api.deps import DocumentServiceDep, JobServiceDep, NdjsonBodyDep, TenantDep
 from hsearch_api.schemas.documents import (
     DocumentBatchCreate,
     DocumentCreate,
@@ -22,6 +22,7 @@ from hsearch_api.schemas.documents import (
     JobPageRead,
     JobRead,
 )
+from hsearch_api.schemas.ndjson import NDJSON_OPENAPI, parse_ndjson
 
 router = APIRouter(prefix="/v1", tags=["ingestion"])
 
@@ -32,9 +33,21 @@ def create_documents(
 ) -> JobAccepted:
     """Accept a batch of documents for indexing; answers with the job to poll."""
     view = jobs.submit(tenant_id=tenant, documents=[document_input(d) for d in body.documents])
-    return JobAccepted(
-        job_id=view.id, status=view.status, total=view.total, status_url=f"/v1/jobs/{view.id}"
+    return job_accepted(view)
+
+
+@router.post(
+    "/documents:ndjson", status_code=status.HTTP_202_ACCEPTED, openapi_extra=NDJSON_OPENAPI
+)
+def upload_documents(body: NdjsonBodyDep, tenant: TenantDep, jobs: JobServiceDep) -> JobAccepted:
+    """Accept documents as NDJSON, one per line, as one job; errors name the line."""
+    upload = parse_ndjson(body)
+    view = jobs.submit(
+        tenant_id=tenant,
+        documents=[document_input(d) for d in upload.documents],
+        lines=upload.lines,
     )
+    return job_accepted(view)
 
 
 @router.get("/documents")
@@ -118,6 +131,12 @@ def document_input(d: DocumentCreate) -> DocumentInput:
         lang=d.lang,
         tags=tuple(d.tags),
         metadata=d.metadata,
+    )
+
+
+def job_accepted(view: JobView) -> JobAccepted:
+    return JobAccepted(
+        job_id=view.id, status=view.status, total=view.total, status_url=f"/v1/jobs/{view.id}"
     )
 
 
