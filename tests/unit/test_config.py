@@ -131,3 +131,28 @@ def test_misconfigured_search_fails_at_start(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValidationError, match=message):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("client", "api", "url"),
+    [
+        ({}, {}, "http://127.0.0.1:8000"),
+        ({}, {"host": "0.0.0.0", "port": 9000}, "http://127.0.0.1:9000"),
+        ({}, {"host": "::1"}, "http://[::1]:8000"),
+        ({"url": "https://search.example.org/"}, {"port": 9000}, "https://search.example.org"),
+    ],
+)
+def test_the_command_line_finds_the_api(
+    client: dict[str, str], api: dict[str, object], url: str, tmp_path: Path
+) -> None:
+    s = Settings(_env_file=None, data_dir=tmp_path, client=client, api=api)  # type: ignore[call-arg]
+    assert s.client_url == url
+    assert s.client_state_dir == tmp_path / "ingest-state"
+
+
+def test_the_api_key_is_read_from_hsearch_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HSEARCH_API_KEY", "hsk-live-7f3e9a")
+    s = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert s.api_key is not None
+    assert s.api_key.get_secret_value() == "hsk-live-7f3e9a"
+    assert "hsk-live-7f3e9a" not in repr(s)

@@ -386,6 +386,46 @@ class ApiSettings(BaseModel):
     )
 
 
+class ClientSettings(BaseModel):
+    """The command line as a client of the API: ``hsearch ingest``, ``hsearch jobs``,
+    ``hsearch documents`` (docs/ingestion.md). Its credential is ``api_key``."""
+
+    url: str | None = Field(
+        default=None,
+        description="Base URL of the API. Unset: http://<api.host>:<api.port> (a host of "
+        "0.0.0.0 or :: is reached at 127.0.0.1).",
+    )
+    timeout_s: float = Field(default=60.0, gt=0, le=3600, description="Per request.")
+    retries: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="Further attempts after a connection error or a 502/503/504, with "
+        "backoff (0.5 s, 1 s, 2 s, ...).",
+    )
+    batch_documents: int = Field(
+        default=500,
+        ge=1,
+        le=100_000,
+        description="Documents per upload request (one job each). A server that refuses "
+        "a request as too large gets it again in halves.",
+    )
+    batch_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="Bytes per upload request; keep it under the server's "
+        "api.max_request_bytes (32 MiB by default).",
+    )
+    poll_interval_s: float = Field(
+        default=1.0, gt=0, le=60, description="`--wait`: how often jobs are read."
+    )
+    state_dir: Path | None = Field(
+        default=None,
+        description="Where `hsearch ingest` records what the server has accepted, so an "
+        "interrupted run resumes. Unset: <data_dir>/ingest-state.",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="HSEARCH_",
@@ -406,6 +446,12 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     api: ApiSettings = ApiSettings()
     webhooks: WebhookSettings = WebhookSettings()
+    client: ClientSettings = ClientSettings()
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="The API key the command line sends (Authorization: Bearer), read "
+        "from HSEARCH_API_KEY; the key decides the tenant.",
+    )
 
     @property
     def database_url(self) -> str:
@@ -420,6 +466,22 @@ class Settings(BaseSettings):
         if self.redis.url is not None:
             return self.redis.url.get_secret_value()
         return f"sqla+sqlite:///{(self.data_dir / 'broker.sqlite').resolve()}"
+
+    @property
+    def client_url(self) -> str:
+        """Where the command line finds the API: ``client.url``, else the API's own
+        address (a wildcard bind address is reached on the loopback)."""
+        if self.client.url:
+            return self.client.url.rstrip("/")
+        wildcard = self.api.host in ("0.0.0.0", "::", "")  # noqa: S104 - compared, not bound
+        host = "127.0.0.1" if wildcard else self.api.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.api.port}"
+
+    @property
+    def client_state_dir(self) -> Path:
+        return self.client.state_dir or self.data_dir / "ingest-state"
 
     @property
     def milvus_uri(self) -> str:

@@ -2,10 +2,13 @@
 
 Every error the domain raises on purpose derives from :class:`HsearchError` and
 carries the HTTP status the API answers with and a stable machine-readable
-``code``. The API renders all of them as ``{"error": code, "detail": message}``.
+``code``. The API renders all of them as ``{"error": code, "detail": message}``, with
+``"errors": [{"field", "message", "line"?}]`` when an InvalidRequestError lists fields.
 
     HsearchError                      500 internal_error
-    ├── InvalidRequestError           422 invalid_request
+    ├── InvalidRequestError           422 invalid_request       (``errors``: the fields, when known)
+    │   ├── PayloadTooLargeError      413 payload_too_large
+    │   ├── UnsupportedMediaTypeError 415 unsupported_media_type
     │   ├── InvalidFilterError        422 invalid_filter
     │   └── InvalidFusionError        422 invalid_fusion
     ├── NotFoundError                 404 not_found
@@ -22,7 +25,9 @@ carries the HTTP status the API answers with and a stable machine-readable
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Self
 
 
 class HsearchError(Exception):
@@ -36,11 +41,46 @@ class HsearchError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One invalid field of a request: which, and what is wrong with it.
+
+    ``line`` is the line of an NDJSON upload the field is on (1-based, as editors count);
+    ``field`` is then the path inside that line's document (``tags[0]``, or empty when
+    the line as a whole is wrong: not JSON, not an object)."""
+
+    field: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = [f"line {self.line}"] if self.line is not None else []
+        where += [self.field] if self.field else []
+        return ": ".join([*where, self.message])
+
+
 class InvalidRequestError(HsearchError):
-    """The caller sent something we cannot act on; the message names the field."""
+    """The caller sent something we cannot act on; the message names the field.
+
+    ``errors`` lists the fields one by one when there may be several (a batch of
+    documents, an upload's lines): the API renders them as ``errors`` beside ``detail``,
+    so a client can tell which documents to fix without parsing the message."""
 
     status_code = 422
     code = "invalid_request"
+
+    def __init__(self, message: str, *, errors: Sequence[FieldError] = ()) -> None:
+        super().__init__(message)
+        self.errors = tuple(errors)
+
+    @classmethod
+    def of(cls, errors: Sequence[FieldError], *, shown: int = 20) -> Self:
+        """One error for ``errors`` (at least one), its message naming the first
+        ``shown`` of them."""
+        detail = "; ".join(str(e) for e in errors[:shown])
+        if len(errors) > shown:
+            detail += f"; and {len(errors) - shown} more"
+        return cls(detail, errors=errors)
 
 
 class PayloadTooLargeError(InvalidRequestError):
@@ -48,6 +88,13 @@ class PayloadTooLargeError(InvalidRequestError):
 
     status_code = 413
     code = "payload_too_large"
+
+
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """A body in a format the endpoint does not read; the message names the one it does."""
+
+    status_code = 415
+    code = "unsupported_media_type"
 
 
 class InvalidFilterError(InvalidRequestError):

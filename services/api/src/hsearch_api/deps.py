@@ -9,12 +9,14 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import Settings
+from hsearch.errors import UnsupportedMediaTypeError
 from hsearch.ingestion.dispatch import UnitOfWork, unit_of_work
 from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.queue import JobQueue
 from hsearch.runtime import Services
 from hsearch.search.service import SearchService
+from hsearch_api.schemas.ndjson import NDJSON_MEDIA_TYPES
 
 
 def get_services(request: Request) -> Services:
@@ -73,3 +75,19 @@ def get_tenant(settings: SettingsDep) -> str:
 
 JobServiceDep = Annotated[JobService, Depends(get_job_service)]
 TenantDep = Annotated[str, Depends(get_tenant)]
+
+
+async def get_ndjson_body(request: Request) -> bytes:
+    """The body of an NDJSON upload, refused with 415 unless declared as NDJSON (a JSON
+    body sent here by mistake would otherwise fail line by line)."""
+    declared = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if declared not in NDJSON_MEDIA_TYPES:
+        msg = (
+            f"content-type: send {NDJSON_MEDIA_TYPES[0]} (one JSON document per line), "
+            f"got {declared or 'none'!r}"
+        )
+        raise UnsupportedMediaTypeError(msg)
+    return await request.body()
+
+
+NdjsonBodyDep = Annotated[bytes, Depends(get_ndjson_body)]

@@ -9,14 +9,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hsearch.errors import HsearchError
+from hsearch.errors import FieldError, HsearchError, InvalidRequestError
 
 logger = logging.getLogger(__name__)
 
 _SOURCES = frozenset({"body", "query", "path", "header", "cookie"})
 
 
-def _location(loc: tuple[object, ...]) -> str:
+def field_path(loc: tuple[object, ...]) -> str:
+    """A pydantic error location as the field path errors name (``documents[0].tags[1]``);
+    ``request`` for the whole of it."""
     # The first element says where the value came from (body, query string, path).
     parts = [str(p) for p in (loc[1:] if loc and loc[0] in _SOURCES else loc)]
     out = ""
@@ -25,19 +27,27 @@ def _location(loc: tuple[object, ...]) -> str:
     return out or "request"
 
 
+def _field_error(error: FieldError) -> dict[str, object]:
+    out: dict[str, object] = {"field": error.field, "message": error.message}
+    if error.line is not None:
+        out["line"] = error.line
+    return out
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HsearchError)
     async def _domain(_request: Request, exc: HsearchError) -> JSONResponse:
         if exc.status_code >= 500:
             logger.warning("api.error code=%s detail=%s", exc.code, exc.message)
-        return JSONResponse(
-            status_code=exc.status_code, content={"error": exc.code, "detail": exc.message}
-        )
+        content: dict[str, object] = {"error": exc.code, "detail": exc.message}
+        if isinstance(exc, InvalidRequestError) and exc.errors:
+            content["errors"] = [_field_error(e) for e in exc.errors]
+        return JSONResponse(status_code=exc.status_code, content=content)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            {"field": _location(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
+            {"field": field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
             for e in exc.errors()
         ]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)

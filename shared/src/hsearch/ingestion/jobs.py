@@ -21,6 +21,7 @@ from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import (
+    FieldError,
     InvalidRequestError,
     JobFinishedError,
     JobNotFoundError,
@@ -71,6 +72,7 @@ class JobService:
         tenant_id: str,
         documents: Sequence[DocumentInput],
         webhook_url: str | None = None,
+        lines: Sequence[int] | None = None,
     ) -> JobView:
         """Write a job and its items (one per document) and queue it for the workers;
         ``webhook_url`` is called once the job has ended (:mod:`hsearch.ingestion.webhooks`).
@@ -80,9 +82,14 @@ class JobService:
         ``ingest.max_document_chars``, and :class:`InvalidRequestError` (422), naming
         the field, for an empty batch, a text of white space only, an external id
         repeated within the batch or a webhook URL that cannot be called. Nothing is
-        written then.
+        written then. Every document's problems are listed in the error's ``errors``;
+        the status is 413 when any is over a size limit.
+
+        ``lines`` are the NDJSON lines the documents came from (an upload,
+        ``POST /v1/documents:ndjson``): errors then name the line and the field
+        (``line 7: text``) instead of the position (``documents[6].text``).
         """
-        self._validate(documents)
+        self._validate(documents, lines)
         if webhook_url is not None:
             check_webhook_url(webhook_url, settings=self._webhooks)
         session = self._uow.session
@@ -221,11 +228,15 @@ class JobService:
         )
         return _view(job, errors=errors)
 
-    def _validate(self, documents: Sequence[DocumentInput]) -> None:
+    def _validate(self, documents: Sequence[DocumentInput], lines: Sequence[int] | None) -> None:
         # The limits are settings, so the request schema cannot state them: checked here,
-        # with the same words as a schema error (the field first).
+        # with the same words as a schema error (the field first). Every document's
+        # problems are reported at once, so a client fixes a batch in one round.
         if not documents:
             raise InvalidRequestError("documents: at least one document is required")
+        if lines is not None and len(lines) != len(documents):
+            msg = f"lines: {len(lines)} line numbers for {len(documents)} documents"
+            raise ValueError(msg)
         limit = self._settings.max_documents_per_request
         if len(documents) > limit:
             msg = (
@@ -233,28 +244,44 @@ class JobService:
                 f"(ingest.max_documents_per_request), got {len(documents)}"
             )
             raise PayloadTooLargeError(msg)
+
+        def error(i: int, name: str, message: str) -> FieldError:
+            if lines is None:
+                return FieldError(field=f"documents[{i}].{name}", message=message)
+            return FieldError(field=name, message=message, line=lines[i])
+
+        def position(i: int) -> str:
+            return f"documents[{i}]" if lines is None else f"line {lines[i]}"
+
         max_chars = self._settings.max_document_chars
+        too_large: list[FieldError] = []
+        invalid: list[FieldError] = []
         seen: dict[str, int] = {}
         for i, doc in enumerate(documents):
             if len(doc.text) > max_chars:
                 msg = (
-                    f"documents[{i}].text: at most {max_chars} characters "
-                    f"(ingest.max_document_chars), got {len(doc.text)}"
+                    f"at most {max_chars} characters (ingest.max_document_chars), "
+                    f"got {len(doc.text)}"
                 )
-                raise PayloadTooLargeError(msg)
-            if not doc.text.strip():
+                too_large.append(error(i, "text", msg))
+            elif not doc.text.strip():
                 msg = (
-                    f"documents[{i}].text: only white space (external_id "
-                    f"{doc.external_id!r}): there is nothing to index"
+                    f"only white space (external_id {doc.external_id!r}): there is nothing to index"
                 )
-                raise InvalidRequestError(msg)
+                invalid.append(error(i, "text", msg))
             if doc.external_id in seen:
                 msg = (
-                    f"documents[{i}].external_id: {doc.external_id!r} repeats "
-                    f"documents[{seen[doc.external_id]}] in the same batch"
+                    f"{doc.external_id!r} repeats {position(seen[doc.external_id])} "
+                    "in the same batch"
                 )
-                raise InvalidRequestError(msg)
-            seen[doc.external_id] = i
+                invalid.append(error(i, "external_id", msg))
+            else:
+                seen[doc.external_id] = i
+        # Over a size limit, the request cannot be taken as it is whatever else is wrong.
+        if too_large:
+            raise PayloadTooLargeError.of(too_large + invalid)
+        if invalid:
+            raise InvalidRequestError.of(invalid)
 
 
 def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:

@@ -9,7 +9,7 @@ from hsearch.ingestion.documents import DocumentView
 from hsearch.ingestion.jobs import MAX_PAGE
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.types import JobStatus
-from hsearch_api.deps import DocumentServiceDep, JobServiceDep, TenantDep
+from hsearch_api.deps import DocumentServiceDep, JobServiceDep, NdjsonBodyDep, TenantDep
 from hsearch_api.schemas.documents import (
     DocumentBatchCreate,
     DocumentCreate,
@@ -24,6 +24,7 @@ from hsearch_api.schemas.documents import (
     JobRead,
     WebhookRead,
 )
+from hsearch_api.schemas.ndjson import NDJSON_OPENAPI, parse_ndjson
 
 router = APIRouter(prefix="/v1", tags=["ingestion"])
 
@@ -38,9 +39,7 @@ def create_documents(
         documents=[document_input(d) for d in body.documents],
         webhook_url=body.webhook_url,
     )
-    return JobAccepted(
-        job_id=view.id, status=view.status, total=view.total, status_url=f"/v1/jobs/{view.id}"
-    )
+    return job_accepted(view)
 
 
 @router.post("/documents:delete", status_code=status.HTTP_202_ACCEPTED)
@@ -54,9 +53,27 @@ def delete_documents(
         everything=body.everything,
         webhook_url=body.webhook_url,
     )
-    return JobAccepted(
-        job_id=view.id, status=view.status, total=view.total, status_url=f"/v1/jobs/{view.id}"
+    return job_accepted(view)
+
+
+@router.post(
+    "/documents:ndjson", status_code=status.HTTP_202_ACCEPTED, openapi_extra=NDJSON_OPENAPI
+)
+def upload_documents(
+    body: NdjsonBodyDep,
+    tenant: TenantDep,
+    jobs: JobServiceDep,
+    webhook_url: Annotated[str | None, Query(max_length=2048)] = None,
+) -> JobAccepted:
+    """Accept documents as NDJSON, one per line, as one job; errors name the line."""
+    upload = parse_ndjson(body)
+    view = jobs.submit(
+        tenant_id=tenant,
+        documents=[document_input(d) for d in upload.documents],
+        lines=upload.lines,
+        webhook_url=webhook_url,
     )
+    return job_accepted(view)
 
 
 @router.get("/documents")
@@ -140,6 +157,12 @@ def document_input(d: DocumentCreate) -> DocumentInput:
         lang=d.lang,
         tags=tuple(d.tags),
         metadata=d.metadata,
+    )
+
+
+def job_accepted(view: JobView) -> JobAccepted:
+    return JobAccepted(
+        job_id=view.id, status=view.status, total=view.total, status_url=f"/v1/jobs/{view.id}"
     )
 
 

@@ -1,0 +1,99 @@
+"""Jobs and documents as terminal lines: aligned rows for lists, ``key: value`` lines
+for one; ``--json`` prints what the API sent instead."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from hsearch.client.http import Job
+
+__all__ = ["document_lines", "document_rows", "job_lines", "job_rows"]
+
+JOB_FIELDS = (
+    "status",
+    "total",
+    "indexed",
+    "skipped",
+    "failed",
+    "attempts",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "searchable_at",
+    "error",
+)
+DOCUMENT_FIELDS = (
+    "status",
+    "title",
+    "source",
+    "lang",
+    "tags",
+    "metadata",
+    "chunk_count",
+    "pending_jobs",
+    "created_at",
+    "updated_at",
+)
+
+
+def job_rows(jobs: Iterable[Job]) -> list[str]:
+    header = ("ID", "STATUS", "DONE", "FAILED", "CREATED")
+    rows = [
+        (str(j.id), str(j.status), f"{j.processed}/{j.total}", str(j.failed), _time(j.raw))
+        for j in jobs
+    ]
+    return _table(header, rows)
+
+
+def job_lines(job: Job) -> list[str]:
+    lines = [f"id: {job.id}"] + [f"{k}: {_value(job.raw.get(k))}" for k in JOB_FIELDS]
+    if job.errors:
+        lines.append(f"errors (first {len(job.errors)} of {job.failed}):")
+        lines += [f"  {e.external_id}: {e.error}" for e in job.errors]
+    return lines
+
+
+def document_rows(documents: Iterable[dict[str, Any]]) -> list[str]:
+    header = ("EXTERNAL_ID", "STATUS", "CHUNKS", "SOURCE", "TITLE")
+    rows = [
+        (
+            str(d["external_id"]),
+            str(d["status"]),
+            str(d["chunk_count"]),
+            str(d["source"]),
+            str(d["title"]),
+        )
+        for d in documents
+    ]
+    return _table(header, rows)
+
+
+def document_lines(document: dict[str, Any]) -> list[str]:
+    lines = [f"external_id: {document['external_id']}"]
+    return lines + [f"{k}: {_value(document.get(k))}" for k in DOCUMENT_FIELDS]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+
+
+def _time(raw: dict[str, Any]) -> str:
+    return str(raw.get("created_at") or "-")
+
+
+def _value(value: object) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "-"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False) if value else "-"
+    return str(value)

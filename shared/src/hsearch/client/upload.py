@@ -1,0 +1,355 @@
+"""``hsearch ingest``: read documents, send what the server has not accepted yet, wait
+for the jobs, and report.
+
+Documents go as NDJSON uploads (``POST /v1/documents:ndjson``), one job per request of
+at most ``client.batch_documents`` documents and ``client.batch_bytes`` bytes, one
+request at a time. After each accepted request the state of its inputs records the job
+and the documents' content hashes (:mod:`hsearch.client.state`), so an interrupted run,
+run again, sends only what was not accepted and waits for the jobs still running.
+
+A request the server refuses as invalid or too large, naming lines (``errors[].line``),
+loses those documents (reported as refused) and is sent again without them; one refused
+without lines (over the server's request or batch limit) is sent again in halves, down
+to single documents. Documents a job fails are reported with the job's error for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hsearch.client.files import ReadFailure, SourceDocument, read_documents
+from hsearch.client.http import ApiClient, ApiError, Job
+from hsearch.client.progress import Progress
+from hsearch.client.state import UploadState
+from hsearch.types import JobStatus
+
+__all__ = ["Failure", "IngestOptions", "IngestReport", "Uploader"]
+
+SHOWN_ERRORS = 10
+"""Errors listed in the summary; the rest are counted."""
+
+STALL_NOTE_S = 60.0
+"""Waiting this long without a document finishing prints a hint (no worker running?)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOptions:
+    batch_documents: int
+    batch_bytes: int
+    poll_interval_s: float
+    wait: bool = False
+    source: str | None = None
+    restart: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    name: str
+    """The document's external id, or where it was read when it has none."""
+    stage: str
+    """``unreadable`` (here), ``refused`` (by the API) or ``failed`` (in a job)."""
+    error: str
+
+
+@dataclass
+class IngestReport:
+    read: int = 0
+    sent: int = 0
+    already_accepted: int = 0
+    jobs: list[uuid.UUID] = field(default_factory=list)
+    """The jobs this run sent, in order."""
+    waited: dict[uuid.UUID, Job] = field(default_factory=dict)
+    """With ``--wait``: every job holding this run's documents, as it finished."""
+    failures: list[Failure] = field(default_factory=list)
+    unlisted_failures: int = 0
+    """Failed in jobs, beyond the documents the API names per job (``hsearch jobs
+    show``), or in a job that failed as a whole."""
+    cancelled: int = 0
+    """Not indexed because their job was cancelled."""
+    job_errors: list[str] = field(default_factory=list)
+    """Errors of jobs as a whole (a job that could not run)."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures) + self.unlisted_failures + self.cancelled
+
+    @property
+    def exit_code(self) -> int:
+        """1 when any document failed (unreadable, refused, failed or cancelled)."""
+        return 1 if self.failed else 0
+
+    def summary(self) -> list[str]:
+        """The closing lines: counts, then the first errors by external id."""
+        lines = [
+            f"documents: {self.read} read, {self.sent} sent in {len(self.jobs)} jobs, "
+            f"{self.already_accepted} already accepted"
+        ]
+        stages = {s: sum(f.stage == s for f in self.failures) for s in _STAGES}
+        if self.waited:
+            indexed = sum(j.indexed for j in self.waited.values())
+            unchanged = sum(j.skipped for j in self.waited.values())
+            lines.append(
+                f"jobs: {len(self.waited)} finished: {indexed} indexed, {unchanged} unchanged, "
+                f"{stages['failed'] + self.unlisted_failures} failed, "
+                f"{self.cancelled} cancelled"
+            )
+        elif self.jobs:
+            ids = " ".join(str(j) for j in self.jobs[:3]) + (" ..." if len(self.jobs) > 3 else "")
+            lines.append(f"jobs sent (not waited for; run again with --wait): {ids}")
+        if self.failed:
+            counts = [f"{n} {s}" for s, n in stages.items() if n]
+            if self.unlisted_failures:
+                counts.append(f"{self.unlisted_failures} more failed in jobs")
+            if self.cancelled:
+                counts.append(f"{self.cancelled} cancelled")
+            lines.append(f"FAILED: {self.failed} documents ({', '.join(counts)})")
+            lines += [f"  {error}" for error in self.job_errors]
+            lines += [f"  {f.name}: {f.stage}: {f.error}" for f in self.failures[:SHOWN_ERRORS]]
+            if len(self.failures) > SHOWN_ERRORS:
+                lines.append(f"  ... and {len(self.failures) - SHOWN_ERRORS} more")
+        return lines
+
+
+_STAGES = ("unreadable", "refused", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    source: SourceDocument
+    line: bytes
+    digest: str
+    state: UploadState
+
+
+class Uploader:
+    """One ``hsearch ingest`` run against one API (see the module's docstring)."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        state_dir: Path,
+        api_key: str | None,
+        progress: Progress,
+        options: IngestOptions,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._client = client
+        self._state_dir = state_dir
+        self._api_key = api_key
+        self._progress = progress
+        self._options = options
+        self._clock = clock
+        self._sleep = sleep
+        self.report = IngestReport()
+        self._batch: list[_Pending] = []
+        self._batch_ids: set[str] = set()
+        self._batch_bytes = 0
+        self._in_flight: set[uuid.UUID] = set()
+        self._states: dict[uuid.UUID, list[UploadState]] = {}
+
+    def run(self, paths: Sequence[Path]) -> IngestReport:
+        """Send what ``paths`` hold and the server has not accepted; with ``wait``,
+        wait for every job holding them. Raises :class:`ClientError` when the API cannot
+        be used (unreachable, or refusing the credential): what was accepted until then
+        is recorded, so running again resumes."""
+        paths = _each_once(paths)
+        states = [self._open(path) for path in paths]
+        for path, state in zip(paths, states, strict=True):
+            for item in read_documents(path, source=self._options.source):
+                if isinstance(item, ReadFailure):
+                    name = item.external_id or item.origin
+                    self.report.failures.append(Failure(name, "unreadable", item.error))
+                    continue
+                self.report.read += 1
+                self._consider(item, state)
+        self._flush()
+        if self._options.wait:
+            self._wait(set(self.report.jobs) | self._in_flight)
+        return self.report
+
+    # Reading: what to send.
+
+    def _open(self, path: Path) -> UploadState:
+        state = UploadState.open(
+            self._state_dir,
+            server=self._client.base_url,
+            api_key=self._api_key,
+            root=path,
+            restart=self._options.restart,
+        )
+        if state.warning:
+            self._note(state.warning)
+        for job_id in state.unfinished_jobs():
+            self._states.setdefault(job_id, []).append(state)
+            job = self._read_job(job_id)
+            if job is None or job.finished:
+                self._record(job_id, job)
+        return state
+
+    def _consider(self, item: SourceDocument, state: UploadState) -> None:
+        line = _ndjson_line(item.document)
+        digest = hashlib.sha256(line).hexdigest()
+        holder = state.holder(item.external_id, digest)
+        if holder is not None:
+            self.report.already_accepted += 1
+            if not state.finished(holder):
+                self._in_flight.add(holder)
+            return
+        pending = _Pending(source=item, line=line, digest=digest, state=state)
+        full = len(self._batch) >= self._options.batch_documents
+        over = self._batch_bytes + len(line) > self._options.batch_bytes
+        # A repeated id goes in the next request: the later version is then newer.
+        if self._batch and (full or over or item.external_id in self._batch_ids):
+            self._flush()
+        self._batch.append(pending)
+        self._batch_ids.add(item.external_id)
+        self._batch_bytes += len(line)
+
+    # Sending.
+
+    def _flush(self) -> None:
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        self._batch_ids = set()
+        if batch:
+            self._send(batch)
+
+    def _send(self, batch: list[_Pending]) -> None:
+        try:
+            accepted = self._client.upload(b"".join(p.line for p in batch))
+        except ApiError as exc:
+            if exc.status not in (413, 422):
+                raise
+            self._refused(batch, exc)
+            return
+        job_id = accepted.job_id
+        for state in {id(p.state): p.state for p in batch}.values():
+            state.record_sent(
+                job_id, [(p.source.external_id, p.digest) for p in batch if p.state is state]
+            )
+            self._states.setdefault(job_id, []).append(state)
+        self.report.jobs.append(job_id)
+        self.report.sent += len(batch)
+        self._progress.sent(documents=self.report.sent, jobs=len(self.report.jobs))
+
+    def _refused(self, batch: list[_Pending], exc: ApiError) -> None:
+        named: dict[int, list[str]] = {}
+        for error in exc.errors:
+            if error.line is not None and 1 <= error.line <= len(batch):
+                named.setdefault(error.line, []).append(
+                    f"{error.field}: {error.message}" if error.field else error.message
+                )
+        if named:
+            for line, messages in named.items():
+                failed = batch[line - 1].source
+                self.report.failures.append(
+                    Failure(failed.external_id, "refused", "; ".join(messages))
+                )
+            rest = [p for i, p in enumerate(batch, start=1) if i not in named]
+            if rest:
+                self._send(rest)
+        elif len(batch) > 1:
+            half = len(batch) // 2
+            self._send(batch[:half])
+            self._send(batch[half:])
+        else:
+            failed = batch[0].source
+            self.report.failures.append(Failure(failed.external_id, "refused", exc.detail))
+
+    # Waiting.
+
+    def _wait(self, job_ids: set[uuid.UUID]) -> None:
+        if not job_ids:
+            return
+        latest: dict[uuid.UUID, Job] = {}
+        unfinished = set(job_ids)
+        last_change = self._clock()
+        last_done = -1
+        noted = False
+        while True:
+            for job_id in sorted(unfinished):
+                job = self._read_job(job_id)
+                if job is None:  # gone (purged): its documents were not all accepted
+                    unfinished.discard(job_id)
+                    self._record(job_id, None)
+                    continue
+                latest[job_id] = job
+                if job.finished:
+                    unfinished.discard(job_id)
+                    self._record(job_id, job)
+                    self.report.waited[job_id] = job
+                    self._collect_failures(job)
+            done = sum(j.processed if not j.finished else j.total for j in latest.values())
+            total = sum(j.total for j in latest.values())
+            failed = sum(j.failed for j in latest.values())
+            self._progress.indexing(done=done, total=total, failed=failed)
+            if not unfinished:
+                return
+            now = self._clock()
+            if done != last_done:
+                last_done, last_change = done, now
+            elif not noted and now - last_change >= STALL_NOTE_S:
+                self._note(
+                    f"no document finished for {STALL_NOTE_S:.0f} s: is an ingest worker "
+                    "running? (Ctrl-C stops waiting; the jobs go on, and running this "
+                    "again resumes waiting)"
+                )
+                noted = True
+            self._sleep(self._options.poll_interval_s)
+
+    def _collect_failures(self, job: Job) -> None:
+        for error in job.errors:
+            self.report.failures.append(Failure(error.external_id, "failed", error.error))
+        self.report.unlisted_failures += max(0, job.failed - len(job.errors))
+        left = job.total - job.processed  # never reached by a worker
+        if job.status is JobStatus.CANCELLED:
+            self.report.cancelled += left
+        elif left:
+            self.report.unlisted_failures += left
+        if job.error:
+            self.report.job_errors.append(f"job {job.id}: {job.status}: {job.error}")
+
+    def _read_job(self, job_id: uuid.UUID) -> Job | None:
+        try:
+            return self._client.job(job_id)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _record(self, job_id: uuid.UUID, job: Job | None) -> None:
+        status = "missing" if job is None else str(job.status)
+        failed = None if job is None else job.failed_ids
+        for state in self._states.get(job_id, ()):
+            state.record_outcome(job_id, status=status, failed=failed)
+
+    def _note(self, text: str) -> None:
+        self.report.notes.append(text)
+        self._progress.note(text)
+
+
+def _each_once(paths: Sequence[Path]) -> list[Path]:
+    """``paths`` in order, without a second spelling of one already there."""
+    seen: set[Path] = set()
+    out: list[Path] = []
+    for path in paths:
+        if path.resolve() not in seen:
+            seen.add(path.resolve())
+            out.append(path)
+    return out
+
+
+def _ndjson_line(document: dict[str, Any]) -> bytes:
+    """The document as one NDJSON line, in one spelling (sorted keys), so the same
+    content always has the same hash."""
+    text = json.dumps(document, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return (text + "\n").encode()

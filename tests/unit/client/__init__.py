@@ -1,0 +1,1 @@
+"""The command line as a client of the API (hsearch.client)."""

@@ -1,0 +1,104 @@
+"""The API client over a scripted transport: retries with backoff for what may pass,
+errors with the API's code, detail and fields for what will not, escaped ids, paging."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from hsearch.client.http import ApiClient, ApiError, ApiUnavailableError
+from hsearch.errors import FieldError
+
+JOB_ID = uuid.UUID(int=7)
+
+
+def client(
+    handler: Callable[[httpx.Request], httpx.Response], *, retries: int = 3
+) -> tuple[ApiClient, list[float]]:
+    pauses: list[float] = []
+    api = ApiClient(
+        "http://api.test",
+        api_key="k",
+        retries=retries,
+        transport=httpx.MockTransport(handler),
+        sleep=pauses.append,
+    )
+    return api, pauses
+
+
+def test_an_upload_is_tried_again_after_503_and_connection_errors() -> None:
+    answers = iter(["refuse", "503", "202"])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["content-type"] == "application/x-ndjson"
+        assert request.headers["authorization"] == "Bearer k"
+        answer = next(answers)
+        if answer == "refuse":
+            raise httpx.ConnectError("refused", request=request)
+        if answer == "503":
+            return httpx.Response(503, json={"error": "backend_unavailable", "detail": "x"})
+        return httpx.Response(202, json={"job_id": str(JOB_ID), "total": 1})
+
+    api, pauses = client(handler)
+    accepted = api.upload(b'{"external_id": "a", "text": "A."}\n')
+    assert (accepted.job_id, accepted.total) == (JOB_ID, 1)
+    assert pauses == [0.5, 1.0]
+
+
+def test_no_answer_after_the_retries_says_what_was_last_heard() -> None:
+    api, pauses = client(lambda _: httpx.Response(502, text="bad gateway"), retries=2)
+    with pytest.raises(ApiUnavailableError) as caught:
+        api.job(JOB_ID)
+    assert str(caught.value) == (
+        f"GET http://api.test/v1/jobs/{JOB_ID}: no answer after 3 tries (502: bad gateway)"
+    )
+    assert pauses == [0.5, 1.0]
+
+
+def test_an_error_answer_carries_the_api_s_code_detail_and_fields() -> None:
+    body = {
+        "error": "invalid_request",
+        "detail": "line 2: tags[0]: too short",
+        "errors": [{"field": "tags[0]", "message": "too short", "line": 2}],
+    }
+    api, pauses = client(lambda _: httpx.Response(422, json=body))
+    with pytest.raises(ApiError) as caught:
+        api.upload(b"{}\n{}\n")
+    error = caught.value
+    assert (error.status, error.code, error.detail) == (422, "invalid_request", body["detail"])
+    assert error.errors == (FieldError(field="tags[0]", message="too short", line=2),)
+    assert pauses == [], "a refusal is not tried again"
+
+
+def test_external_ids_are_escaped_but_their_slashes() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.raw_path.decode())
+        return httpx.Response(200, json={"external_id": "x", "deleted_chunks": 1})
+
+    api, _ = client(handler)
+    api.document("guide/a b?#%.md")
+    api.delete_document("guide/a b?#%.md")
+    assert seen == ["/v1/documents/guide/a%20b%3F%23%25.md"] * 2
+
+
+def test_lists_follow_the_cursor_up_to_the_limit() -> None:
+    pages = {None: (["a", "b"], "c1"), "c1": (["c", "d"], "c2"), "c2": (["e"], None)}
+    asked: list[tuple[str | None, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        cursor = request.url.params.get("cursor")
+        asked.append((cursor, request.url.params["limit"]))
+        ids, following = pages[cursor]
+        rows = [{"external_id": i} for i in ids]
+        return httpx.Response(200, json={"documents": rows, "next_cursor": following})
+
+    api, _ = client(handler)
+    assert [d["external_id"] for d in api.documents()] == ["a", "b", "c", "d", "e"]
+    asked.clear()
+    assert [d["external_id"] for d in api.documents(limit=3)] == ["a", "b", "c"]
+    assert asked == [(None, "3"), ("c1", "1")]
