@@ -181,3 +181,8 @@ def test_chunks_are_verbatim_bounded_and_cover_the_text(
         assert a.end < b.end
         if b.start < a.end:
             assert count(text[b.start : a.end]) <= min(overlap, budget // 2), "overlap bound"
+
+
+def test_a_text_sentencex_cannot_take_still_splits_into_sentences() -> None:
+    text = "Hello there. A lone \ud800 surrogate. End"  # from a JSON escape
+    assert split_sentences(text) == ["Hello there.", "A lone \ud800 surrogate.", "End"]
