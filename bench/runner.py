@@ -345,8 +345,8 @@ def run_dataset(path: Path, options: Options) -> DatasetRun:
         settings={
             "top_k": TOP_K,
             "candidates": default_candidates(settings),
-            "chunk_max_chars": settings.ingest.chunk_max_chars,
-            "chunk_overlap_chars": settings.ingest.chunk_overlap_chars,
+            "chunk_max_tokens": settings.ingest.chunk_max_tokens,
+            "chunk_overlap_tokens": settings.ingest.chunk_overlap_tokens,
             "search": settings.search.model_dump(mode="json"),
             "fusion": fusion.describe(),  # what hybrid fused with (SearchSettings.resolve_fusion)
         },

@@ -15,7 +15,7 @@ import pytest
 from hsearch.config import EncoderKind, EncoderSettings
 from hsearch.embedding.bge_m3 import BgeM3Embedder
 from hsearch.embedding.factory import create_embedder
-from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
+from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
 from tests.fixtures.tiny_bge_m3 import HIDDEN_SIZE, build_tiny_bge_m3
 
@@ -154,3 +154,14 @@ def test_the_factory_builds_it_with_the_encoder_settings(
     # max_length reaches the model: the long text is cut elsewhere.
     shorter = create_embedder(settings(16))
     assert shorter.embed_query(TEXTS[-1]) != embedder.embed_query(TEXTS[-1])
+
+
+def test_the_tokenizer_window_is_where_bge_m3_stops_reading(embedder: BgeM3Embedder) -> None:
+    tokenizer = embedder.tokenizer
+    assert isinstance(tokenizer, Tokenizer)
+    assert tokenizer.max_tokens == 62, "max_length 64 less <s> and </s>"
+    full, short = " ".join(["milvus"] * 62), " ".join(["milvus"] * 61)
+    assert tokenizer.count_tokens([full, short]) == [62, 61]
+    a, b, c, d = embedder.embed_documents([full, f"{full} dog", short, f"{short} dog"])
+    assert a.dense == b.dense, "a word past the window is not read"
+    assert c.dense != d.dense, "the last token of the window is read"

@@ -16,6 +16,7 @@ from hsearch.config import IngestSettings
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.models import JobStatus
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
@@ -70,8 +71,7 @@ def indexer(
         embedder=FakeEmbedder(),
         store=store,
         statistics=LexicalStatistics(sessions),
-        chunk_max_chars=400,
-        chunk_overlap_chars=0,
+        chunker=Chunker(FakeEmbedder().tokenizer, max_tokens=64, overlap_tokens=0),
         flush_min_interval_s=interval,
     )
 

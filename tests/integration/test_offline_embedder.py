@@ -15,8 +15,10 @@ import pytest
 from hsearch.config import EncoderSettings
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path
-from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
+from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
+from hsearch.ingestion.chunking import Chunker
+from hsearch.ingestion.records import embedding_text
 from hsearch.lexical.analyzer import ANALYZER_VERSION, term_frequencies
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
 from hsearch.types import SparseVector
@@ -173,3 +175,32 @@ def test_auto_falls_back_to_it_and_warns_about_an_incomplete_bge_m3(
     assert len(warnings) == 1
     assert warnings[0].startswith(f"encoder.bge_m3_incomplete path={half} missing=")
     assert f"encoder.selected name={embedder.info.name}" in caplog.text
+
+
+def _words(tokenizer: Tokenizer, count: int) -> str:
+    """A text of exactly ``count`` MiniLM tokens."""
+    text = " ".join(f"river{i % 7} valley" for i in range(count))
+    spans = tokenizer.token_spans(text)
+    cut = text[: spans[count - 1][1]]
+    assert tokenizer.count_tokens([cut]) == [count]
+    return cut
+
+
+def test_the_tokenizer_window_is_where_minilm_stops_reading(embedder: OfflineEmbedder) -> None:
+    tokenizer = embedder.tokenizer
+    assert isinstance(tokenizer, Tokenizer)
+    assert tokenizer.max_tokens == 254, "256 word pieces less [CLS] and [SEP]"
+    full, short = _words(tokenizer, 254), _words(tokenizer, 253)
+    a, b, c, d = embedder.embed_documents([full, f"{full} mountain", short, f"{short} mountain"])
+    assert a.dense == b.dense, "a word past the window is not read"
+    assert c.dense != d.dense, "the last token of the window is read"
+
+
+def test_chunks_fit_minilm_with_their_title(embedder: OfflineEmbedder) -> None:
+    text = " ".join(ENGLISH.values()) * 8
+    title = "Questions and answers about the everyday world"
+    chunks = Chunker(embedder.tokenizer).chunk(text, title=title, lang="en")
+    assert len(chunks) > 1
+    read = embedder.tokenizer.count_tokens([embedding_text(title, c.text) for c in chunks])
+    assert max(read) <= 254
+    assert all(text[c.start : c.end] == c.text for c in chunks)

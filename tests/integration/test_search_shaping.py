@@ -104,8 +104,11 @@ async def test_facets_match_a_brute_force_count(
 
 
 async def test_pages_neither_repeat_nor_skip(client: httpx.AsyncClient, corpus: list[Any]) -> None:
-    whole = await search(client, top_k=30, candidates=60)
+    # The whole window in one page (the long document is many chunks of the tiny
+    # encoder's 126-token window), then the same window three hits at a time.
+    whole = await search(client, top_k=60, candidates=60)
     ids = [h["chunk_id"] for h in whole["hits"]]
+    assert len(ids) < 60, "the whole list, not a page of it"
     paged: list[str] = []
     for offset in range(0, len(ids) + 3, 3):
         page = await search(client, top_k=3, offset=offset, candidates=60)

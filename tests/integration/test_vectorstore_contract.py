@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
-from hsearch.errors import EncoderMismatchError, InvalidFilterError
+from hsearch.errors import CollectionSchemaError, EncoderMismatchError, InvalidFilterError
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
-from hsearch.vectorstore.milvus import MilvusVectorStore
+from hsearch.vectorstore.milvus import SCHEMA_VERSION_PROPERTY, MilvusVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 ENCODER = EncoderInfo(name="contract", dimension=4, version="1", sparse_kind=SparseKind.LEARNED)
@@ -44,6 +44,8 @@ def record(
         ordinal=0,
         dense=dense,
         sparse=SparseVector.from_mapping(sparse),
+        char_start=10 * len(cid),
+        char_end=10 * len(cid) + len(f"text of {cid}"),
         source=source,
         tags=tags,
         metadata={"n": len(cid)},
@@ -78,6 +80,36 @@ def test_encoder_is_checked(store: VectorStore) -> None:
     other = EncoderInfo(name="other", dimension=4, version="1", sparse_kind=SparseKind.LEARNED)
     with pytest.raises(EncoderMismatchError, match="other"):
         store.ensure_collection(other)
+
+
+@pytest.mark.integration
+def test_a_collection_of_an_older_schema_is_refused(milvus_uri: str) -> None:
+    store = MilvusVectorStore(milvus_uri, collection=f"schema_{uuid.uuid4().hex[:8]}")
+    try:
+        store.ensure_collection(ENCODER)
+        live = store.live_collection()
+        assert live is not None
+        # As a collection made before chunks had offsets records itself.
+        store._client.alter_collection_properties(live, {SCHEMA_VERSION_PROPERTY: "1"})
+        with pytest.raises(CollectionSchemaError, match="hsearch reindex"):
+            store.ensure_collection(ENCODER)
+    finally:
+        store.drop_collection()
+        store.close()
+
+
+async def test_hits_carry_the_chunks_offsets(store: VectorStore) -> None:
+    offsets = {r.chunk_id: (r.char_start, r.char_end) for r in ROWS}
+    dense = await store.search_dense(
+        unit(1, 0, 0, 0), tenant_id="a", filter=None, limit=10, timeout=10
+    )
+    sparse = await store.search_sparse(
+        SparseVector.from_mapping({2: 1.0}), tenant_id="a", filter=None, limit=10, timeout=10
+    )
+    assert dense
+    assert sparse
+    for hit in [*dense, *sparse]:
+        assert (hit.fields["char_start"], hit.fields["char_end"]) == offsets[hit.chunk_id]
 
 
 def test_counts_are_per_tenant_and_upsert_is_idempotent(store: VectorStore) -> None:

@@ -105,9 +105,9 @@ def test_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_OVERLAP_CHARS", "5000")
-    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_MAX_CHARS", "1000")
-    with pytest.raises(ValidationError, match="chunk_overlap_chars"):
+    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_OVERLAP_TOKENS", "300")
+    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_MAX_TOKENS", "256")
+    with pytest.raises(ValidationError, match="chunk_overlap_tokens"):
         Settings(_env_file=None)  # type: ignore[call-arg]
 
 

@@ -254,8 +254,22 @@ class RerankSettings(BaseModel):
 
 
 class IngestSettings(BaseModel):
-    chunk_max_chars: int = Field(default=1200, ge=100, le=20000)
-    chunk_overlap_chars: int = Field(default=150, ge=0, le=5000)
+    chunk_max_tokens: int = Field(
+        default=512,
+        ge=16,
+        le=8192,
+        description="The most tokens of the encoder's own tokenizer a chunk holds, capped "
+        "at what the encoder reads beside the document's title (all-MiniLM-L6-v2: 254 "
+        "less the title; BGE-M3: encoder.max_length - 2 less the title), so the encoder "
+        "reads every chunk whole (docs/chunking.md).",
+    )
+    chunk_overlap_tokens: int = Field(
+        default=32,
+        ge=0,
+        le=4096,
+        description="How many tokens of the previous chunk's end a chunk may repeat "
+        "(whole sentences; at most half a chunk).",
+    )
     max_documents_per_request: int = Field(default=5000, ge=1, le=100000)
     max_document_chars: int = Field(default=1_000_000, ge=1)
     flush_min_interval_s: float = Field(
@@ -321,8 +335,8 @@ class IngestSettings(BaseModel):
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:
-        if self.chunk_overlap_chars >= self.chunk_max_chars:
-            msg = "ingest.chunk_overlap_chars must be smaller than ingest.chunk_max_chars"
+        if self.chunk_overlap_tokens >= self.chunk_max_tokens:
+            msg = "ingest.chunk_overlap_tokens must be smaller than ingest.chunk_max_tokens"
             raise ValueError(msg)
         return self
 

@@ -14,7 +14,8 @@ carries the HTTP status the API answers with and a stable machine-readable
     ├── NotFoundError                 404 not_found
     │   └── JobNotFoundError          404 job_not_found
     ├── ConfigurationError            500 configuration_error
-    │   └── EncoderMismatchError      409 encoder_mismatch
+    │   ├── EncoderMismatchError      409 encoder_mismatch
+    │   └── CollectionSchemaError     409 collection_schema_mismatch
     ├── EncoderError                  500 encoder_error
     ├── ReindexError                  409 reindex_refused       (the live collection is untouched)
     └── BackendError                  503 backend_unavailable   (transient: retried by workers)
@@ -134,6 +135,14 @@ class EncoderMismatchError(ConfigurationError):
 
     status_code = 409
     code = "encoder_mismatch"
+
+
+class CollectionSchemaError(ConfigurationError):
+    """The collection was built by an hsearch whose chunk fields differ (an older schema
+    version): ``hsearch reindex`` rebuilds it."""
+
+    status_code = 409
+    code = "collection_schema_mismatch"
 
 
 class EncoderError(HsearchError):

@@ -22,6 +22,7 @@ from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory, ping_database
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
+from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.leases import JobSweeper
@@ -36,7 +37,7 @@ from hsearch.search.service import SearchService
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["Readiness", "Services", "build_services", "reindexing"]
+__all__ = ["Readiness", "Services", "build_chunker", "build_services", "reindexing"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +92,7 @@ class Services:
             embedder=self.embedder,
             store=self.store,
             statistics=self.statistics,
-            chunk_max_chars=self.settings.ingest.chunk_max_chars,
-            chunk_overlap_chars=self.settings.ingest.chunk_overlap_chars,
+            chunker=build_chunker(self.settings, self.embedder),
             batch_documents=self.settings.ingest.batch_documents,
             batch_chunks=self.settings.ingest.batch_chunks,
             flush_min_interval_s=self.settings.ingest.flush_min_interval_s,
@@ -247,13 +247,22 @@ def reindexing(
                 session_factory=create_session_factory(engine),
                 embedder=embedder,
                 store=store,
-                chunk_max_chars=settings.ingest.chunk_max_chars,
-                chunk_overlap_chars=settings.ingest.chunk_overlap_chars,
+                chunker=build_chunker(settings, embedder),
             )
         finally:
             store.close()
     finally:
         engine.dispose()
+
+
+def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:
+    """How the indexer and the rebuild cut documents: in ``embedder``'s tokens, at the
+    configured sizes (``ingest.chunk_max_tokens``, capped at the encoder's window)."""
+    return Chunker(
+        embedder.tokenizer,
+        max_tokens=settings.ingest.chunk_max_tokens,
+        overlap_tokens=settings.ingest.chunk_overlap_tokens,
+    )
 
 
 def _queue_factory(settings: Settings, queue: JobQueue | None) -> Callable[[], JobQueue]:

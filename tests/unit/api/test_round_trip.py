@@ -54,6 +54,8 @@ async def test_submitted_documents_are_found_once_indexed(api: Api) -> None:
     assert fox["hits"][0]["source"] == "en-wiki"
     assert fox["hits"][0]["tags"] == ["animals"]
     assert "<em>fox</em>" in fox["hits"][0]["snippet"]
+    text = DOCS[0]["text"]
+    assert (fox["hits"][0]["char_start"], fox["hits"][0]["char_end"]) == (0, len(text))
 
 
 async def test_readyz_checks_the_database_and_the_store(api: Api) -> None:

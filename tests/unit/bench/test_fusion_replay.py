@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.config import EncoderKind, IngestSettings, SearchSettings
 from hsearch.embedding.factory import ENCODER_FUSION
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
@@ -59,8 +60,7 @@ async def record_legs(
         embedder=embedder,
         store=store,
         statistics=LexicalStatistics(sessions),
-        chunk_max_chars=500,
-        chunk_overlap_chars=0,
+        chunker=Chunker(embedder.tokenizer, max_tokens=96, overlap_tokens=0),
     ).process_job(queue.sent[0])
     service = SearchService(
         embedder=embedder, store=store, statistics=LexicalStatistics(sessions), settings=settings

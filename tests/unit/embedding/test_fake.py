@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.protocol import Embedder, SparseKind
+from hsearch.embedding.protocol import Embedder, SparseKind, Tokenizer
 from hsearch.lexical.analyzer import query_term_frequencies, term_frequencies
 
 
@@ -123,3 +123,29 @@ def test_a_query_can_be_encoded_for_one_side_only() -> None:
     assert sparse.dense == ()
     with pytest.raises(ValueError, match="dense side, the sparse side or both"):
         fake.embed_query("rivers", dense=False, sparse=False)
+
+
+def test_the_tokenizer_counts_words_and_cjk_characters() -> None:
+    tokenizer = FakeEmbedder(max_tokens=100).tokenizer
+    assert isinstance(tokenizer, Tokenizer)
+    assert tokenizer.max_tokens == 100
+    text = "Naïve résumé, 東京は大きい! 42"
+    spans = tokenizer.token_spans(text)
+    assert [text[a:b] for a, b in spans] == ["Naïve", "résumé", *"東京は大きい", "42"]
+    assert tokenizer.count_tokens([text, "", "..."]) == [9, 0, 0]
+
+
+@given(st.lists(st.sampled_from(["word", "東京", " ", ", ", "\n", "x1"]), max_size=30))
+def test_token_counts_add_up_over_texts_cut_between_tokens(parts: list[str]) -> None:
+    tokenizer = FakeEmbedder().tokenizer
+    text = "".join(parts)
+    spans = tokenizer.token_spans(text)
+    for cut in {a for a, _ in spans}:
+        left, right = tokenizer.count_tokens([text[:cut], text[cut:]])
+        assert left + right == len(spans)
+
+
+@pytest.mark.parametrize("max_tokens", [0, -1, True])
+def test_the_window_must_hold_a_token(max_tokens: int) -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        FakeEmbedder(max_tokens=max_tokens)

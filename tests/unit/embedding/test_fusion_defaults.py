@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
 
 from hsearch.config import EncoderKind
 from hsearch.embedding.bge_m3 import BGE_M3_FUSION, BgeM3Embedder
@@ -22,8 +24,14 @@ from hsearch.types import FusionDefault, FusionMethod
 
 
 class _Model:
+    """Stands in for SentenceTransformer and BGEM3FlagModel: a dimension, a window and a
+    (word-level) tokenizer, no weights."""
+
+    max_seq_length = 256
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         del args, kwargs
+        self.tokenizer = Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
 
     def get_embedding_dimension(self) -> int:
         return 384

@@ -24,6 +24,7 @@ from hsearch.db.models import (
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import EncoderError, InvalidRequestError, VectorStoreError
+from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.indexer import IndexingService
@@ -82,8 +83,7 @@ def make_service(
         embedder=embedder or FakeEmbedder(),
         store=store,
         statistics=LexicalStatistics(sessions),
-        chunk_max_chars=200,
-        chunk_overlap_chars=0,
+        chunker=Chunker((embedder or FakeEmbedder()).tokenizer, max_tokens=36, overlap_tokens=0),
         flush_min_interval_s=0 if timers is None else 10,
         clock=Clock(),
         start_timer=timers or Timers(),

@@ -19,6 +19,7 @@ from hsearch.db.models import Document
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import EncoderError, EncoderMismatchError, ReindexError
+from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.reindex import ReindexService
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import docs, get_job, make_service, run, stats, submit
@@ -53,8 +54,7 @@ def reindexer(
         session_factory=sessions,
         embedder=embedder,
         store=store,
-        chunk_max_chars=200,
-        chunk_overlap_chars=0,
+        chunker=Chunker(embedder.tokenizer, max_tokens=36, overlap_tokens=0),
         batch_documents=2,
     )
 

@@ -13,6 +13,7 @@ from hsearch.config import IngestSettings, SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import VectorStoreError, VectorStoreTimeoutError
+from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
@@ -58,8 +59,7 @@ def index(
         embedder=embedder,
         store=store,
         statistics=LexicalStatistics(sessions),
-        chunk_max_chars=500,
-        chunk_overlap_chars=0,
+        chunker=Chunker(embedder.tokenizer, max_tokens=96, overlap_tokens=0),
     )
     queue = InMemoryJobQueue()
     with unit_of_work(sessions, queue=queue) as uow:

@@ -22,8 +22,10 @@ from hsearch.embedding.protocol import (
     Embedding,
     EncoderInfo,
     SparseKind,
+    Tokenizer,
     check_sides,
 )
+from hsearch.embedding.tokenizer import HuggingFaceTokenizer
 from hsearch.errors import EncoderError
 from hsearch.types import FusionDefault, FusionMethod, Leg, SparseVector
 
@@ -133,6 +135,9 @@ class BgeM3Embedder:
                 passage_max_length=max_length,
                 query_max_length=max_length,
             )
+            # FlagEmbedding truncates passages at max_length tokens, <s> and </s>
+            # included: chunks are cut to fit it.
+            self._tokenizer = HuggingFaceTokenizer(self._model.tokenizer, window=max_length)
         except EncoderError:
             raise
         except Exception as exc:
@@ -142,6 +147,11 @@ class BgeM3Embedder:
     @property
     def info(self) -> EncoderInfo:
         return self._info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The checkpoint's XLM-R tokenizer and the ``max_length`` window."""
+        return self._tokenizer
 
     def embed_documents(
         self, texts: Sequence[str], *, langs: Sequence[str] | None = None

@@ -4,7 +4,8 @@ Dense: each lexical term owns a pseudo-random vector derived from its hash; a te
 vector is the normalised sum of its terms' vectors (with repetition). Texts sharing words
 are therefore similar, unrelated texts nearly orthogonal, and nothing is downloaded or
 loaded. Sparse: the lexical analyzer's term counts, exactly like the offline encoder, so
-the BM25 path of the pipeline is exercised too.
+the BM25 path of the pipeline is exercised too. Tokens: the analyzer's words, and each
+character of a CJK run (:class:`AnalyzerTokenizer`), within a window of ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from hsearch.embedding.protocol import (
     Embedding,
     EncoderInfo,
     SparseKind,
+    Tokenizer,
     check_sides,
     document_langs,
 )
-from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, analyze_query, term_id
+from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, analyze_query, term_id, tokens
 from hsearch.types import SparseVector
 
-__all__ = ["FakeEmbedder"]
+__all__ = ["AnalyzerTokenizer", "FakeEmbedder"]
 
 _VERSION = f"fake1.{ANALYZER_VERSION}"
 
@@ -56,6 +58,35 @@ def _term_vector(term: str, dimension: int) -> tuple[float, ...]:
     return tuple(values[:dimension])
 
 
+class AnalyzerTokenizer:
+    """Deterministic tokens without a model: each word the lexical analyzer finds, and
+    each character of a CJK run (which it reads as bigrams, about one per character).
+    Punctuation and white space are no tokens. Counts add up over texts cut between
+    tokens, like a WordPiece tokenizer's over texts cut between words."""
+
+    def __init__(self, max_tokens: int = 512) -> None:
+        if isinstance(max_tokens, bool) or max_tokens < 1:
+            msg = f"max_tokens must be >= 1, got {max_tokens!r}"
+            raise ValueError(msg)
+        self._max_tokens = max_tokens
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        spans: list[tuple[int, int]] = []
+        for token in tokens(text):
+            if token.cjk:
+                spans.extend((i, i + 1) for i in range(token.start, token.end))
+            else:
+                spans.append((token.start, token.end))
+        return spans
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(self.token_spans(text)) for text in texts]
+
+
 class FakeEmbedder:
     """Hashing encoder: deterministic, instant, lexically meaningful.
 
@@ -63,10 +94,11 @@ class FakeEmbedder:
     for, so a test can check that a search encodes only what its legs read.
     """
 
-    def __init__(self, dimension: int = 32) -> None:
+    def __init__(self, dimension: int = 32, *, max_tokens: int = 512) -> None:
         if isinstance(dimension, bool) or not 2 <= dimension <= _MAX_DIMENSION:
             msg = f"dimension must be within [2, {_MAX_DIMENSION}], got {dimension!r}"
             raise ValueError(msg)
+        self._tokenizer = AnalyzerTokenizer(max_tokens)
         self._info = EncoderInfo(
             name="fake",
             dimension=dimension,
@@ -79,6 +111,10 @@ class FakeEmbedder:
     @property
     def info(self) -> EncoderInfo:
         return self._info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._tokenizer
 
     def embed_documents(
         self, texts: Sequence[str], *, langs: Sequence[str] | None = None

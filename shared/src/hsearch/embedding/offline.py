@@ -26,9 +26,11 @@ from hsearch.embedding.protocol import (
     Embedding,
     EncoderInfo,
     SparseKind,
+    Tokenizer,
     check_sides,
     document_langs,
 )
+from hsearch.embedding.tokenizer import HuggingFaceTokenizer
 from hsearch.errors import EncoderError
 from hsearch.lexical.analyzer import (
     ANALYZER_VERSION,
@@ -126,6 +128,10 @@ class OfflineEmbedder:
             )
             dimension = self._model.get_embedding_dimension()
             version = f"{_model_version(path)}.{ANALYZER_VERSION}"
+            # The model truncates every text at max_seq_length word pieces (256 for
+            # all-MiniLM-L6-v2), [CLS] and [SEP] included: chunks are cut to fit it.
+            window = self._model.max_seq_length or self._model.tokenizer.model_max_length
+            self._tokenizer = HuggingFaceTokenizer(self._model.tokenizer, window=int(window))
         except Exception as exc:
             msg = f"cannot load the offline model from {path}: {type(exc).__name__}: {exc}"
             raise EncoderError(msg) from exc
@@ -146,6 +152,11 @@ class OfflineEmbedder:
     @property
     def info(self) -> EncoderInfo:
         return self._info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """MiniLM's WordPiece tokenizer and its ``max_seq_length`` window."""
+        return self._tokenizer
 
     def embed_documents(
         self, texts: Sequence[str], *, langs: Sequence[str] | None = None

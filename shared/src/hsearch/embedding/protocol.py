@@ -66,11 +66,42 @@ class EncoderInfo:
 
 
 @runtime_checkable
+class Tokenizer(Protocol):
+    """How an encoder cuts text into tokens, and how many of them it reads.
+
+    What the chunker measures chunks with (:mod:`hsearch.ingestion.chunking`): a chunk
+    that fits :attr:`max_tokens` is read whole, a longer one would be truncated by the
+    encoder, silently. Counts and spans leave out the special tokens the encoder adds
+    (``[CLS]``, ``</s>``): :attr:`max_tokens` is already net of them.
+    """
+
+    @property
+    def max_tokens(self) -> int:
+        """The most tokens of one passage the encoder reads (its window, special tokens
+        excluded); the rest of a longer passage is cut off."""
+        ...
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` character offsets in ``text`` of each of its tokens, in
+        order. Several tokens may share a span (a character split into byte pieces)."""
+        ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """How many tokens the encoder reads for each of ``texts`` (untruncated)."""
+        ...
+
+
+@runtime_checkable
 class Embedder(Protocol):
     """Encodes documents and queries into dense + sparse vectors."""
 
     @property
     def info(self) -> EncoderInfo: ...
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The encoder's own tokenizer and window, for chunks that fit it."""
+        ...
 
     def embed_documents(
         self, texts: Sequence[str], *, langs: Sequence[str] | None = None

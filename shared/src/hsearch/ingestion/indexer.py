@@ -36,7 +36,7 @@ from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
-from hsearch.ingestion.chunking import chunk_text
+from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.deletion import DocumentDeleter
 from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
 from hsearch.ingestion.ids import chunk_id, document_id
@@ -57,6 +57,7 @@ class _PreparedItem:
     title: str
     lang: str
     chunks: tuple[str, ...]
+    offsets: tuple[tuple[int, int], ...]
     chunk_ids: tuple[str, ...]
 
 
@@ -70,8 +71,7 @@ class IndexingService:
         embedder: Embedder,
         store: VectorStore,
         statistics: LexicalStatistics,
-        chunk_max_chars: int,
-        chunk_overlap_chars: int,
+        chunker: Chunker | None = None,
         batch_documents: int = 16,
         batch_chunks: int = 128,
         flush_min_interval_s: float = 0.0,
@@ -83,7 +83,8 @@ class IndexingService:
         clock: Callable[[], float] = time.monotonic,
         start_timer: TimerFactory = start_thread_timer,
     ) -> None:
-        """``flush_min_interval_s`` 0 flushes at the end of every job that wrote
+        """``chunker`` cuts documents (default: the encoder's tokenizer, default sizes);
+        ``flush_min_interval_s`` 0 flushes at the end of every job that wrote
         chunks; with ``batches_per_task`` (and ``requeue``) a job runs that many batches,
         then goes to the back of the queue (``requeue``) so that other jobs, other
         tenants' among them, take turns with it (0: each job runs whole);
@@ -96,8 +97,7 @@ class IndexingService:
         self._embedder = embedder
         self._store = store
         self._statistics = statistics
-        self._chunk_max = chunk_max_chars
-        self._chunk_overlap = chunk_overlap_chars
+        self._chunker = chunker or Chunker(embedder.tokenizer)
         self._batch = batch_documents
         self._batch_chunks = batch_chunks
         self._collection_ready = False
@@ -439,9 +439,7 @@ class IndexingService:
                     )
                     continue
                 try:
-                    chunks = chunk_text(
-                        item.content, max_chars=self._chunk_max, overlap_chars=self._chunk_overlap
-                    )
+                    chunks = self._chunker.chunk(item.content, title=item.title, lang=item.lang)
                     if not chunks:
                         raise InvalidRequestError("text: the document has no text to index")
                 except (ValueError, InvalidRequestError) as exc:
@@ -453,8 +451,9 @@ class IndexingService:
                         document_id=doc_id,
                         title=item.title,
                         lang=item.lang,
-                        chunks=tuple(chunks),
-                        chunk_ids=tuple(chunk_id(doc_id, i, c) for i, c in enumerate(chunks)),
+                        chunks=tuple(c.text for c in chunks),
+                        offsets=tuple((c.start, c.end) for c in chunks),
+                        chunk_ids=tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks)),
                     )
                 )
         return todo
@@ -542,6 +541,7 @@ class IndexingService:
                     created_at=created,
                     chunk_ids=prepared.chunk_ids,
                     chunks=prepared.chunks,
+                    offsets=prepared.offsets,
                     vectors=vectors,
                 )
             )

@@ -37,9 +37,11 @@ def chunk_records(
     created_at: datetime,
     chunk_ids: Sequence[str],
     chunks: Sequence[str],
+    offsets: Sequence[tuple[int, int]],
     vectors: Sequence[Embedding],
 ) -> list[ChunkRecord]:
-    """One record per chunk, in chunk order, with the document's filter fields."""
+    """One record per chunk, in chunk order, with the document's filter fields and each
+    chunk's ``(start, end)`` character offsets in the document's text (``offsets``)."""
     return [
         ChunkRecord(
             chunk_id=cid,
@@ -51,11 +53,15 @@ def chunk_records(
             ordinal=i,
             dense=e.dense,
             sparse=e.sparse,
+            char_start=start,
+            char_end=end,
             source=source,
             lang=lang,
             tags=tuple(tags),
             created_at=int(created_at.timestamp()),
             metadata=metadata,
         )
-        for i, (cid, text, e) in enumerate(zip(chunk_ids, chunks, vectors, strict=True))
+        for i, (cid, text, (start, end), e) in enumerate(
+            zip(chunk_ids, chunks, offsets, vectors, strict=True)
+        )
     ]

@@ -44,7 +44,7 @@ from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import HsearchError, ReindexError
-from hsearch.ingestion.chunking import chunk_text
+from hsearch.ingestion.chunking import Chunk, Chunker
 from hsearch.ingestion.ids import chunk_id
 from hsearch.ingestion.records import chunk_records, embedding_text
 from hsearch.lexical.analyzer import term_frequencies
@@ -108,18 +108,18 @@ class ReindexService:
         session_factory: sessionmaker[Session],
         embedder: Embedder,
         store: VectorStore,
-        chunk_max_chars: int,
-        chunk_overlap_chars: int,
+        chunker: Chunker | None = None,
         batch_documents: int = 32,
     ) -> None:
+        """``chunker``: how documents are cut, as the indexer cuts them (default: the
+        encoder's tokenizer at the default chunk sizes)."""
         if batch_documents < 1:
             msg = f"batch_documents must be >= 1, got {batch_documents}"
             raise ValueError(msg)
         self._sessions = session_factory
         self._embedder = embedder
         self._store = store
-        self._chunk_max = chunk_max_chars
-        self._chunk_overlap = chunk_overlap_chars
+        self._chunker = chunker or Chunker(embedder.tokenizer)
         self._batch = batch_documents
 
     def run(
@@ -231,8 +231,9 @@ class ReindexService:
                         tags=doc.tags,
                         metadata=doc.metadata,
                         created_at=doc.created_at,
-                        chunk_ids=[chunk_id(doc.id, i, c) for i, c in enumerate(chunks)],
-                        chunks=chunks,
+                        chunk_ids=[chunk_id(doc.id, i, c.text) for i, c in enumerate(chunks)],
+                        chunks=[c.text for c in chunks],
+                        offsets=[(c.start, c.end) for c in chunks],
                         vectors=embeddings,
                     )
                 )
@@ -240,17 +241,15 @@ class ReindexService:
             if progress is not None:
                 progress(done, max(total, done))
 
-    def _chunks(self, doc: _Document) -> list[str]:
-        chunks = chunk_text(
-            doc.content, max_chars=self._chunk_max, overlap_chars=self._chunk_overlap
-        )
+    def _chunks(self, doc: _Document) -> list[Chunk]:
+        chunks = self._chunker.chunk(doc.content, title=doc.title, lang=doc.lang)
         if not chunks:
             msg = f"document {doc.external_id!r} of tenant {doc.tenant_id!r} has no text to index"
             raise ReindexError(msg)
         return chunks
 
-    def _encode(self, chunked: Sequence[tuple[_Document, list[str]]]) -> list[list[Embedding]]:
-        texts = [embedding_text(doc.title, c) for doc, chunks in chunked for c in chunks]
+    def _encode(self, chunked: Sequence[tuple[_Document, list[Chunk]]]) -> list[list[Embedding]]:
+        texts = [embedding_text(doc.title, c.text) for doc, chunks in chunked for c in chunks]
         langs = [doc.lang for doc, chunks in chunked for _ in chunks]
         try:
             flat = self._embedder.embed_documents(texts, langs=langs)
@@ -320,7 +319,7 @@ class ReindexService:
                 contribution = (
                     LexicalContribution.of_chunks(
                         [
-                            term_frequencies(embedding_text(row.title, c), lang=row.lang)[0]
+                            term_frequencies(embedding_text(row.title, c.text), lang=row.lang)[0]
                             for c in chunks
                         ]
                     )
@@ -331,7 +330,7 @@ class ReindexService:
                 corpus.chunks += contribution.chunks
                 corpus.length += contribution.length
                 corpus.terms.update(contribution.terms)
-                row.chunk_ids = [chunk_id(row.id, i, c) for i, c in enumerate(chunks)]
+                row.chunk_ids = [chunk_id(row.id, i, c.text) for i, c in enumerate(chunks)]
                 row.chunk_count = len(chunks)
                 row.lexical_terms = contribution.stored_terms()
                 row.lexical_length = contribution.length

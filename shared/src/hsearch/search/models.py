@@ -52,6 +52,10 @@ class SearchHit:
     text: str
     score: float
     explanation: Explanation
+    char_start: int | None = None
+    """Where ``text`` lies in the document's text: ``document[char_start:char_end]``
+    (``None`` only from a store that keeps no offsets)."""
+    char_end: int | None = None
     snippet: str | None = None
     matching_chunks: int = 1
     source: str = ""

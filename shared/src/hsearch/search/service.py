@@ -190,6 +190,8 @@ def _hydrate(
         text=text,
         score=fused.score if rerank_score is None else rerank_score,
         explanation=_explain(fused, method=plan.ranking.method, rerank_score=rerank_score),
+        char_start=_offset(stored.get("char_start")),
+        char_end=_offset(stored.get("char_end")),
         snippet=make_snippet(text, plan.query) if plan.highlight else None,
         matching_chunks=matching,
         source=str(stored.get("source", "")),
@@ -197,6 +199,10 @@ def _hydrate(
         tags=tuple(stored.get("tags") or ()),
         metadata=dict(stored.get("metadata") or {}),
     )
+
+
+def _offset(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _explain(fused: FusedHit, *, method: FusionMethod, rerank_score: float | None) -> Explanation:

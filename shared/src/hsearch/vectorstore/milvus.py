@@ -34,7 +34,12 @@ import numpy as np
 from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
 
 from hsearch.embedding.protocol import EncoderInfo
-from hsearch.errors import EncoderMismatchError, VectorStoreError, VectorStoreTimeoutError
+from hsearch.errors import (
+    CollectionSchemaError,
+    EncoderMismatchError,
+    VectorStoreError,
+    VectorStoreTimeoutError,
+)
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.milvus_filters import compile_filter, quote_string, tenant_expression
@@ -42,6 +47,7 @@ from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore
 from hsearch.vectorstore.schema import (
     DENSE_FIELD,
     METADATA_FIELD,
+    OFFSET_FIELDS,
     OUTPUT_FIELDS,
     PRIMARY_FIELD,
     SPARSE_FIELD,
@@ -58,12 +64,15 @@ logger = logging.getLogger(__name__)
 
 ENCODER_PROPERTY = "hsearch.encoder"
 SCHEMA_VERSION_PROPERTY = "hsearch.schema_version"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+"""1: the first schema; 2: chunks carry their character offsets (``char_start``,
+``char_end``). A collection of an older schema is refused, naming ``hsearch reindex``."""
 # Outside every encoder's index space (term hashes < 2**31, token ids < 2**20).
 EMPTY_SPARSE_INDEX = 2**32 - 2
 MAX_NAME_LENGTH = 255
 """Milvus' limit on collection and alias names."""
 REINDEX_HINT = "rebuild it with the configured encoder: `hsearch reindex`"
+SCHEMA_HINT = "rebuild it with this version: `hsearch reindex`"
 
 # Filtered dense search (docs/filtered-search.md). The sample is the tenant's nearest
 # SAMPLE_FACTOR x limit chunks: for a filter keeping half the chunks it holds 1.5 x limit
@@ -143,6 +152,7 @@ class MilvusVectorStore:
                     self._create_first_version(encoder)
                 return
             self._verify_encoder(encoder)
+            self._verify_schema()
             state = self._client.get_load_state(self._collection)
             if "Loaded" not in str(state.get("state")):
                 # A collection reopened from disk starts released.
@@ -186,6 +196,19 @@ class MilvusVectorStore:
                 "(or point HSEARCH_MILVUS__COLLECTION at another collection)"
             )
             raise EncoderMismatchError(msg)
+
+    def _verify_schema(self) -> None:
+        """Refuse a collection whose fields are not the ones this version writes and
+        reads: Milvus would reject every write and every search naming a missing field."""
+        props = self._client.describe_collection(self._collection).get("properties", {})
+        recorded = props.get(SCHEMA_VERSION_PROPERTY)
+        if recorded is None or str(recorded) != SCHEMA_VERSION:
+            msg = (
+                f"collection {self._collection!r} has schema version {recorded!r}, but this "
+                f"version of hsearch reads schema {SCHEMA_VERSION!r} (chunks carry their "
+                f"character offsets); {SCHEMA_HINT}"
+            )
+            raise CollectionSchemaError(msg)
 
     def new_collection(self, encoder: EncoderInfo) -> MilvusVectorStore:
         """The next version (``<name>_v<n>``, one above every existing version), created
@@ -272,6 +295,8 @@ class MilvusVectorStore:
         schema.add_field(TENANT_FIELD, DataType.VARCHAR, max_length=64, is_partition_key=True)
         schema.add_field("title", DataType.VARCHAR, max_length=TITLE_MAX_LENGTH * 4)
         schema.add_field(TEXT_FIELD, DataType.VARCHAR, max_length=TEXT_MAX_LENGTH)
+        for offset in OFFSET_FIELDS:
+            schema.add_field(offset, DataType.INT64)
         for spec in USER_FIELDS:
             if spec.type is FieldType.STRING_ARRAY:
                 schema.add_field(
@@ -720,6 +745,8 @@ def _to_row(r: ChunkRecord) -> dict[str, Any]:
         "tags": list(r.tags),
         "created_at": r.created_at,
         "ordinal": r.ordinal,
+        "char_start": r.char_start,
+        "char_end": r.char_end,
         METADATA_FIELD: dict(r.metadata),
         DENSE_FIELD: list(r.dense),
         # Milvus refuses an all-zero sparse vector; a chunk with no terms (punctuation

@@ -13,7 +13,10 @@ from hsearch.vectorstore.filters import FilterNode
 
 @dataclass(frozen=True, slots=True)
 class ChunkRecord:
-    """One chunk as stored: ids, text, filter/facet fields and both vectors."""
+    """One chunk as stored: ids, text, filter/facet fields and both vectors.
+
+    ``char_start`` and ``char_end`` locate the chunk in its document's text:
+    ``document.text[char_start:char_end] == text`` (Unicode code points)."""
 
     chunk_id: str
     document_id: str
@@ -24,6 +27,8 @@ class ChunkRecord:
     ordinal: int
     dense: DenseVector
     sparse: SparseVector
+    char_start: int = 0
+    char_end: int = 0
     source: str = ""
     lang: str = ""
     tags: tuple[str, ...] = ()

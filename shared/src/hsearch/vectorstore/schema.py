@@ -36,6 +36,9 @@ DENSE_FIELD = "dense"
 SPARSE_FIELD = "sparse"
 TEXT_FIELD = "text"
 METADATA_FIELD = "metadata"
+OFFSET_FIELDS = ("char_start", "char_end")
+"""Where a chunk lies in its document's text (character offsets, end exclusive): returned
+with every hit, neither filterable nor facetable."""
 
 # Scalar fields users may filter and facet on. ``metadata`` is a JSON column whose
 # nested paths (``metadata.author.name``) are addressable too.
@@ -68,6 +71,7 @@ OUTPUT_FIELDS: tuple[str, ...] = (
     "tags",
     "created_at",
     "ordinal",
+    *OFFSET_FIELDS,
     METADATA_FIELD,
 )
 

@@ -121,6 +121,8 @@ def search_response(result: SearchResult) -> SearchResponse:
                 external_id=h.external_id,
                 title=h.title,
                 text=h.text,
+                char_start=h.char_start,
+                char_end=h.char_end,
                 snippet=h.snippet,
                 score=h.score,
                 matching_chunks=h.matching_chunks,

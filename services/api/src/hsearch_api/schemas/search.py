@@ -143,6 +143,13 @@ class HitRead(BaseModel):
     external_id: str
     title: str
     text: str
+    char_start: int | None = Field(
+        description="Where the chunk's text starts in the document's text, in characters "
+        "(Unicode code points): text == document_text[char_start:char_end]."
+    )
+    char_end: int | None = Field(
+        description="Where the chunk's text ends in the document's text (exclusive)."
+    )
     snippet: str | None
     score: float
     matching_chunks: int
