@@ -1,5 +1,6 @@
 """Test-only services for the integration suite: a fresh Postgres database per test
-session, a flushed Redis database and the suite's worker naming. The processes
+session, a flushed Redis database, a RabbitMQ virtual host per test and the suite's
+worker naming. The processes
 themselves (Milvus Lite server, Celery workers, the API) come from
 :mod:`hsearch.processes`, as for ``hsearch run`` and the benchmarks.
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -26,6 +29,8 @@ PG_ADMIN_URL = os.environ.get(
     "HSEARCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 REDIS_URL = os.environ.get("HSEARCH_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+RABBITMQ_HOST = os.environ.get("HSEARCH_TEST_RABBITMQ_HOST", "127.0.0.1:5672")
+RABBITMQ_USER = "guest"  # the broker's default user, allowed on loopback only
 IN_CI = os.environ.get("CI") == "true"
 
 
@@ -64,6 +69,28 @@ def redis_database(db: int) -> str:
     except redis.RedisError as exc:
         unavailable(f"Redis at {url}: {exc}")
     return url
+
+
+@contextlib.contextmanager
+def rabbitmq_vhost() -> Iterator[str]:
+    """A new RabbitMQ virtual host for one test (its queues and messages its own), as
+    an ``amqp://`` broker URL; deleted afterwards. Made with ``rabbitmqctl``."""
+    name = f"hsearch-test-{uuid.uuid4().hex[:8]}"
+    ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
+
+    def run(*args: str) -> None:
+        subprocess.run([ctl, "-q", *args], check=True, capture_output=True, timeout=60)
+
+    try:
+        run("add_vhost", name)
+        run("set_permissions", "-p", name, RABBITMQ_USER, ".*", ".*", ".*")
+    except (OSError, subprocess.SubprocessError) as exc:
+        unavailable(f"RabbitMQ (rabbitmqctl): {exc}")
+    try:
+        yield f"amqp://{RABBITMQ_USER}:{RABBITMQ_USER}@{RABBITMQ_HOST}/{name}"
+    finally:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            run("delete_vhost", name)
 
 
 def start_test_worker(env: Mapping[str, str], log_dir: Path, *, name: str = "w") -> Child:

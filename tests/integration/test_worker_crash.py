@@ -3,13 +3,17 @@ pool child) loses nothing and leaves nothing stuck: a new worker finishes the jo
 within the lease plus 30 s of its start, with exact counts, and Milvus and the metadata
 database agree chunk for chunk. Run per profile: the embedded one (SQLite metadata and
 SQLite broker, where the SQLite broker never re-delivers the message the dead worker
-held) and Postgres + Redis. The fake encoder: the encoder is not what is tested."""
+held), Postgres + Redis, and Postgres + RabbitMQ (which re-delivers the message at once,
+to a worker that finds the dead one's lease still held). The fake encoder: the encoder
+is not what is tested."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,7 @@ from hsearch.db.models import Document, IngestionJob, JobStatus
 from hsearch.processes import Child
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import api_client, settings_from_env, stack_env
-from tests.integration.services import redis_database, start_test_worker
+from tests.integration.services import rabbitmq_vhost, redis_database, start_test_worker
 
 pytestmark = [
     pytest.mark.integration,
@@ -35,16 +39,25 @@ DOCUMENTS = 200
 CRASH_REDIS_DB = 13
 
 
-@pytest.fixture(params=["embedded", "postgres-redis"])
+@pytest.fixture(params=["embedded", "postgres-redis", "postgres-rabbitmq"])
 def profile(
     request: pytest.FixtureRequest, tmp_path: Path, milvus_uri: str, pg_url: str
+) -> Iterator[dict[str, str]]:
+    with contextlib.ExitStack() as stack:
+        if request.param == "embedded":
+            database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
+            upgrade_database(database)
+            broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
+        elif request.param == "postgres-redis":
+            database, broker = pg_url, redis_database(CRASH_REDIS_DB)
+        else:
+            database, broker = pg_url, stack.enter_context(rabbitmq_vhost())
+        yield _profile_env(request.param, tmp_path, milvus_uri, database, broker)
+
+
+def _profile_env(
+    name: str, tmp_path: Path, milvus_uri: str, database: str, broker: str
 ) -> dict[str, str]:
-    if request.param == "embedded":
-        database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
-        upgrade_database(database)
-        broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
-    else:
-        database, broker = pg_url, redis_database(CRASH_REDIS_DB)
     env = stack_env(
         database_url=database,
         broker_url=broker,
@@ -60,7 +73,7 @@ def profile(
             "HSEARCH_INGEST__FLUSH_MIN_INTERVAL_S": "0",
         }
     )
-    if request.param == "embedded":
+    if name != "postgres-redis":  # stack_env makes the broker the Redis URL too
         env.pop("HSEARCH_REDIS__URL")
     return env
 

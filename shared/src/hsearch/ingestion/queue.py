@@ -46,6 +46,13 @@ def create_celery(
         # lease, not to the longest job: a message re-delivered while its job still runs
         # finds the job's lease held and returns at once (hsearch.ingestion.leases).
         app.conf.broker_transport_options = {"visibility_timeout": visibility_timeout_s}
+    elif broker_url.startswith(("amqp://", "amqps://", "pyamqp://")):
+        # RabbitMQ re-delivers an unacknowledged message as soon as its consumer's
+        # connection drops (a dead worker), so there is no visibility timeout to size.
+        # Publisher confirms: a send returns only once the broker has the message, so a
+        # job reported queued is in the queue. Tasks end within a turn
+        # (ingest.batches_per_task), far inside the broker's consumer_timeout.
+        app.conf.broker_transport_options = {"confirm_publish": True}
     return app
 
 
