@@ -17,7 +17,8 @@ import pytest
 from hsearch.db.migrate import upgrade_database
 from hsearch.processes import start_api, start_milvus_lite
 from hsearch.stack import sample_documents
-from tests.integration.conftest import stack_env
+from hsearch.tenancy.factory import open_tenancy
+from tests.integration.conftest import settings_from_env, stack_env
 from tests.integration.services import postgres_database, redis_database, start_test_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -46,10 +47,14 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             encoder={"kind": "offline"},
             data_dir=root,
         )
-        env["HSEARCH_API__DEFAULT_TENANT"] = "e2e"
+        with open_tenancy(settings_from_env(env)) as tenancy:
+            created = tenancy.create_tenant(
+                "e2e", tenant_id=f"e2e{uuid.uuid4().hex[:8]}", actor="test"
+            )
         worker = start_test_worker(env, root, name="e2e")
         api, base = start_api(env, log=root / "api.log")
-        state: dict[str, Any] = {"env": env, "root": root, "api": api, "base": base}
+        auth = {"Authorization": f"Bearer {created.key.key}"}
+        state: dict[str, Any] = {"env": env, "root": root, "api": api, "base": base, "auth": auth}
         try:
             yield state
         finally:
@@ -58,32 +63,37 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             milvus.stop()
 
 
-def search(base: str, query: str, mode: str) -> dict[str, Any]:
+def search(base: str, query: str, mode: str, auth: dict[str, str]) -> dict[str, Any]:
     resp = httpx.post(
-        f"{base}/v1/search", json={"query": query, "mode": mode, "top_k": 5}, timeout=30
+        f"{base}/v1/search",
+        json={"query": query, "mode": mode, "top_k": 5},
+        headers=auth,
+        timeout=30,
     )
     assert resp.status_code == 200, resp.text
     return resp.json()  # type: ignore[no-any-return]
 
 
-def assert_every_document_found(base: str, docs: list[dict[str, Any]]) -> None:
+def assert_every_document_found(
+    base: str, docs: list[dict[str, Any]], auth: dict[str, str]
+) -> None:
     for doc in docs:
         query = first_sentence(doc["text"])
         for mode in ("hybrid", "semantic", "keyword"):
-            body = search(base, query, mode)
+            body = search(base, query, mode, auth)
             ids = [h["external_id"] for h in body["hits"]]
             assert body["degraded"] == []
             assert ids[:1] == [doc["external_id"]], (mode, query, ids)
 
 
 def test_ingest_search_restart_search(processes: dict[str, Any]) -> None:
-    base = processes["base"]
+    base, auth = processes["base"], processes["auth"]
     docs = sample_documents()
-    resp = httpx.post(f"{base}/v1/documents", json={"documents": docs}, timeout=30)
+    resp = httpx.post(f"{base}/v1/documents", json={"documents": docs}, headers=auth, timeout=30)
     assert resp.status_code == 202, resp.text
     job_url = base + resp.json()["status_url"]
     deadline = time.monotonic() + 300
-    while (job := httpx.get(job_url, timeout=10).json())["status"] not in (
+    while (job := httpx.get(job_url, headers=auth, timeout=10).json())["status"] not in (
         "succeeded",
         "partial",
         "failed",
@@ -93,11 +103,11 @@ def test_ingest_search_restart_search(processes: dict[str, Any]) -> None:
     assert job["status"] == "succeeded", job
     assert job["indexed"] == len(docs)
 
-    assert_every_document_found(base, docs)
+    assert_every_document_found(base, docs, auth)
 
     processes["api"].stop()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{base}/healthz", timeout=2)
     api, base = start_api(processes["env"], log=Path(processes["root"]) / "api.log")
     processes["api"], processes["base"] = api, base
-    assert_every_document_found(base, docs)
+    assert_every_document_found(base, docs, auth)

@@ -6,6 +6,7 @@ serving, and Ctrl-C in the middle of a job leaves no process behind within 5 s."
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,9 +25,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 def test_run_serves_the_sample_and_stops_cleanly(tmp_path: Path) -> None:
     api_port, milvus_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HSEARCH_")}
+    data_dir = tmp_path / "data"
     env.update(
         {
-            "HSEARCH_DATA_DIR": str(tmp_path / "data"),
+            "HSEARCH_DATA_DIR": str(data_dir),
             "HSEARCH_API__PORT": str(api_port),
             "HSEARCH_MILVUS__LITE_PORT": str(milvus_port),
             "HSEARCH_ENCODER__KIND": "offline",
@@ -51,10 +53,20 @@ def test_run_serves_the_sample_and_stops_cleanly(tmp_path: Path) -> None:
         assert "encoder: offline" in text
         assert f"http://127.0.0.1:{api_port}/docs" in text
         assert "curl -s -X POST" in text
+        assert "authorization: Bearer $HSEARCH_API_KEY" in text
+        # The printed key works, and is the only way in.
+        keys = re.findall(r"export HSEARCH_API_KEY=(hsk_\S+)", text)
+        assert len(keys) == 1, text
+        auth = {"Authorization": f"Bearer {keys[0]}"}
+        assert (data_dir / "run-api-key").read_text().strip() == keys[0]
+        assert keys[0] not in (data_dir / "logs" / "worker-0.log").read_text()
+        refused = httpx.post(f"http://127.0.0.1:{api_port}/v1/search", json={"query": "x"})
+        assert refused.status_code == 401
 
         resp = httpx.post(
             f"http://127.0.0.1:{api_port}/v1/search",
             json={"query": "Where is the capital of Japan? 日本の首都", "top_k": 3},
+            headers=auth,
             timeout=30,
         )
         assert resp.status_code == 200
@@ -77,20 +89,25 @@ def test_run_serves_the_sample_and_stops_cleanly(tmp_path: Path) -> None:
             proc=proc,
             log=log,
         )
-        search = httpx.post(f"http://127.0.0.1:{api_port}/v1/search", json={"query": "Tokyo"})
+        search = httpx.post(
+            f"http://127.0.0.1:{api_port}/v1/search", json={"query": "Tokyo"}, headers=auth
+        )
         assert search.status_code == 200
         documents = [
             {"external_id": f"d{i}", "text": f"Rivers and mountains, part {i}. " * 30}
             for i in range(300)
         ]
         accepted = httpx.post(
-            f"http://127.0.0.1:{api_port}/v1/documents", json={"documents": documents}, timeout=30
+            f"http://127.0.0.1:{api_port}/v1/documents",
+            json={"documents": documents},
+            headers=auth,
+            timeout=30,
         )
         assert accepted.status_code == 202, accepted.text
         status_url = f"http://127.0.0.1:{api_port}{accepted.json()['status_url']}"
 
         def indexing() -> bool:
-            job = httpx.get(status_url, timeout=10).json()
+            job = httpx.get(status_url, headers=auth, timeout=10).json()
             return bool(job["status"] == "running" and 0 < job["indexed"] < job["total"])
 
         wait_until(indexing, timeout=180, what="the new worker indexing", proc=proc, log=log)

@@ -400,6 +400,36 @@ class ApiSettings(BaseModel):
     )
 
 
+class AuthSettings(BaseModel):
+    """API keys (docs/api.md, Authentication)."""
+
+    secret: SecretStr | None = Field(
+        default=None,
+        description="The server key API keys are hashed under (HMAC-SHA-256): at least 32 "
+        "characters. Every process that checks or issues keys (API, `hsearch tenants` and "
+        "`keys`) needs the same one. Unset: <data_dir>/auth-secret, generated on first use "
+        "(the embedded profile; set it wherever processes do not share a data directory).",
+    )
+    cache_ttl_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="How long an API process trusts a key it has verified before asking "
+        "the database again (0: every request). Also how long a revocation or a tenant's "
+        "suspension may take to reach API processes other than the one that made it.",
+    )
+    cache_size: int = Field(
+        default=10_000, ge=1, le=10_000_000, description="Verified keys kept per process."
+    )
+
+    @model_validator(mode="after")
+    def _secret_long_enough(self) -> AuthSettings:
+        if self.secret is not None and len(self.secret.get_secret_value()) < 32:
+            msg = "auth.secret: at least 32 characters are needed (e.g. 32 random bytes as hex)"
+            raise ValueError(msg)
+        return self
+
+
 class ClientSettings(BaseModel):
     """The command line as a client of the API: ``hsearch ingest``, ``hsearch jobs``,
     ``hsearch documents`` (docs/ingestion.md). Its credential is ``api_key``."""
@@ -460,6 +490,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     api: ApiSettings = ApiSettings()
     webhooks: WebhookSettings = WebhookSettings()
+    auth: AuthSettings = AuthSettings()
     client: ClientSettings = ClientSettings()
     api_key: SecretStr | None = Field(
         default=None,
@@ -496,6 +527,11 @@ class Settings(BaseSettings):
     @property
     def client_state_dir(self) -> Path:
         return self.client.state_dir or self.data_dir / "ingest-state"
+
+    @property
+    def auth_secret_file(self) -> Path:
+        """Where the embedded profile keeps its generated server key (``auth.secret`` unset)."""
+        return (self.data_dir / "auth-secret").resolve()
 
     @property
     def milvus_uri(self) -> str:

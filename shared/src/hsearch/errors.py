@@ -10,9 +10,23 @@ carries the HTTP status the API answers with and a stable machine-readable
     │   ├── PayloadTooLargeError      413 payload_too_large
     │   ├── UnsupportedMediaTypeError 415 unsupported_media_type
     │   ├── InvalidFilterError        422 invalid_filter
-    │   └── InvalidFusionError        422 invalid_fusion
+    │   ├── InvalidFusionError        422 invalid_fusion
+    │   └── TenantRequiredError       422 tenant_required       (an operator named no tenant)
+    ├── AuthenticationError           401 unauthenticated       (no credential: WWW-Authenticate)
+    │   ├── InvalidCredentialError    401 invalid_api_key       (malformed, unknown, wrong secret)
+    │   ├── ExpiredCredentialError    401 api_key_expired
+    │   └── RevokedCredentialError    401 api_key_revoked
+    ├── PermissionDeniedError         403 forbidden
+    │   ├── TenantSuspendedError      403 tenant_suspended
+    │   ├── InsufficientScopeError    403 insufficient_scope    (``required``: the scopes accepted)
+    │   └── TenantMismatchError       403 tenant_mismatch       (a tenant key naming another tenant)
     ├── NotFoundError                 404 not_found
-    │   └── JobNotFoundError          404 job_not_found
+    │   ├── JobNotFoundError          404 job_not_found
+    │   ├── DocumentNotFoundError     404 document_not_found
+    │   ├── TenantNotFoundError       404 tenant_not_found
+    │   └── ApiKeyNotFoundError       404 api_key_not_found     (also another tenant's key)
+    ├── JobFinishedError              409 job_finished
+    ├── TenantExistsError             409 tenant_exists
     ├── ConfigurationError            500 configuration_error
     │   ├── EncoderMismatchError      409 encoder_mismatch
     │   └── CollectionSchemaError     409 collection_schema_mismatch
@@ -106,6 +120,69 @@ class InvalidFusionError(InvalidRequestError):
     code = "invalid_fusion"
 
 
+class TenantRequiredError(InvalidRequestError):
+    """An operator credential acts for a tenant it names per request
+    (``X-Hsearch-Tenant``); this request named none."""
+
+    code = "tenant_required"
+
+
+class AuthenticationError(HsearchError):
+    """The request carries no usable credential: the API answers 401 with
+    ``WWW-Authenticate: Bearer``. The message never repeats the credential."""
+
+    status_code = 401
+    code = "unauthenticated"
+
+
+class InvalidCredentialError(AuthenticationError):
+    """Not a key this service issued: malformed, unknown prefix, or a wrong secret (one
+    answer for all three, so a caller learns nothing about which prefixes exist)."""
+
+    code = "invalid_api_key"
+
+
+class ExpiredCredentialError(AuthenticationError):
+    """A genuine key past its ``expires_at``."""
+
+    code = "api_key_expired"
+
+
+class RevokedCredentialError(AuthenticationError):
+    """A genuine key that was revoked."""
+
+    code = "api_key_revoked"
+
+
+class PermissionDeniedError(HsearchError):
+    """The caller is known but may not do this."""
+
+    status_code = 403
+    code = "forbidden"
+
+
+class TenantSuspendedError(PermissionDeniedError):
+    """The key's tenant is suspended: its credentials are refused until it is resumed."""
+
+    code = "tenant_suspended"
+
+
+class InsufficientScopeError(PermissionDeniedError):
+    """The key holds none of the scopes the route accepts (``required``)."""
+
+    code = "insufficient_scope"
+
+    def __init__(self, message: str, *, required: Sequence[str]) -> None:
+        super().__init__(message)
+        self.required = tuple(required)
+
+
+class TenantMismatchError(PermissionDeniedError):
+    """A tenant's key named another tenant (``X-Hsearch-Tenant`` is for operators)."""
+
+    code = "tenant_mismatch"
+
+
 class NotFoundError(HsearchError):
     status_code = 404
     code = "not_found"
@@ -117,6 +194,21 @@ class JobNotFoundError(NotFoundError):
 
 class DocumentNotFoundError(NotFoundError):
     code = "document_not_found"
+
+
+class TenantNotFoundError(NotFoundError):
+    code = "tenant_not_found"
+
+
+class ApiKeyNotFoundError(NotFoundError):
+    """No such key, or one of another tenant (the same answer: ids do not leak)."""
+
+    code = "api_key_not_found"
+
+
+class TenantExistsError(HsearchError):
+    status_code = 409
+    code = "tenant_exists"
 
 
 class JobFinishedError(HsearchError):

@@ -34,10 +34,18 @@ from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.service import SearchService
+from hsearch.tenancy.factory import build_tenancy
+from hsearch.tenancy.service import TenancyService
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["Readiness", "Services", "build_chunker", "build_services", "reindexing"]
+__all__ = [
+    "Readiness",
+    "Services",
+    "build_chunker",
+    "build_services",
+    "reindexing",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +90,11 @@ class Services:
         """Where ingest jobs are sent; made on first use, so a worker or a benchmark,
         which never enqueues, creates no second Celery app in its process."""
         return self.queue_factory()
+
+    @cached_property
+    def tenancy(self) -> TenancyService:
+        """Tenants and keys; one per process, since it holds the cache of verified keys."""
+        return build_tenancy(self.settings, self.sessions)
 
     def indexing(self, *, on_finished: Callable[[], None] | None = None) -> IndexingService:
         """A new indexing service on these resources: what a worker runs per job;

@@ -1,9 +1,10 @@
 """``hsearch run``: the whole local stack in the foreground.
 
 Starts a Milvus Lite gRPC server (unless ``HSEARCH_MILVUS__URI`` points at a server),
-applies migrations, starts Celery worker process(es) and the API (uvicorn), waits
-until the API is ready, ingests the bundled sample corpus on first start and prints a
-search to paste.
+applies migrations, makes sure the default tenant has a key (:func:`run_key`), starts
+Celery worker process(es) and the API (uvicorn), waits until the API is ready, ingests
+the bundled sample corpus on first start (through the API, with that key) and prints the
+key and a search to paste.
 
 A worker that dies is started again (at most :data:`MAX_RESTARTS` times in
 :data:`RESTART_WINDOW_S`), and the API keeps serving meanwhile; the job it held is sent
@@ -35,7 +36,7 @@ from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
-from hsearch.errors import ConfigurationError
+from hsearch.errors import AuthenticationError, ConfigurationError
 from hsearch.processes import (
     Child,
     port_open,
@@ -44,6 +45,8 @@ from hsearch.processes import (
     stop_all,
     worker_command,
 )
+from hsearch.tenancy.factory import open_tenancy
+from hsearch.types import Scope
 
 # SIGKILL after 3 s leaves 2 s of the 5 s promise for the kill, the reaping and the
 # exit, which on a loaded 2-core machine took up to 1.1 s beyond the grace period.
@@ -51,6 +54,9 @@ STOP_TIMEOUT_S = 3.0
 """Ctrl-C to every process gone: SIGTERM to all at once, SIGKILL to what is left then."""
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 300.0
+RUN_KEY_FILE = "run-api-key"
+"""Where ``hsearch run`` keeps the default tenant's key, in the data directory (0600)."""
+RUN_ACTOR = "hsearch run"
 
 
 def sample_documents() -> list[dict[str, Any]]:
@@ -80,11 +86,12 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
     try:
         env["HSEARCH_MILVUS__URI"] = _milvus(settings, env, data, children)
         _prepare(settings)
+        key = run_key(settings)
         children.extend(_worker(i, settings, env, data) for i in range(workers))
         api_url = _api(settings, env, children)
         if ingest_sample and _tenant_is_empty(settings):
-            _ingest_sample(api_url)
-        _print_banner(api_url, data / "logs")
+            _ingest_sample(api_url, key)
+        _print_banner(api_url, data / "logs", key)
         restarts: deque[float] = deque()
         while True:
             for i, child in enumerate(children):
@@ -183,6 +190,35 @@ def _prepare(settings: Settings) -> None:
     say(f"broker: {_redact(settings.broker_url)}")
 
 
+def run_key(settings: Settings) -> str:
+    """A working key of the default tenant (``api.default_tenant``), every scope: the one
+    kept in ``<data_dir>/run-api-key`` while it still authenticates, else a new one
+    (the default tenant created first if need be), kept there for the next start.
+
+    The embedded profile is a single-user stack: the data directory already holds the
+    server key and the metadata database, so a key in a private file beside them adds no
+    exposure, and every start can print a key that works. Nothing else stores a key.
+    """
+    path = settings.data_dir.resolve() / RUN_KEY_FILE
+    tenant = settings.api.default_tenant
+    with open_tenancy(settings) as tenancy:
+        tenancy.ensure_tenant(tenant, actor=RUN_ACTOR)
+        if path.exists():
+            key = path.read_text("utf-8").strip()
+            try:
+                if tenancy.authenticate(key).tenant_id == tenant:
+                    return key
+            except AuthenticationError:
+                pass  # revoked, expired, or from another server key: issue a new one
+        created = tenancy.create_key(tenant, scopes=list(Scope), name=RUN_ACTOR, actor=RUN_ACTOR)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(created.key + "\n")
+    tmp.replace(path)
+    return created.key
+
+
 def _api(settings: Settings, env: dict[str, str], children: list[Child]) -> str:
     """Start the API (its output goes to our terminal) and wait until it is ready."""
     api, api_url = start_api(
@@ -201,9 +237,11 @@ def _tenant_is_empty(settings: Settings) -> bool:
         engine.dispose()
 
 
-def _ingest_sample(api_url: str) -> None:
+def _ingest_sample(api_url: str, key: str) -> None:
+    """Send the sample corpus through the API like any client, with the printed key."""
     docs = sample_documents()
-    resp = httpx.post(f"{api_url}/v1/documents", json={"documents": docs}, timeout=30)
+    auth = {"Authorization": f"Bearer {key}"}
+    resp = httpx.post(f"{api_url}/v1/documents", json={"documents": docs}, headers=auth, timeout=30)
     if resp.status_code != 202:
         say(f"sample ingest refused ({resp.status_code}): {resp.text}", err=True)
         return
@@ -211,7 +249,7 @@ def _ingest_sample(api_url: str) -> None:
     say(f"ingesting {len(docs)} sample documents ({job_url})")
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        job = httpx.get(job_url, timeout=10).json()
+        job = httpx.get(job_url, headers=auth, timeout=10).json()
         if job["status"] in ("succeeded", "partial", "failed"):
             say(
                 f"sample ingest {job['status']}: {job['indexed']} indexed, "
@@ -222,16 +260,21 @@ def _ingest_sample(api_url: str) -> None:
     say("sample ingest still running; check the job URL", err=True)
 
 
-def _print_banner(api_url: str, logs: Path) -> None:
+def _print_banner(api_url: str, logs: Path, key: str) -> None:
+    """The one place a key is printed: to the terminal of whoever started the stack."""
     body = json.dumps(
         {"query": "How does hybrid search combine dense and sparse retrieval?", "top_k": 3}
     )
     body_ja = json.dumps({"query": "日本の首都はどこですか", "top_k": 3}, ensure_ascii=False)
+    auth = '-H "authorization: Bearer $HSEARCH_API_KEY"'
+    json_type = "-H 'content-type: application/json'"
     say(
         f"""ready.
   API docs:  {api_url}/docs
-  Search:    curl -s -X POST {api_url}/v1/search -H 'content-type: application/json' -d '{body}'
-  Japanese:  curl -s -X POST {api_url}/v1/search -H 'content-type: application/json' -d '{body_ja}'
+  API key:   export HSEARCH_API_KEY={key}
+             (default tenant, every scope; kept in the data directory; docs/api.md)
+  Search:    curl -s -X POST {api_url}/v1/search {auth} {json_type} -d '{body}'
+  Japanese:  curl -s -X POST {api_url}/v1/search {auth} {json_type} -d '{body_ja}'
   Logs:      {logs}
   Ctrl-C stops everything.
 """

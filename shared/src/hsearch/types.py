@@ -207,3 +207,26 @@ FINISHED_JOB_STATUSES = frozenset(
     {JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED}
 )
 """A job in one of these has ended: nothing more runs for it (its webhook aside)."""
+
+
+class Scope(StrEnum):
+    """What an API key may do. Scopes are independent: a route names the scopes it
+    accepts, and a key holding any of them passes (docs/api.md, Authentication)."""
+
+    SEARCH = "search"  # POST /v1/search; read documents
+    INGEST = "ingest"  # write and read documents, jobs
+    ADMIN = "admin"  # manage the tenant's own keys (/v1/keys)
+
+
+class CredentialRole(StrEnum):
+    """Whose credential a key is."""
+
+    TENANT = "tenant"  # a tenant's key: acts for its tenant only, within its scopes
+    OPERATOR = "operator"  # the service's operator: acts for any tenant named per request
+
+
+class TenantStatus(StrEnum):
+    """Whether a tenant's credentials are accepted."""
+
+    ACTIVE = "active"
+    SUSPENDED = "suspended"  # every key of the tenant is refused (403); data is kept

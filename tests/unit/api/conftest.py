@@ -3,7 +3,8 @@
 ``build_services`` with an in-memory vector store and an in-memory job queue, the fake
 encoder (settings), a temporary SQLite metadata database migrated by the lifespan:
 no Postgres, Redis or Milvus. Requests go through ``httpx.ASGITransport`` with the
-lifespan run, as in production.
+lifespan run, as in production, and authenticate as the real app requires: the client
+sends a key of the default tenant holding every scope (``Api.key``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from hsearch.config import (
 )
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import Services, build_services
+from hsearch.types import Scope
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import VectorStore
 from hsearch_api.main import create_app
@@ -36,8 +38,23 @@ from hsearch_api.main import create_app
 @dataclass(frozen=True)
 class Api:
     client: httpx.AsyncClient
+    """Sends ``key`` with every request."""
     services: Services
     queue: InMemoryJobQueue
+    transport: httpx.ASGITransport
+    key: str
+    """A key of the default tenant with every scope."""
+
+    def anonymous(self) -> httpx.AsyncClient:
+        """A client of the same app that sends no credential of its own."""
+        return httpx.AsyncClient(transport=self.transport, base_url="http://test")
+
+
+def default_tenant_key(services: Services) -> str:
+    """A key of the settings' default tenant (created if missing), with every scope."""
+    tenant = services.settings.api.default_tenant
+    services.tenancy.ensure_tenant(tenant, actor="test")
+    return services.tenancy.create_key(tenant, scopes=list(Scope), actor="test").key
 
 
 def api_settings(data_dir: Path, **search: Any) -> Settings:
@@ -66,8 +83,13 @@ async def serve(
     try:
         async with LifespanManager(create_app(settings, services=services)) as manager:
             transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-                yield Api(client, services, queue)
+            key = default_tenant_key(services)
+            async with httpx.AsyncClient(
+                transport=transport,
+                base_url="http://test",
+                headers={"Authorization": f"Bearer {key}"},
+            ) as client:
+                yield Api(client, services, queue, transport, key)
     finally:
         await services.aclose()
 

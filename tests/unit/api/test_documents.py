@@ -2,7 +2,8 @@
 sends the job only after its commit, and enforces the limits the settings name.
 
 The app's lifespan is not run (no Milvus, no encoder): its dependencies are overridden
-with a migrated SQLite database and an in-memory job queue."""
+with a migrated SQLite database and an in-memory job queue, and the request's tenant
+with the default one (authentication is tested in test_auth.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from hsearch_api.deps import (
     get_job_service,
     get_session_factory,
     get_settings_dep,
+    get_tenant,
 )
 from hsearch_api.main import create_app
 
@@ -55,6 +57,7 @@ def api(sessions: sessionmaker[Session]) -> ClientFactory:
         app.dependency_overrides[get_settings_dep] = lambda: settings
         app.dependency_overrides[get_session_factory] = lambda: sessions
         app.dependency_overrides[get_job_queue] = lambda: queue
+        app.dependency_overrides[get_tenant] = lambda: settings.api.default_tenant
         if job_service is not None:
             app.dependency_overrides[get_job_service] = job_service
         transport = httpx.ASGITransport(app=app)

@@ -30,7 +30,7 @@ from hsearch.processes import free_port, wait_until
 from hsearch.runtime import Services, build_services
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch_api.main import create_app
-from tests.unit.api.conftest import api_settings
+from tests.unit.api.conftest import api_settings, default_tenant_key
 
 POISON = "POISON"
 """A text holding this word fails to encode (:class:`PoisonedEmbedder`)."""
@@ -125,6 +125,8 @@ class LiveApi:
     services: Services
     gate: Gate
     worker: Worker
+    key: str
+    """A key of the default tenant with every scope: what the command line sends."""
 
 
 @contextlib.contextmanager
@@ -145,7 +147,9 @@ def live_api(settings: Settings) -> Iterator[LiveApi]:
     try:
         wait_until(lambda: server.started, timeout=60, what="test API")
         worker = Worker(services, queue)
-        yield LiveApi(url=f"http://127.0.0.1:{port}", services=services, gate=gate, worker=worker)
+        key = default_tenant_key(services)
+        url = f"http://127.0.0.1:{port}"
+        yield LiveApi(url=url, services=services, gate=gate, worker=worker, key=key)
         assert worker.errors == []
     finally:
         if worker is not None:
@@ -182,13 +186,14 @@ class Cli:
 
 
 def cli_for(api: LiveApi, tmp_path: Path) -> Cli:
-    """The command line for ``api``: its data (and upload state) in ``tmp_path``,
-    uploads of 4 documents, no retries, quick polls."""
+    """The command line for ``api``, with its key (``HSEARCH_API_KEY``): its data (and
+    upload state) in ``tmp_path``, uploads of 4 documents, no retries, quick polls."""
     return Cli(
         api,
         env={
             "HSEARCH_DATA_DIR": str(tmp_path / "client"),
             "HSEARCH_CLIENT__URL": api.url,
+            "HSEARCH_API_KEY": api.key,
             "HSEARCH_CLIENT__POLL_INTERVAL_S": "0.05",
             "HSEARCH_CLIENT__RETRIES": "0",
             "HSEARCH_CLIENT__BATCH_DOCUMENTS": "4",

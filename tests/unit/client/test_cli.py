@@ -69,7 +69,11 @@ def test_ingest_a_folder_and_wait_with_plain_progress_lines(cli: Cli, tmp_path: 
     ]
     shown = cli("documents", "show", "sub/deserts.pdf")
     assert "title: Deserts" in lines_of(shown.stdout)
-    hits = httpx.post(f"{cli.api.url}/v1/search", json={"query": "glaciers grind rock"}).json()
+    hits = httpx.post(
+        f"{cli.api.url}/v1/search",
+        json={"query": "glaciers grind rock"},
+        headers={"Authorization": f"Bearer {cli.api.key}"},
+    ).json()
     assert hits["hits"][0]["external_id"] == "sub/glaciers.html"
 
     again = cli("ingest", str(folder), "--wait")

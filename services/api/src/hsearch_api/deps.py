@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Annotated, cast
 
-from fastapi import Depends, Request
+import anyio.to_thread
+from fastapi import Depends, Header, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import Settings
-from hsearch.errors import UnsupportedMediaTypeError
+from hsearch.errors import AuthenticationError, UnsupportedMediaTypeError
 from hsearch.ingestion.dispatch import UnitOfWork, unit_of_work
 from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.queue import JobQueue
 from hsearch.runtime import Services
 from hsearch.search.service import SearchService
+from hsearch.tenancy.service import TENANT_HEADER, Principal, TenancyService
+from hsearch.types import CredentialRole, Scope
 from hsearch_api.schemas.ndjson import NDJSON_MEDIA_TYPES
 
 
@@ -67,14 +72,78 @@ def get_job_service(uow: UnitOfWorkDep, settings: SettingsDep) -> JobService:
     return JobService(uow, settings=settings.ingest, webhooks=settings.webhooks)
 
 
-def get_tenant(settings: SettingsDep) -> str:
-    """The tenant of the request. Until API keys land (roadmap: multi-tenant API) every
-    request belongs to the configured default tenant; never taken from the body."""
-    return settings.api.default_tenant
+def get_tenancy(request: Request) -> TenancyService:
+    return get_services(request).tenancy
 
 
 JobServiceDep = Annotated[JobService, Depends(get_job_service)]
-TenantDep = Annotated[str, Depends(get_tenant)]
+TenancyDep = Annotated[TenancyService, Depends(get_tenancy)]
+
+_bearer = HTTPBearer(
+    auto_error=False,  # a missing key is answered in the API's error contract, below
+    scheme_name="ApiKey",
+    description="An API key (hsk_<prefix>_<secret>); it decides the tenant. Operator "
+    f"credentials (hso_...) name the tenant they act for in {TENANT_HEADER}.",
+)
+
+
+async def get_principal(
+    tenancy: TenancyDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """Who the request's key speaks for: from the process's cache of verified keys with
+    no I/O (the usual case), else checked against the database in a worker thread.
+    Raises AuthenticationError (401) for a missing, unknown, expired or revoked key."""
+    if credentials is None:
+        raise AuthenticationError("no API key: send Authorization: Bearer <key>")
+    key = credentials.credentials
+    principal = tenancy.cached(key)
+    if principal is None:
+        principal = await anyio.to_thread.run_sync(tenancy.authenticate, key)
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+async def get_tenant(
+    request: Request,
+    security_scopes: SecurityScopes,
+    principal: PrincipalDep,
+    tenancy: TenancyDep,
+    named_tenant: Annotated[
+        str | None,
+        Header(
+            alias=TENANT_HEADER,
+            description="Operator credentials only: the tenant the request acts for "
+            "(the action is written to the audit log). A tenant's key may not name "
+            "another tenant.",
+        ),
+    ] = None,
+) -> str:
+    """The tenant of the request, from its credential only (never from a body): a
+    tenant key's own tenant, if it holds one of the scopes the route accepts (any of
+    ``security_scopes``) and its tenant is active; for an operator credential, the
+    tenant it names, once the request is in the audit log.
+
+    Tests that run the app as a given tenant override this dependency."""
+    if principal.role is CredentialRole.OPERATOR:
+        action = f"{request.method} {request.url.path}"
+        act = partial(tenancy.act_for, principal, named_tenant=named_tenant, action=action)
+        return await anyio.to_thread.run_sync(act)
+    accepted = [Scope(s) for s in security_scopes.scopes]
+    return tenancy.authorize(principal, accepted=accepted, named_tenant=named_tenant)
+
+
+# What each route accepts (docs/api.md, Authentication): a key holding any of the scopes.
+SearchTenantDep = Annotated[str, Security(get_tenant, scopes=[Scope.SEARCH])]
+"""Searching."""
+IngestTenantDep = Annotated[str, Security(get_tenant, scopes=[Scope.INGEST])]
+"""Writing documents, and reading jobs."""
+ReadTenantDep = Annotated[str, Security(get_tenant, scopes=[Scope.SEARCH, Scope.INGEST])]
+"""Reading documents: a search frontend shows the documents it found."""
+AdminTenantDep = Annotated[str, Security(get_tenant, scopes=[Scope.ADMIN])]
+"""Managing the tenant's own keys."""
 
 
 async def get_ndjson_body(request: Request) -> bytes:

@@ -9,7 +9,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hsearch.errors import FieldError, HsearchError, InvalidRequestError
+from hsearch.errors import (
+    AuthenticationError,
+    FieldError,
+    HsearchError,
+    InsufficientScopeError,
+    InvalidRequestError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +40,23 @@ def _field_error(error: FieldError) -> dict[str, object]:
     return out
 
 
+def _challenge(exc: HsearchError) -> dict[str, str] | None:
+    """``WWW-Authenticate`` for a refused credential (RFC 6750, section 3): every 401,
+    and a 403 for a missing scope, which names the scopes the route accepts."""
+    if isinstance(exc, AuthenticationError):
+        if type(exc) is AuthenticationError:  # no credential at all: no error code
+            return {"WWW-Authenticate": 'Bearer realm="hsearch"'}
+        return {"WWW-Authenticate": 'Bearer realm="hsearch", error="invalid_token"'}
+    if isinstance(exc, InsufficientScopeError):
+        scopes = " ".join(exc.required)
+        return {
+            "WWW-Authenticate": (
+                f'Bearer realm="hsearch", error="insufficient_scope", scope="{scopes}"'
+            )
+        }
+    return None
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HsearchError)
     async def _domain(_request: Request, exc: HsearchError) -> JSONResponse:
@@ -42,7 +65,7 @@ def install_error_handlers(app: FastAPI) -> None:
         content: dict[str, object] = {"error": exc.code, "detail": exc.message}
         if isinstance(exc, InvalidRequestError) and exc.errors:
             content["errors"] = [_field_error(e) for e in exc.errors]
-        return JSONResponse(status_code=exc.status_code, content=content)
+        return JSONResponse(status_code=exc.status_code, content=content, headers=_challenge(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -26,10 +26,12 @@ def make_lifespan(settings: Settings, *, migrate: bool = True, services: Service
         if migrate:
             upgrade_database(settings.database_url)
         if services is not None:
+            _ = services.tenancy  # the server key is read (or generated) before serving
             yield {"services": services}
             return
         built = build_services(settings, with_reranker=True)
         try:
+            _ = built.tenancy
             yield {"services": built}
         finally:
             await built.aclose()

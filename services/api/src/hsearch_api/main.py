@@ -11,7 +11,7 @@ from hsearch.runtime import Services
 from hsearch_api.errors import install_error_handlers
 from hsearch_api.lifespan import make_lifespan
 from hsearch_api.limits import BodySizeLimit
-from hsearch_api.routers import documents, health, search
+from hsearch_api.routers import documents, health, keys, search
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -40,4 +40,5 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(health.router)
     app.include_router(documents.router)
     app.include_router(search.create_router(settings.search))
+    app.include_router(keys.router)
     return app

@@ -9,7 +9,13 @@ from hsearch.ingestion.documents import DocumentView
 from hsearch.ingestion.jobs import MAX_PAGE
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.types import JobStatus
-from hsearch_api.deps import DocumentServiceDep, JobServiceDep, NdjsonBodyDep, TenantDep
+from hsearch_api.deps import (
+    DocumentServiceDep,
+    IngestTenantDep,
+    JobServiceDep,
+    NdjsonBodyDep,
+    ReadTenantDep,
+)
 from hsearch_api.schemas.documents import (
     DocumentBatchCreate,
     DocumentCreate,
@@ -31,7 +37,7 @@ router = APIRouter(prefix="/v1", tags=["ingestion"])
 
 @router.post("/documents", status_code=status.HTTP_202_ACCEPTED)
 def create_documents(
-    body: DocumentBatchCreate, tenant: TenantDep, jobs: JobServiceDep
+    body: DocumentBatchCreate, tenant: IngestTenantDep, jobs: JobServiceDep
 ) -> JobAccepted:
     """Accept a batch of documents for indexing; answers with the job to poll."""
     view = jobs.submit(
@@ -44,7 +50,7 @@ def create_documents(
 
 @router.post("/documents:delete", status_code=status.HTTP_202_ACCEPTED)
 def delete_documents(
-    body: DocumentDeleteByFilter, tenant: TenantDep, jobs: JobServiceDep
+    body: DocumentDeleteByFilter, tenant: IngestTenantDep, jobs: JobServiceDep
 ) -> JobAccepted:
     """Delete every document a filter selects, as a job; answers with the job to poll."""
     view = jobs.submit_delete(
@@ -60,8 +66,8 @@ def delete_documents(
     "/documents:ndjson", status_code=status.HTTP_202_ACCEPTED, openapi_extra=NDJSON_OPENAPI
 )
 def upload_documents(
+    tenant: IngestTenantDep,  # first: the credential is checked before the body is parsed
     body: NdjsonBodyDep,
-    tenant: TenantDep,
     jobs: JobServiceDep,
     webhook_url: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> JobAccepted:
@@ -78,7 +84,7 @@ def upload_documents(
 
 @router.get("/documents")
 def list_documents(
-    tenant: TenantDep,
+    tenant: ReadTenantDep,
     documents: DocumentServiceDep,
     source: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
@@ -93,7 +99,7 @@ def list_documents(
 
 @router.get("/documents/{external_id:path}")
 def read_document(
-    external_id: str, tenant: TenantDep, documents: DocumentServiceDep
+    external_id: str, tenant: ReadTenantDep, documents: DocumentServiceDep
 ) -> DocumentRead:
     """One document: indexed (with its chunk count) or pending in a job."""
     return document_read(documents.get(tenant_id=tenant, external_id=external_id))
@@ -101,7 +107,7 @@ def read_document(
 
 @router.patch("/documents/{external_id:path}")
 def update_document(
-    external_id: str, body: DocumentPatch, tenant: TenantDep, documents: DocumentServiceDep
+    external_id: str, body: DocumentPatch, tenant: IngestTenantDep, documents: DocumentServiceDep
 ) -> DocumentRead:
     """Change an indexed document's source, tags or metadata without re-encoding it."""
     view = documents.update(
@@ -116,7 +122,7 @@ def update_document(
 
 @router.delete("/documents/{external_id:path}")
 def delete_document(
-    external_id: str, tenant: TenantDep, documents: DocumentServiceDep
+    external_id: str, tenant: IngestTenantDep, documents: DocumentServiceDep
 ) -> DocumentDeleted:
     """Delete an indexed document: its chunks, its metadata and its statistics."""
     chunks = documents.delete(tenant_id=tenant, external_id=external_id)
@@ -125,7 +131,7 @@ def delete_document(
 
 @router.get("/jobs")
 def list_jobs(
-    tenant: TenantDep,
+    tenant: IngestTenantDep,
     jobs: JobServiceDep,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
@@ -137,13 +143,13 @@ def list_jobs(
 
 
 @router.post("/jobs/{job_id}/cancel")
-def cancel_job(job_id: uuid.UUID, tenant: TenantDep, jobs: JobServiceDep) -> JobRead:
+def cancel_job(job_id: uuid.UUID, tenant: IngestTenantDep, jobs: JobServiceDep) -> JobRead:
     """Cancel a queued or running job: indexed documents stay, the rest are cancelled."""
     return job_read(jobs.cancel(job_id, tenant_id=tenant))
 
 
 @router.get("/jobs/{job_id}")
-def read_job(job_id: uuid.UUID, tenant: TenantDep, jobs: JobServiceDep) -> JobRead:
+def read_job(job_id: uuid.UUID, tenant: IngestTenantDep, jobs: JobServiceDep) -> JobRead:
     """Status, counters and per-document errors of an ingestion job."""
     return job_read(jobs.get(job_id, tenant_id=tenant))
 

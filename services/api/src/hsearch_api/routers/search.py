@@ -13,7 +13,7 @@ from hsearch.config import SearchSettings
 from hsearch.search.facets import parse_facet_requests
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.service import SearchService
-from hsearch_api.deps import SearchServiceDep, TenantDep
+from hsearch_api.deps import SearchServiceDep, SearchTenantDep
 from hsearch_api.schemas.search import (
     ExplanationRead,
     FacetBasisRead,
@@ -36,7 +36,7 @@ def create_router(settings: SearchSettings) -> APIRouter:
     @router.post("/search")
     async def search(
         body: request_model,  # type: ignore[valid-type]  # a model built at run time
-        tenant: TenantDep,
+        tenant: SearchTenantDep,
         service: SearchServiceDep,
     ) -> SearchResponse:
         """Hybrid search: dense and sparse legs in parallel under deadlines, fused."""

@@ -3,9 +3,11 @@
 from hsearch.db.models.document import Document
 from hsearch.db.models.job import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.models.lexical import LexicalCorpusStats, LexicalTermStats
-from hsearch.db.models.tenant import Tenant
+from hsearch.db.models.tenant import ApiKey, AuditEvent, Tenant
 
 __all__ = [
+    "ApiKey",
+    "AuditEvent",
     "Document",
     "IngestionJob",
     "JobItem",

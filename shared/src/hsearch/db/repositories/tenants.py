@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -12,6 +14,13 @@ class TenantRepository:
 
     def get(self, tenant_id: str) -> Tenant | None:
         return self._session.get(Tenant, tenant_id)
+
+    def add(self, tenant: Tenant) -> None:
+        self._session.add(tenant)
+        self._session.flush()
+
+    def list(self) -> Sequence[Tenant]:
+        return self._session.scalars(select(Tenant).order_by(Tenant.id)).all()
 
     def ensure(self, tenant_id: str, *, name: str | None = None) -> Tenant:
         tenant = self._session.get(Tenant, tenant_id)

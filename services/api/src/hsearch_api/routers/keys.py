@@ -1,0 +1,56 @@
+"""``/v1/keys``: a tenant's own keys, behind a key with the ``admin`` scope."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, status
+
+from hsearch.tenancy.service import KeyView
+from hsearch_api.deps import AdminTenantDep, PrincipalDep, TenancyDep
+from hsearch_api.schemas.keys import KeyCreate, KeyCreated, KeyList, KeyRead
+
+router = APIRouter(prefix="/v1", tags=["keys"])
+
+
+@router.post("/keys", status_code=status.HTTP_201_CREATED)
+def create_key(
+    body: KeyCreate, tenant: AdminTenantDep, principal: PrincipalDep, tenancy: TenancyDep
+) -> KeyCreated:
+    """Create a key for the tenant; the answer holds the key, shown this once."""
+    created = tenancy.create_key(
+        tenant,
+        scopes=body.scopes,
+        name=body.name,
+        expires_at=body.expires_at,
+        actor=principal.actor,
+    )
+    return KeyCreated(**key_read(created.view).model_dump(), key=created.key)
+
+
+@router.get("/keys")
+def list_keys(tenant: AdminTenantDep, tenancy: TenancyDep) -> KeyList:
+    """The tenant's keys (revoked and expired ones too), without the keys themselves."""
+    return KeyList(keys=[key_read(k) for k in tenancy.list_keys(tenant)])
+
+
+@router.delete("/keys/{key_id}")
+def revoke_key(
+    key_id: uuid.UUID, tenant: AdminTenantDep, principal: PrincipalDep, tenancy: TenancyDep
+) -> KeyRead:
+    """Revoke one of the tenant's keys: refused at once here, within auth.cache_ttl_s
+    by every API process."""
+    return key_read(tenancy.revoke_key(key_id, tenant_id=tenant, actor=principal.actor))
+
+
+def key_read(view: KeyView) -> KeyRead:
+    return KeyRead(
+        id=view.id,
+        prefix=view.prefix,
+        scopes=list(view.scopes),
+        name=view.name,
+        created_at=view.created_at,
+        expires_at=view.expires_at,
+        revoked_at=view.revoked_at,
+        last_used_at=view.last_used_at,
+    )

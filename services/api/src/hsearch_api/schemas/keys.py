@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from hsearch.types import Scope
+
+
+class KeyCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"scopes": ["search"], "name": "web frontend", "expires_at": "2027-01-01T00:00:00Z"}
+            ]
+        },
+    )
+
+    scopes: list[Scope] = Field(min_length=1, max_length=len(Scope))
+    name: str = Field(default="", max_length=256, description="What the key is for.")
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="When the key stops working (in the future); unset: never."
+    )
+
+
+class KeyRead(BaseModel):
+    """A key as it may be shown again: everything but the key itself."""
+
+    id: uuid.UUID
+    prefix: str = Field(description="The key's public part (hsk_...): safe to show and log.")
+    scopes: list[str]
+    name: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None = Field(
+        description="When an API process last checked the key against the database: "
+        "updated at most once per auth.cache_ttl_s per process, not on every request."
+    )
+
+
+class KeyCreated(KeyRead):
+    key: str = Field(description="The key: shown this once, stored only as a hash.")
+
+
+class KeyList(BaseModel):
+    keys: list[KeyRead]

@@ -1,0 +1,39 @@
+"""The tenancy service from the settings: for the API (:mod:`hsearch.runtime`), and on
+its own, with the metadata database only, for ``hsearch tenants``, ``keys``,
+``operator`` and ``hsearch run`` (no encoder, no vector store, nothing heavy to import)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.config import Settings
+from hsearch.db.engine import create_db_engine, create_session_factory
+from hsearch.tenancy.keys import load_server_key
+from hsearch.tenancy.service import TenancyService
+
+__all__ = ["build_tenancy", "open_tenancy"]
+
+
+def build_tenancy(settings: Settings, sessions: sessionmaker[Session]) -> TenancyService:
+    """The tenancy service on ``sessions``, hashing keys under the configured server key
+    (``auth.secret``, else the data directory's, generated on first use)."""
+    return TenancyService(
+        sessions,
+        server_key=load_server_key(settings.auth, secret_file=settings.auth_secret_file),
+        cache_ttl_s=settings.auth.cache_ttl_s,
+        cache_size=settings.auth.cache_size,
+    )
+
+
+@contextmanager
+def open_tenancy(settings: Settings) -> Iterator[TenancyService]:
+    """The tenancy service on its own engine, disposed of on exit."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = create_db_engine(settings.database_url, pool_size=settings.database.pool_size)
+    try:
+        yield build_tenancy(settings, create_session_factory(engine))
+    finally:
+        engine.dispose()
