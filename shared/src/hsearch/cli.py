@@ -1,6 +1,7 @@
 """``hsearch``: the operator's command line.
 
-``db``, ``reindex``, ``reconcile`` and ``run`` work on the services directly; ``ingest``,
+``db``, ``reindex``, ``reconcile``, ``run``, ``tenants``, ``keys`` and ``operator`` work
+on the services directly (run them on the server, with its settings); ``ingest``,
 ``jobs`` and ``documents`` are HTTP clients of the API like any other (``hsearch.client``),
 with its credential (``--api-key`` / ``HSEARCH_API_KEY``), which decides the tenant.
 """
@@ -15,10 +16,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hsearch.config import Settings, get_settings
-from hsearch.types import JobStatus
+from hsearch.types import JobStatus, Scope
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from hsearch.client.http import ApiClient
+    from hsearch.tenancy.service import KeyView, TenancyService, TenantView
 
 app = typer.Typer(help="hsearch operator commands.", no_args_is_help=True)
 db_app = typer.Typer(help="Metadata database.", no_args_is_help=True)
@@ -27,6 +31,18 @@ jobs_app = typer.Typer(help="Ingestion jobs, through the API.", no_args_is_help=
 app.add_typer(jobs_app, name="jobs")
 documents_app = typer.Typer(help="Indexed documents, through the API.", no_args_is_help=True)
 app.add_typer(documents_app, name="documents")
+tenants_app = typer.Typer(
+    help="Tenants (on the server's database; prints JSON).", no_args_is_help=True
+)
+app.add_typer(tenants_app, name="tenants")
+keys_app = typer.Typer(
+    help="A tenant's API keys (on the server's database; prints JSON).", no_args_is_help=True
+)
+app.add_typer(keys_app, name="keys")
+operator_app = typer.Typer(
+    help="Operator credentials: act for any tenant, audited.", no_args_is_help=True
+)
+app.add_typer(operator_app, name="operator")
 
 UrlOption = Annotated[
     str | None,
@@ -48,6 +64,7 @@ ApiKeyOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead.")]
 LimitOption = Annotated[int, typer.Option("--limit", min=1, help="At most this many rows.")]
+TenantOption = Annotated[str, typer.Option("--tenant", help="The tenant's id.", show_default=False)]
 
 
 @db_app.command("upgrade")
@@ -356,6 +373,190 @@ def documents_delete(
     with _api(url, api_key) as client:
         deleted = client.delete_document(external_id)
     typer.echo(f"deleted {deleted['external_id']!r} ({deleted['deleted_chunks']} chunks)")
+
+
+@tenants_app.command("create")
+def tenants_create(
+    name: Annotated[str, typer.Argument(help="The tenant's name.", show_default=False)],
+    tenant_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id",
+            help="Its id (letters, digits, _ and -). Default: generated.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Create a tenant; prints {"tenant_id", "api_key"}: its first key, with every scope
+    (admin included), shown this once."""
+    with _tenancy() as tenancy:
+        created = tenancy.create_tenant(name, tenant_id=tenant_id, actor=_actor())
+    _print_json({"tenant_id": created.tenant.id, "api_key": created.key.key})
+
+
+@tenants_app.command("list")
+def tenants_list() -> None:
+    """Every tenant, one JSON object per line."""
+    with _tenancy() as tenancy:
+        tenants = tenancy.list_tenants()
+    for tenant in tenants:
+        _print_json(_tenant_json(tenant))
+
+
+@tenants_app.command("suspend")
+def tenants_suspend(
+    tenant_id: Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)],
+) -> None:
+    """Refuse every key of the tenant (403) until it is resumed; its data is kept. API
+    processes apply it within auth.cache_ttl_s."""
+    from hsearch.types import TenantStatus  # noqa: PLC0415 - keep `--help` fast
+
+    with _tenancy() as tenancy:
+        tenant = tenancy.set_tenant_status(tenant_id, TenantStatus.SUSPENDED, actor=_actor())
+    _print_json(_tenant_json(tenant))
+
+
+@tenants_app.command("resume")
+def tenants_resume(
+    tenant_id: Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)],
+) -> None:
+    """Accept the tenant's keys again."""
+    from hsearch.types import TenantStatus  # noqa: PLC0415 - keep `--help` fast
+
+    with _tenancy() as tenancy:
+        tenant = tenancy.set_tenant_status(tenant_id, TenantStatus.ACTIVE, actor=_actor())
+    _print_json(_tenant_json(tenant))
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: TenantOption,
+    scopes: Annotated[
+        list[Scope],
+        typer.Option("--scope", help="What the key may do (repeatable).", show_default=False),
+    ],
+    expires_in: Annotated[
+        str | None,
+        typer.Option(
+            "--expires-in",
+            help="Lifetime: 45s, 90m, 12h, 30d, 2w. Default: no expiry.",
+            show_default=False,
+        ),
+    ] = None,
+    name: Annotated[str, typer.Option("--name", help="What the key is for.")] = "",
+) -> None:
+    """Create a key of a tenant; prints it (shown this once) with its id and scopes."""
+    from hsearch.db.base import utcnow  # noqa: PLC0415 - keep `--help` fast
+    from hsearch.tenancy.keys import parse_duration  # noqa: PLC0415
+
+    with _tenancy() as tenancy:
+        expires_at = (
+            None
+            if expires_in is None
+            else utcnow() + parse_duration(expires_in, field="--expires-in")
+        )
+        created = tenancy.create_key(
+            tenant, scopes=scopes, name=name, expires_at=expires_at, actor=_actor()
+        )
+    _print_json({"api_key": created.key, **_key_json(created.view)})
+
+
+@keys_app.command("list")
+def keys_list(tenant: TenantOption) -> None:
+    """A tenant's keys (revoked and expired ones too), one JSON object per line; the keys
+    themselves are never shown again."""
+    with _tenancy() as tenancy:
+        keys = tenancy.list_keys(tenant)
+    for key in keys:
+        _print_json(_key_json(key))
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (keys list).", show_default=False)],
+) -> None:
+    """Revoke a key (any tenant's, or an operator's). API processes refuse it within
+    auth.cache_ttl_s."""
+    import uuid  # noqa: PLC0415 - keep `--help` fast
+
+    try:
+        parsed = uuid.UUID(key_id)
+    except ValueError:
+        typer.echo(f"error (invalid_request): KEY_ID: not a key id: {key_id!r}", err=True)
+        raise typer.Exit(1) from None
+    with _tenancy() as tenancy:
+        key = tenancy.revoke_key(parsed, actor=_actor())
+    _print_json(_key_json(key))
+
+
+@operator_app.command("create")
+def operator_create(
+    name: Annotated[str, typer.Option("--name", help="Whose credential it is.")] = "",
+) -> None:
+    """Create an operator credential; prints it (shown this once). It acts for the tenant
+    named in X-Hsearch-Tenant, with every scope, each request written to the audit log."""
+    with _tenancy() as tenancy:
+        created = tenancy.create_operator_key(name=name, actor=_actor())
+    _print_json({"api_key": created.key, **_key_json(created.view)})
+
+
+@contextmanager
+def _tenancy() -> Iterator[TenancyService]:
+    """The tenancy service on the configured database; a refused request exits 1 with
+    its code and detail."""
+    from hsearch.errors import HsearchError  # noqa: PLC0415 - keep `--help` fast
+    from hsearch.tenancy.factory import open_tenancy  # noqa: PLC0415
+
+    try:
+        with open_tenancy(get_settings()) as tenancy:
+            yield tenancy
+    except HsearchError as exc:
+        typer.echo(f"error ({exc.code}): {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _actor() -> str:
+    """Who runs the command, for the audit log: the operating system's user."""
+    import getpass  # noqa: PLC0415 - keep `--help` fast
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name (a container's numeric user)
+        return "cli"
+
+
+def _print_json(value: dict[str, object]) -> None:
+    import json  # noqa: PLC0415 - keep `--help` fast
+
+    typer.echo(json.dumps(value))
+
+
+def _tenant_json(tenant: TenantView) -> dict[str, object]:
+    return {
+        "tenant_id": tenant.id,
+        "name": tenant.name,
+        "status": tenant.status.value,
+        "created_at": tenant.created_at.isoformat(),
+    }
+
+
+def _key_json(key: KeyView) -> dict[str, object]:
+    return {
+        "key_id": str(key.id),
+        "prefix": key.prefix,
+        "role": key.role.value,
+        "tenant_id": key.tenant_id,
+        "scopes": list(key.scopes),
+        "name": key.name,
+        "created_at": key.created_at.isoformat(),
+        "expires_at": _iso(key.expires_at),
+        "revoked_at": _iso(key.revoked_at),
+        "last_used_at": _iso(key.last_used_at),
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
 
 
 def _api_key(settings: Settings, given: str | None) -> str | None:
