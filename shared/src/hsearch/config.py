@@ -392,7 +392,12 @@ class ApiSettings(BaseModel):
         description="The largest request body the API reads; a larger one is refused with "
         "413 before it is read (by its Content-Length) or as soon as it passes the limit.",
     )
-    default_tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    default_tenant: str = Field(
+        default="default",
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="The tenant `hsearch run` creates and prints a key for. Requests "
+        "take their tenant from their key, never from this.",
+    )
     migrate_on_start: bool = Field(
         default=False,
         description="Run Alembic upgrade when the API starts (compose runs a "

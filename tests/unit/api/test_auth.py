@@ -289,3 +289,14 @@ async def test_no_key_appears_in_the_logs(
     for key in (api.key, revoked, created):
         assert key not in logged
         assert key.split("_", 2)[2] not in logged
+
+
+async def test_the_key_is_checked_before_the_body_is_validated(
+    anonymous: httpx.AsyncClient,
+) -> None:
+    invalid = await anonymous.post("/v1/search", json={"unknown": 1})
+    assert (invalid.status_code, invalid.json()["error"]) == (401, "unauthenticated")
+    not_ndjson = await anonymous.post(
+        "/v1/documents:ndjson", content=b"x", headers={"content-type": "text/plain"}
+    )
+    assert (not_ndjson.status_code, not_ndjson.json()["error"]) == (401, "unauthenticated")
