@@ -313,3 +313,36 @@ def test_every_change_is_in_the_audit_log(tenancy: TenancyService, clocks: Clock
     logged = repr(tenancy.audit_log())
     assert created.key.key not in logged
     assert key.key not in logged
+
+
+class CountingSessions:
+    """A session factory that counts the sessions opened through it."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+        self.opened = 0
+
+    def __call__(self) -> Session:
+        self.opened += 1
+        return self._sessions()
+
+
+def test_a_cached_key_costs_no_database_round_trip(
+    sessions: sessionmaker[Session], clocks: Clocks
+) -> None:
+    counting = CountingSessions(sessions)
+    api = TenancyService(
+        counting,  # type: ignore[arg-type]  # quacks like a sessionmaker
+        server_key=SERVER_KEY,
+        now=clocks.now,
+        timer=clocks.timer,
+    )
+    key = service_on(sessions, clocks).create_tenant("A", actor="t").key.key
+    api.authenticate(key)
+    opened = counting.opened
+    for _ in range(100):
+        principal = api.cached(key)
+        assert principal is not None
+        api.authorize(principal, accepted=[Scope.SEARCH], named_tenant=None)
+        api.authenticate(key)
+    assert counting.opened == opened
