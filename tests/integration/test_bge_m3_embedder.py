@@ -9,6 +9,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,3 +166,40 @@ def test_the_tokenizer_window_is_where_bge_m3_stops_reading(embedder: BgeM3Embed
     a, b, c, d = embedder.embed_documents([full, f"{full} dog", short, f"{short} dog"])
     assert a.dense == b.dense, "a word past the window is not read"
     assert c.dense != d.dense, "the last token of the window is read"
+
+
+def test_output_equals_flagembedding_encode(embedder: BgeM3Embedder) -> None:
+    """The one-pass encoding gives what the library's own encode gives, text by text."""
+    reference = embedder._model.encode(
+        TEXTS,
+        batch_size=4,
+        max_length=64,
+        return_dense=True,
+        return_sparse=True,
+        return_colbert_vecs=False,
+    )
+    ours = embedder.embed_documents(TEXTS)
+    for mine, dense, lexical in zip(
+        ours, reference["dense_vecs"], reference["lexical_weights"], strict=True
+    ):
+        assert mine.dense == pytest.approx([float(v) for v in dense], abs=1e-5)
+        expected = {int(token): float(w) for token, w in lexical.items()}
+        assert dict(zip(mine.sparse.indices, mine.sparse.values, strict=True)) == pytest.approx(
+            expected, abs=1e-5
+        )
+
+
+def test_each_batch_runs_the_model_once(checkpoint: Path) -> None:
+    embedder = BgeM3Embedder(checkpoint, batch_size=4, max_length=64)
+    module = embedder._model.model
+    batches: list[int] = []
+    forward = module.forward
+
+    def counting(inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        batches.append(len(inputs["input_ids"]))
+        return forward(inputs, *args, **kwargs)
+
+    module.forward = counting
+    embedder.embed_documents(TEXTS)  # 6 texts: batches of 4 and 2
+    embedder.embed_query("one query")
+    assert batches == [4, 2, 1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,30 @@ def test_broken_weights_fail_at_load(checkpoint: Path, tmp_path: Path) -> None:
     (copy / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(EncoderError, match="cannot load the reranker"):
         FlagRerankerAdapter(copy, max_length=64)
+
+
+@pytest.mark.parametrize("query", ["what do vector databases store", "長い " * 80])
+def test_scores_equal_flagembedding_compute_score(
+    reranker: FlagRerankerAdapter, query: str
+) -> None:
+    """The one-pass scoring gives compute_score's logits, a long query (cut at three
+    quarters of max_length) included."""
+    reference = reranker._model.compute_score(
+        [(query, p) for p in PASSAGES], batch_size=3, max_length=64, normalize=False
+    )
+    assert reranker.score(query, PASSAGES) == pytest.approx(reference, abs=1e-5)
+
+
+def test_each_batch_runs_the_model_once(checkpoint: Path) -> None:
+    reranker = FlagRerankerAdapter(checkpoint, batch_size=3, max_length=64)
+    module = reranker._model.model
+    batches: list[int] = []
+    forward = module.forward
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        batches.append(len(kwargs["input_ids"]))
+        return forward(*args, **kwargs)
+
+    module.forward = counting
+    reranker.score("a query", PASSAGES)  # 7 passages: batches of 3, 3 and 1
+    assert batches == [3, 3, 1]

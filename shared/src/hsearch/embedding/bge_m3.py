@@ -113,8 +113,8 @@ class BgeM3Embedder:
             raise EncoderError(msg)
         self._batch_size = batch_size
         self._max_length = max_length
-        # FlagEmbedding mutates the model on every encode call (.float(), .to(), .eval());
-        # callers on several threads (a thread-pool web server) take turns.
+        # One forward pass at a time: callers on several threads (a thread-pool web
+        # server) take turns.
         self._lock = threading.Lock()
         try:
             self._info = EncoderInfo(
@@ -135,8 +135,23 @@ class BgeM3Embedder:
                 passage_max_length=max_length,
                 query_max_length=max_length,
             )
-            # FlagEmbedding truncates passages at max_length tokens, <s> and </s>
-            # included: chunks are cut to fit it.
+            # Set once: encode would redo this on every call (hence the lock).
+            import torch  # noqa: PLC0415  (heavy; loaded with FlagEmbedding above)
+
+            self._torch: Any = torch
+            self._device = self._model.target_devices[0]
+            if self._device == "cpu":
+                self._model.model.float()
+            self._model.model.to(self._device)
+            self._model.model.eval()
+            tokenizer = self._model.tokenizer
+            self._special_ids = frozenset(
+                tokenizer.convert_tokens_to_ids(tokenizer.special_tokens_map[name])
+                for name in ("cls_token", "eos_token", "pad_token", "unk_token")
+                if name in tokenizer.special_tokens_map
+            )
+            # Passages are truncated at max_length tokens, <s> and </s> included:
+            # chunks are cut to fit it.
             self._tokenizer = HuggingFaceTokenizer(self._model.tokenizer, window=max_length)
         except EncoderError:
             raise
@@ -173,27 +188,44 @@ class BgeM3Embedder:
     def _encode(
         self, batch: list[str], *, dense: bool = True, sparse: bool = True
     ) -> list[Embedding]:
+        """One forward pass of the model for ``batch``.
+
+        Not ``BGEM3FlagModel.encode``: version 1.4.2 first runs the longest inputs of
+        every call once to find a batch size that fits the device, then encodes every
+        batch, so each call computed its first batch twice (twice the work for one
+        batch). The steps here are encode's own for one batch: tokenize (truncated at
+        ``max_length``), pad, the model's forward pass (it normalises the dense vector),
+        and the sparse weights per token id (the largest, above 0, special tokens left
+        out); a test checks the output equals encode's.
+        """
         try:
-            with self._lock:
-                # FlagEmbedding draws tqdm bars unless the input is shorter than the batch
-                # size, and has no switch for them: one call per batch, with a batch size
-                # one above its length, keeps them off without changing the batching.
-                output = self._model.encode(
+            with self._lock, self._torch.inference_mode():
+                inputs = self._model.tokenizer(
                     batch,
-                    batch_size=len(batch) + 1,
+                    padding=True,
+                    truncation=True,
                     max_length=self._max_length,
+                    return_tensors="pt",
+                ).to(self._device)
+                output = self._model.model(
+                    inputs,
                     return_dense=dense,
                     return_sparse=sparse,
                     return_colbert_vecs=False,
                 )
-            vectors: list[tuple[float, ...]] = (
-                [self._dense(row) for row in output["dense_vecs"]] if dense else [()] * len(batch)
-            )
-            weights: list[SparseVector] = (
-                [_sparse(w) for w in output["lexical_weights"]]
-                if sparse
-                else [EMPTY_SPARSE] * len(batch)
-            )
+                vectors: list[tuple[float, ...]] = (
+                    [self._dense(row) for row in output["dense_vecs"].float().cpu().numpy()]
+                    if dense
+                    else [()] * len(batch)
+                )
+                weights: list[SparseVector] = (
+                    self._sparse_weights(
+                        output["sparse_vecs"].squeeze(-1).float().cpu().numpy(),
+                        inputs["input_ids"].cpu().numpy(),
+                    )
+                    if sparse
+                    else [EMPTY_SPARSE] * len(batch)
+                )
         except EncoderError:
             raise
         except Exception as exc:
@@ -203,6 +235,20 @@ class BgeM3Embedder:
             msg = f"BGE-M3 returned {len(vectors)}/{len(weights)} vectors for {len(batch)} texts"
             raise EncoderError(msg)
         return [Embedding(dense=d, sparse=s) for d, s in zip(vectors, weights, strict=True)]
+
+    def _sparse_weights(self, token_weights: Any, input_ids: Any) -> list[SparseVector]:
+        """Per text, its tokens' largest weight above 0, special tokens left out (what
+        FlagEmbedding's encode returns as ``lexical_weights``)."""
+        out: list[SparseVector] = []
+        for row_weights, row_ids in zip(token_weights, input_ids, strict=True):
+            best: dict[int, float] = {}
+            for weight, token in zip(row_weights.tolist(), row_ids.tolist(), strict=True):
+                if token in self._special_ids or weight <= 0:
+                    continue
+                if weight > best.get(token, 0.0):
+                    best[token] = weight
+            out.append(SparseVector.from_mapping(best))
+        return out
 
     def _dense(self, row: Any) -> tuple[float, ...]:
         values = [float(v) for v in row]
@@ -216,8 +262,3 @@ class BgeM3Embedder:
             msg = f"BGE-M3 returned a dense vector of norm {norm}"
             raise EncoderError(msg)
         return tuple(v / norm for v in values)
-
-
-def _sparse(weights: Any) -> SparseVector:
-    """``{"token id": weight}`` (numpy floats) → our sparse vector with int indices."""
-    return SparseVector.from_mapping({int(token): float(w) for token, w in weights.items()})

@@ -158,6 +158,22 @@ class FlagRerankerAdapter:
                 max_length=max_length,
                 normalize=False,
             )
+            # Set once (compute_score would redo it on every call).
+            import torch  # noqa: PLC0415  (heavy; loaded with FlagEmbedding above)
+            from FlagEmbedding.utils.tokenizer_compat import (  # noqa: PLC0415
+                pad_with_compat,
+                prepare_for_model_compat,
+            )
+
+            self._torch: Any = torch
+            self._pad: Any = pad_with_compat
+            self._pair: Any = prepare_for_model_compat
+            self._device = self._model.target_devices[0]
+            if self._device != "cpu":
+                self._model.model.half()
+            self._model.model.to(self._device)
+            self._model.model.eval()
+            self._query_max_length = self._model.query_max_length or max_length * 3 // 4
         except Exception as exc:
             msg = f"cannot load the reranker from {path}: {type(exc).__name__}: {exc}"
             raise EncoderError(msg) from exc
@@ -175,22 +191,44 @@ class FlagRerankerAdapter:
         return scores
 
     def _score(self, query: str, batch: list[str]) -> list[float]:
-        pairs = [(query, passage) for passage in batch]
+        """One forward pass of the cross-encoder for ``batch``.
+
+        Not ``FlagReranker.compute_score``: version 1.4.2 first runs the longest pairs of
+        every call once to find a batch size that fits the device, so each call computed
+        its first batch twice. The steps here are compute_score's for one batch: the
+        query (cut at three quarters of ``max_length``) and each passage tokenized
+        without special tokens, joined into a pair cut to ``max_length`` on the passage
+        side, padded, one forward pass, the raw logits; a test checks they equal
+        compute_score's.
+        """
+        tokenizer = self._model.tokenizer
         try:
-            with self._lock:
-                # FlagEmbedding draws tqdm bars unless the input is shorter than the batch
-                # size and has no switch for them: one call per batch, with a batch size
-                # one above its length, keeps them off without changing the batching.
-                # Known cost (FlagEmbedding 1.4.2): each call first runs its leading batch
-                # once as a memory probe and discards the result, so every batch here is
-                # computed twice; one call over all pairs would redo only the first batch.
-                raw = self._model.compute_score(
-                    pairs,
-                    batch_size=len(pairs) + 1,
-                    max_length=self._max_length,
-                    normalize=False,
+            with self._lock, self._torch.inference_mode():
+                query_ids = tokenizer(
+                    [query],
+                    add_special_tokens=False,
+                    max_length=self._query_max_length,
+                    truncation=True,
+                )["input_ids"][0]
+                passage_ids = tokenizer(
+                    batch, add_special_tokens=False, max_length=self._max_length, truncation=True
+                )["input_ids"]
+                pairs = [
+                    self._pair(
+                        tokenizer,
+                        query_ids,
+                        ids,
+                        truncation="only_second",
+                        max_length=self._max_length,
+                        padding=False,
+                    )
+                    for ids in passage_ids
+                ]
+                inputs = self._pad(tokenizer, pairs, padding=True, return_tensors="pt").to(
+                    self._device
                 )
-            scores = [float(value) for value in raw]
+                logits = self._model.model(**inputs, return_dict=True).logits.view(-1).float()
+                scores = [float(value) for value in logits.cpu().numpy().tolist()]
         except Exception as exc:
             msg = f"reranking failed: {type(exc).__name__}: {exc}"
             raise EncoderError(msg) from exc
