@@ -172,6 +172,9 @@ async def test_readyz_checks_dependencies(client: httpx.AsyncClient) -> None:
     assert body["checks"]["database"] == "ok"
     assert body["checks"]["milvus"] == "ok"
     assert body["checks"]["encoder"].startswith("bge-m3|32|")
+    # The real broker (Redis) answers too.
+    assert body["status"] == "ready"
+    assert body["components"]["broker"]["status"] == "ok"
 
 
 async def test_job_status_reports_progress_fields(client: httpx.AsyncClient, worker: Child) -> None:

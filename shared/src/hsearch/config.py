@@ -384,6 +384,13 @@ class WebhookSettings(BaseModel):
 
 
 class ApiSettings(BaseModel):
+    readiness_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=30,
+        description="Each dependency's time to answer a readiness probe (/readyz); "
+        "probes run together, so /readyz answers within about this long.",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     max_request_bytes: int = Field(

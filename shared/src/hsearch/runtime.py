@@ -9,6 +9,7 @@ in-memory store, the fake encoder, an in-memory job queue.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.protocol import VectorStore
 
 __all__ = [
+    "ComponentHealth",
     "Readiness",
     "Services",
     "build_chunker",
@@ -51,18 +53,45 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class ComponentHealth:
+    """One dependency as a readiness probe found it."""
+
+    status: str
+    """``ok``, ``error`` or ``timeout`` (no answer within ``api.readiness_timeout_s``)."""
+    required: bool
+    """Whether the process can serve without it (searches answer without the broker)."""
+    latency_ms: float | None = None
+    detail: str | None = None
+    """The error, or what the component is (the encoder's fingerprint)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True, slots=True)
 class Readiness:
     """What a readiness probe found: each dependency's answer and the encoder in use."""
 
-    checks: Mapping[str, str]
-    """By dependency (``database``, ``milvus``): ``"ok"`` or ``"error: <type>: <message>"``."""
-    encoder: str
-    """The encoder's fingerprint, so an operator sees which model serves; reported, not
-    probed (the encoder was loaded when the services were built)."""
+    components: Mapping[str, ComponentHealth]
+    """By dependency: ``database``, ``milvus`` (the vector store), ``encoder`` (loaded
+    when the services were built; its fingerprint as detail) and ``broker``."""
 
     @property
     def ready(self) -> bool:
-        return all(answer == "ok" for answer in self.checks.values())
+        """Every required component answers: the process can serve."""
+        return all(c.ok for c in self.components.values() if c.required)
+
+    @property
+    def degraded(self) -> bool:
+        """Ready, but an optional component does not answer (ingestion cannot queue)."""
+        return self.ready and not all(c.ok for c in self.components.values())
+
+    @property
+    def status(self) -> str:
+        if not self.ready:
+            return "not_ready"
+        return "degraded" if self.degraded else "ready"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,21 +175,44 @@ class Services:
         )
 
     async def check_readiness(self) -> Readiness:
-        """Probe the metadata database and the vector store, each in a worker thread
-        (both calls block); a failing probe is reported with its error, never raised,
-        so readiness can always answer."""
-        checks: dict[str, str] = {}
-        probes: tuple[tuple[str, Callable[[], None]], ...] = (
-            ("database", partial(ping_database, self.engine)),
-            ("milvus", self.store.ping),
-        )
-        for name, probe in probes:
-            try:
-                await anyio.to_thread.run_sync(probe)
-                checks[name] = "ok"
-            except Exception as exc:  # readiness reports, it never raises
-                checks[name] = f"error: {type(exc).__name__}: {exc}"
-        return Readiness(checks=checks, encoder=self.embedder.info.fingerprint)
+        """Probe the metadata database, the vector store and the broker together, each
+        in a worker thread (the calls block) under ``api.readiness_timeout_s``; a probe
+        that fails or does not answer in time is reported, never raised, so readiness
+        always answers on time (a thread left behind finishes on its own)."""
+        timeout = self.settings.api.readiness_timeout_s
+        probes: dict[str, tuple[Callable[[], None], bool]] = {
+            "database": (partial(ping_database, self.engine), True),
+            "milvus": (self.store.ping, True),
+            "broker": (partial(self.queue.ping, timeout_s=timeout), False),
+        }
+        found: dict[str, ComponentHealth] = {
+            "encoder": ComponentHealth(
+                status="ok", required=True, detail=self.embedder.info.fingerprint
+            )
+        }
+
+        async def probe(name: str, call: Callable[[], None], required: bool) -> None:
+            started = time.perf_counter()
+            status = "timeout"
+            failure: str | None = f"no answer within {timeout} s"
+            with anyio.move_on_after(timeout):
+                try:
+                    await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                    status, failure = "ok", None
+                except Exception as exc:  # readiness reports, it never raises
+                    status, failure = "error", f"{type(exc).__name__}: {exc}"
+            latency = round((time.perf_counter() - started) * 1000, 1)
+            found[name] = ComponentHealth(
+                status=status, required=required, latency_ms=latency, detail=failure
+            )
+            if failure is not None:
+                logger.warning("readiness.failed component=%s %s", name, failure)
+
+        async with anyio.create_task_group() as group:
+            for name, (call, required) in probes.items():
+                group.start_soon(probe, name, call, required)
+        order = ("database", "milvus", "encoder", "broker")
+        return Readiness(components={name: found[name] for name in order})
 
     async def aclose(self) -> None:
         """Release the search legs' connections (on the event loop that ran them), then

@@ -4,6 +4,8 @@ readiness and a failing queue."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -61,7 +63,21 @@ async def test_submitted_documents_are_found_once_indexed(api: Api) -> None:
 async def test_readyz_checks_the_database_and_the_store(api: Api) -> None:
     resp = await api.client.get("/readyz")
     assert resp.status_code == 200
-    checks = resp.json()["checks"]
+    body = resp.json()
+    assert body["status"] == "ready"
+    components = body["components"]
+    assert set(components) == {"database", "milvus", "encoder", "broker"}
+    for name in ("database", "milvus", "broker"):
+        assert components[name]["status"] == "ok"
+        assert components[name]["latency_ms"] >= 0
+    assert components["encoder"]["detail"] == api.services.embedder.info.fingerprint
+    assert [components[n]["required"] for n in ("database", "milvus", "encoder", "broker")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+    checks = body["checks"]  # the flat form earlier versions answered with
     assert (checks["database"], checks["milvus"]) == ("ok", "ok")
     assert checks["encoder"] == api.services.embedder.info.fingerprint
 
@@ -77,7 +93,58 @@ async def test_readyz_reports_an_unreachable_store(tmp_path: Path) -> None:
     assert resp.status_code == 503
     body = resp.json()
     assert body["status"] == "not_ready"
+    assert body["components"]["milvus"]["status"] == "error"
+    assert body["components"]["milvus"]["detail"] == "VectorStoreError: connection refused"
     assert body["checks"]["milvus"] == "error: VectorStoreError: connection refused"
+
+
+class HangingStore(InMemoryVectorStore):
+    """A store whose ping never answers until released (a server that accepts the
+    connection and then says nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def ping(self) -> None:
+        self.release.wait(60)
+
+
+async def test_readyz_answers_on_time_when_a_dependency_hangs(tmp_path: Path) -> None:
+    settings = api_settings(tmp_path)
+    settings = settings.model_copy(
+        update={"api": settings.api.model_copy(update={"readiness_timeout_s": 0.5})}
+    )
+    store = HangingStore()
+    try:
+        async with serve(settings, store=store) as api:
+            started = time.monotonic()
+            resp = await api.client.get("/readyz")
+            elapsed = time.monotonic() - started
+    finally:
+        store.release.set()
+    assert resp.status_code == 503
+    milvus = resp.json()["components"]["milvus"]
+    assert milvus["status"] == "timeout"
+    assert milvus["detail"] == "no answer within 0.5 s"
+    assert elapsed < 5, "the probe gave up at its timeout, not when the store answered"
+
+
+class DownBroker(InMemoryJobQueue):
+    def ping(self, *, timeout_s: float) -> None:
+        raise BackendError("broker unreachable: connection refused")
+
+
+async def test_a_broker_that_is_down_degrades_readiness_without_failing_it(
+    tmp_path: Path,
+) -> None:
+    async with serve(api_settings(tmp_path), queue=DownBroker()) as api:
+        resp = await api.client.get("/readyz")
+    assert resp.status_code == 200, "searches answer without the broker"
+    body = resp.json()
+    assert body["status"] == "degraded"
+    assert body["components"]["broker"]["status"] == "error"
+    assert "connection refused" in body["components"]["broker"]["detail"]
 
 
 class DeadBrokerQueue(InMemoryJobQueue):

@@ -22,6 +22,10 @@ class JobQueue(Protocol):
         """Send ``job_id`` to the workers; raises :class:`BackendError` if it cannot."""
         ...
 
+    def ping(self, *, timeout_s: float) -> None:
+        """Connect to the broker once; raises :class:`BackendError` if it cannot."""
+        ...
+
 
 def create_celery(
     broker_url: str, *, name: str = "hsearch", visibility_timeout_s: float = 120.0
@@ -72,6 +76,13 @@ class CeleryJobQueue:
         except Exception as exc:  # kombu raises many unrelated types for a dead broker
             raise BackendError(f"could not enqueue ingest job {job_id}: {exc}") from exc
 
+    def ping(self, *, timeout_s: float) -> None:
+        try:
+            with self._app.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=0, timeout=timeout_s)
+        except Exception as exc:  # kombu raises many unrelated types for a dead broker
+            raise BackendError(f"broker unreachable: {type(exc).__name__}: {exc}") from exc
+
 
 class InMemoryJobQueue:
     """Keeps the sent job ids in order, for a consumer in the same process: unit tests,
@@ -82,3 +93,6 @@ class InMemoryJobQueue:
 
     def enqueue_job(self, job_id: uuid.UUID) -> None:
         self.sent.append(job_id)
+
+    def ping(self, *, timeout_s: float) -> None:
+        del timeout_s  # always there

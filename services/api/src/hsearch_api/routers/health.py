@@ -16,12 +16,32 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(services: ServicesDep) -> JSONResponse:
-    """Readiness: the metadata database, Milvus and the encoder answer."""
+    """Readiness: 503 unless the metadata database, the vector store and the encoder
+    answer; a broker that does not is reported as degraded (200), since searches do
+    not need it."""
     readiness = await services.check_readiness()
+    components = readiness.components
     return JSONResponse(
         status_code=200 if readiness.ready else 503,
         content={
-            "status": "ready" if readiness.ready else "not_ready",
-            "checks": {**readiness.checks, "encoder": readiness.encoder},
+            "status": readiness.status,
+            "components": {
+                name: {
+                    "status": c.status,
+                    "required": c.required,
+                    "latency_ms": c.latency_ms,
+                    "detail": c.detail,
+                }
+                for name, c in components.items()
+            },
+            # The flat form earlier versions answered with, kept for existing probes.
+            "checks": {
+                name: (c.detail or "") if name == "encoder" else _flat(c.status, c.detail)
+                for name, c in components.items()
+            },
         },
     )
+
+
+def _flat(status: str, detail: str | None) -> str:
+    return "ok" if status == "ok" else f"{status}: {detail}"
