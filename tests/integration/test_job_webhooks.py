@@ -68,7 +68,8 @@ async def test_the_worker_calls_the_webhook_once_the_job_has_ended(
     event = Webhook(WEBHOOK_SECRET).verify(body, headers)
     assert event["data"]["job_id"] == job["id"]
     assert event["data"]["status"] == "succeeded"
-    assert json.loads(body)["type"] == "ingest.job.finished"
+    assert json.loads(body)["type"] == "job.finished"
+    assert (event["data"]["kind"], event["data"]["deleted"]) == ("ingest", 0)
 
     # The job records the delivery (written right after the receiver answered).
     for _ in range(100):

@@ -181,7 +181,7 @@ def test_without_wait_unreadable_and_refused_documents_still_fail_the_run(
         f"jobs sent (not waited for; run again with --wait): {job['id']}",
     ]
     assert out[-2:] == [
-        "FAILED: 1 documents (1 unreadable)",
+        "FAILED: 1 document (1 unreadable)",
         "  empty.md: unreadable: no text in it",
     ]
 
@@ -191,12 +191,13 @@ def test_jobs_commands(cli: Cli, tmp_path: Path) -> None:
     (job,) = [json.loads(line) for line in lines_of(cli("jobs", "list", "--json").stdout)]
     assert (job["status"], job["total"], job["indexed"]) == ("succeeded", 3, 3)
     listed = lines_of(cli("jobs", "list").stdout)
-    assert listed[0].split() == ["ID", "STATUS", "DONE", "FAILED", "CREATED"]
-    assert listed[1].split()[:4] == [job["id"], "succeeded", "3/3", "0"]
+    assert listed[0].split() == ["ID", "KIND", "STATUS", "DONE", "FAILED", "CREATED"]
+    assert listed[1].split()[:5] == [job["id"], "ingest", "succeeded", "3/3", "0"]
     assert cli("jobs", "list", "--status", "failed").stdout == ""
     shown = lines_of(cli("jobs", "show", job["id"]).stdout)
     assert "status: succeeded" in shown
     assert "indexed: 3" in shown
+    assert "kind: ingest" in shown
 
     cli.api.worker.running.clear()  # jobs stay queued
     queued = cli("ingest", str(documents_of(tmp_path / "b.jsonl", 2)))

@@ -302,3 +302,23 @@ def test_the_end_of_a_job_wakes_the_sweeper_which_delivers_it(
         thread.join(timeout=30)
     assert not thread.is_alive()
     assert receiver.requests[0].headers["webhook-id"] == str(job_id)
+
+
+def test_a_delete_job_says_what_it_deleted(sessions: sessionmaker[Session]) -> None:
+    store = InMemoryVectorStore()
+    finished = submit(sessions, None)
+    make_service(sessions, store).process_job(finished)
+    with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
+        job = JobService(uow, settings=IngestSettings(), webhooks=settings()).submit_delete(
+            tenant_id=TENANT, filter=None, everything=True, webhook_url=URL
+        )
+    make_service(sessions, store).process_job(job.id)
+    receiver = Receiver(200)
+    assert sender(sessions, receiver, Clock()).deliver_due() == 1
+    data = json.loads(receiver.requests[0].content)["data"]
+    assert (data["kind"], data["status"], data["deleted"], data["indexed"]) == (
+        "delete",
+        "succeeded",
+        1,
+        0,
+    )

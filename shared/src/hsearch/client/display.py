@@ -12,9 +12,11 @@ from hsearch.client.http import Job
 __all__ = ["document_lines", "document_rows", "job_lines", "job_rows"]
 
 JOB_FIELDS = (
+    "kind",
     "status",
     "total",
     "indexed",
+    "deleted",
     "skipped",
     "failed",
     "attempts",
@@ -39,9 +41,16 @@ DOCUMENT_FIELDS = (
 
 
 def job_rows(jobs: Iterable[Job]) -> list[str]:
-    header = ("ID", "STATUS", "DONE", "FAILED", "CREATED")
+    header = ("ID", "KIND", "STATUS", "DONE", "FAILED", "CREATED")
     rows = [
-        (str(j.id), str(j.status), f"{j.processed}/{j.total}", str(j.failed), _time(j.raw))
+        (
+            str(j.id),
+            str(j.raw.get("kind", "ingest")),
+            str(j.status),
+            f"{j.processed}/{j.total}",
+            str(j.failed),
+            _time(j.raw),
+        )
         for j in jobs
     ]
     return _table(header, rows)
@@ -49,6 +58,14 @@ def job_rows(jobs: Iterable[Job]) -> list[str]:
 
 def job_lines(job: Job) -> list[str]:
     lines = [f"id: {job.id}"] + [f"{k}: {_value(job.raw.get(k))}" for k in JOB_FIELDS]
+    webhook = job.raw.get("webhook")
+    if webhook:
+        state = (
+            f"delivered at {webhook['delivered_at']}"
+            if webhook.get("delivered_at")
+            else f"{webhook.get('attempts', 0)} attempts, last error: {webhook.get('error')}"
+        )
+        lines.append(f"webhook: {webhook.get('url')} ({state})")
     if job.errors:
         lines.append(f"errors (first {len(job.errors)} of {job.failed}):")
         lines += [f"  {e.external_id}: {e.error}" for e in job.errors]

@@ -110,7 +110,8 @@ class IngestReport:
                 counts.append(f"{self.unlisted_failures} more failed in jobs")
             if self.cancelled:
                 counts.append(f"{self.cancelled} cancelled")
-            lines.append(f"FAILED: {self.failed} documents ({', '.join(counts)})")
+            noun = "document" if self.failed == 1 else "documents"
+            lines.append(f"FAILED: {self.failed} {noun} ({', '.join(counts)})")
             lines += [f"  {error}" for error in self.job_errors]
             lines += [f"  {f.name}: {f.stage}: {f.error}" for f in self.failures[:SHOWN_ERRORS]]
             if len(self.failures) > SHOWN_ERRORS:

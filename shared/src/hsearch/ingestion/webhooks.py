@@ -52,7 +52,7 @@ __all__ = ["EVENT_TYPE", "WebhookSender", "check_webhook_url", "job_event"]
 
 logger = logging.getLogger(__name__)
 
-EVENT_TYPE = "ingest.job.finished"
+EVENT_TYPE = "job.finished"
 MAX_BACKOFF = timedelta(hours=1)
 
 Resolver = Callable[[str], list[str]]
@@ -102,11 +102,13 @@ def job_event(job: IngestionJob, *, now: datetime) -> dict[str, Any]:
         "timestamp": now.isoformat(),
         "data": {
             "job_id": str(job.id),
+            "kind": job.kind.value,
             "status": job.status.value,
             "total": job.total,
             "indexed": job.indexed,
             "skipped": job.skipped,
             "failed": job.failed,
+            "deleted": job.deleted,
             "error": job.error,
             "created_at": _iso(job.created_at),
             "finished_at": _iso(job.finished_at),
