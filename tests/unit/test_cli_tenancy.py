@@ -155,3 +155,21 @@ async def test_a_key_the_command_prints_works_against_the_api(tmp_path: Path) ->
         auth = {"Authorization": f"Bearer {search_only['api_key']}"}
         denied = await client.get("/v1/jobs", headers=auth)
         assert (denied.status_code, denied.json()["error"]) == (403, "insufficient_scope")
+
+
+def test_a_missing_or_unmigrated_database_is_one_clear_line_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    elsewhere = Cli(tmp_path / "not-a-project" / "data")
+    result = elsewhere("tenants", "create", "Acme")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error (configuration_error): no hsearch database at sqlite")
+    assert "hsearch db upgrade" in result.stderr
+    assert not (tmp_path / "not-a-project").exists(), "nothing was created"
+
+    empty = tmp_path / "empty" / "data"
+    empty.mkdir(parents=True)
+    (empty / "hsearch.sqlite").touch()
+    result = Cli(empty)("keys", "list", "--tenant", "acme")
+    assert result.exit_code == 1
+    assert "has no hsearch schema" in result.stderr

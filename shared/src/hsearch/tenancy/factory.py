@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+from sqlalchemy import inspect, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory
+from hsearch.errors import ConfigurationError
 from hsearch.tenancy.keys import load_server_key
 from hsearch.tenancy.service import TenancyService
 
@@ -30,10 +33,26 @@ def build_tenancy(settings: Settings, sessions: sessionmaker[Session]) -> Tenanc
 
 @contextmanager
 def open_tenancy(settings: Settings) -> Iterator[TenancyService]:
-    """The tenancy service on its own engine, disposed of on exit."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = create_db_engine(settings.database_url, pool_size=settings.database.pool_size)
+    """The tenancy service on its own engine, disposed of on exit.
+
+    Raises ConfigurationError, creating nothing, when the configured metadata database
+    does not exist or was never migrated (a command run from another folder would
+    otherwise make an empty ``./data`` there and fail deep inside).
+    """
+    url = settings.database_url
+    shown = make_url(url).render_as_string(hide_password=True)
+    hint = (
+        "run `hsearch db upgrade` (or `hsearch run`) first, or point HSEARCH_DATA_DIR "
+        "or HSEARCH_DATABASE__URL at the right one"
+    )
+    database = make_url(url).database
+    if url.startswith("sqlite") and database and not Path(database).exists():
+        raise ConfigurationError(f"no hsearch database at {shown}: {hint}")
+    engine = create_db_engine(url, pool_size=settings.database.pool_size)
     try:
+        if not inspect(engine).has_table("alembic_version"):
+            raise ConfigurationError(f"the database at {shown} has no hsearch schema: {hint}")
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
         yield build_tenancy(settings, create_session_factory(engine))
     finally:
         engine.dispose()
