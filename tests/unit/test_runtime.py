@@ -37,8 +37,15 @@ async def test_ready_when_the_database_and_the_store_answer(tmp_path: Path) -> N
     finally:
         await services.aclose()
     assert readiness.ready
-    assert readiness.checks == {"database": "ok", "milvus": "ok"}
-    assert readiness.encoder == services.embedder.info.fingerprint
+    assert readiness.status == "ready"
+    components = readiness.components
+    assert {name: c.status for name, c in components.items()} == {
+        "database": "ok",
+        "milvus": "ok",
+        "encoder": "ok",
+        "broker": "ok",
+    }
+    assert components["encoder"].detail == services.embedder.info.fingerprint
 
 
 async def test_a_database_that_cannot_be_opened_is_reported_not_raised(tmp_path: Path) -> None:
@@ -51,8 +58,11 @@ async def test_a_database_that_cannot_be_opened_is_reported_not_raised(tmp_path:
     finally:
         await services.aclose()
     assert not readiness.ready
-    assert readiness.checks["database"].startswith("error: OperationalError: ")
-    assert readiness.checks["milvus"] == "ok"
+    database = readiness.components["database"]
+    assert database.status == "error"
+    assert database.detail is not None
+    assert database.detail.startswith("OperationalError: ")
+    assert readiness.components["milvus"].status == "ok"
 
 
 class CountingStore(InMemoryVectorStore):

@@ -8,6 +8,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -53,8 +54,34 @@ def test_the_offline_encoder_declares_its_measured_default(
     assert info.fusion == OFFLINE_FUSION == ENCODER_FUSION[EncoderKind.OFFLINE]
 
 
+class _Module:
+    """Stands in for the torch module: moved and set to eval at load, nothing more."""
+
+    def float(self) -> _Module:
+        return self
+
+    def to(self, device: str) -> _Module:
+        del device
+        return self
+
+    def eval(self) -> _Module:
+        return self
+
+
+class _M3Model(_Model):
+    """BGEM3FlagModel's surface the adapter reads at load: its device, its torch module
+    and a transformers-style tokenizer (a backend and a special-tokens map)."""
+
+    target_devices = ("cpu",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.model = _Module()
+        self.tokenizer = SimpleNamespace(backend_tokenizer=self.tokenizer, special_tokens_map={})
+
+
 def test_bge_m3_declares_its_papers_rule(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _stub(monkeypatch, "FlagEmbedding", BGEM3FlagModel=_Model)
+    _stub(monkeypatch, "FlagEmbedding", BGEM3FlagModel=_M3Model)
     for name in ("tokenizer_config.json", "tokenizer.json", "model.safetensors"):
         (tmp_path / name).write_text("{}")
     for name in ("sparse_linear.pt", "colbert_linear.pt"):
