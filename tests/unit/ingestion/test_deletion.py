@@ -72,11 +72,7 @@ def view(sessions: sessionmaker[Session], job_id: uuid.UUID, tenant: str = TENAN
 
 
 def external_ids(store: InMemoryVectorStore, tenant: str = TENANT) -> set[str]:
-    return {
-        r.external_id
-        for r in store._rows.values()
-        if r.tenant_id == tenant  # noqa: SLF001
-    }
+    return {r.external_id for r in store._rows.values() if r.tenant_id == tenant}
 
 
 def generation(sessions: sessionmaker[Session], tenant: str = TENANT) -> int:
