@@ -88,6 +88,9 @@ def test_the_result_holds_both_comparisons_with_their_targets(tmp_path: Path) ->
     for alone in end["encoder_alone"]["runs"]:
         assert alone["encode"] == {"calls": end["encode_calls"], "texts": end["chunks"]}
     assert all(r["rows"] == write["chunks"] for r in write["raw_insert"]["runs"])
+    share = end["encoder_share"]
+    assert 0 < share["min"] <= share["median"] <= share["max"] < 1
+    assert len(share["per_repeat"]) == 3
     assert end["encoder"] == FakeEmbedder().info.fingerprint
     text = summary(result)
     assert "write path" in text
