@@ -190,3 +190,27 @@ def test_record_changes_nothing_until_the_caller_commits(
         statistics.record(session, tenant_id=TENANT, document=weighted)
         assert LexicalStatsRepository(session).corpus(TENANT) == (1, 1)
     assert recorded(sessions) == ((0, 0), {})
+
+
+def test_documents_recorded_in_one_transaction_each_see_the_ones_before(
+    sessions: sessionmaker[Session],
+) -> None:
+    # The indexer weighs and records a group's documents one after the other in one
+    # transaction: each is normalised by the corpus with the ones before it in it.
+    statistics = LexicalStatistics(sessions)
+    seed(sessions, chunks=1, length=4, dfs={A: 1})
+    chunks = [tf({A: 2.0}), tf({B: 6.0}), tf({A: 1.0, C: 1.0})]  # lengths 2, 6 and 2
+    with transaction(sessions) as session:
+        weights = []
+        for chunk in chunks:
+            weighted = statistics.weigh_document(
+                session, tenant_id=TENANT, chunks=[chunk], replaced=None
+            )
+            statistics.record(session, tenant_id=TENANT, document=weighted)
+            weights.append(weighted.weights[0])
+    length = 4
+    for n, (chunk, weight) in enumerate(zip(chunks, weights, strict=True), 2):
+        size = int(sum(chunk.values))
+        length += size
+        assert weight == bm25_document_weights(chunk, length=size, avg_length=length / n)
+    assert recorded(sessions) == ((4, 14), {A: 3, B: 1, C: 1})
