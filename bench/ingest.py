@@ -72,7 +72,8 @@ from hsearch.config import EncoderKind, Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import JobStatus
 from hsearch.embedding.factory import create_embedder
-from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind
+from hsearch.embedding.fake import AnalyzerTokenizer
+from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind, Tokenizer
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
@@ -128,10 +129,17 @@ class PassThroughEmbedder:
         self._info = info
         self._vectors: dict[str, Embedding] = {}
         self.filling = True
+        # Chunks are cut by the analyzer's words, as the fake encoder counts them: the
+        # vectors are made for whatever chunks the pipeline makes.
+        self._tokenizer = AnalyzerTokenizer(512)
 
     @property
     def info(self) -> EncoderInfo:
         return self._info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._tokenizer
 
     def embed_documents(
         self, texts: Sequence[str], *, langs: Sequence[str] | None = None
@@ -168,6 +176,10 @@ class CountingEmbedder:
     @property
     def info(self) -> EncoderInfo:
         return self._inner.info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._inner.tokenizer
 
     @property
     def texts(self) -> int:
@@ -674,8 +686,8 @@ def run(
             },
             "batch_documents": ingest.batch_documents,
             "batch_chunks": ingest.batch_chunks,
-            "chunk_max_chars": ingest.chunk_max_chars,
-            "chunk_overlap_chars": ingest.chunk_overlap_chars,
+            "chunk_max_tokens": ingest.chunk_max_tokens,
+            "chunk_overlap_tokens": ingest.chunk_overlap_tokens,
             "encoder_batch_size": settings.encoder.batch_size,
             "jobs": 1,
             "store": target.description,

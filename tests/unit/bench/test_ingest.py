@@ -23,7 +23,7 @@ from bench.ingest import (
 
 from hsearch.db.migrate import upgrade_database
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind
+from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
 from hsearch.ingestion.models import DocumentInput
 
@@ -47,8 +47,8 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Several decide batches and encode groups even for five documents."""
     monkeypatch.setenv("HSEARCH_INGEST__BATCH_DOCUMENTS", "2")
     monkeypatch.setenv("HSEARCH_INGEST__BATCH_CHUNKS", "3")
-    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_MAX_CHARS", "300")
-    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_OVERLAP_CHARS", "0")
+    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_MAX_TOKENS", "40")
+    monkeypatch.setenv("HSEARCH_INGEST__CHUNK_OVERLAP_TOKENS", "0")
 
 
 def test_the_result_holds_both_comparisons_with_their_targets(tmp_path: Path) -> None:
@@ -108,6 +108,10 @@ class FirstBatchFails:
     @property
     def info(self) -> EncoderInfo:
         return self._inner.info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._inner.tokenizer
 
     def embed_documents(
         self, texts: Sequence[str], *, langs: Sequence[str] | None = None
