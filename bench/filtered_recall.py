@@ -50,9 +50,9 @@ import numpy as np
 from pymilvus import AsyncMilvusClient, MilvusClient
 
 from bench.metrics import percentile
-from bench.relevance import MilvusLiteServer
 from bench.synthetic import SOURCES, Corpus, Vectors, recall
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
+from hsearch.processes import start_milvus_lite
 from hsearch.vectorstore.filters import parse_filter
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from hsearch.vectorstore.milvus_filters import compile_filter
@@ -194,9 +194,9 @@ class Methods:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="hsearch-filtered-"))
-    server = MilvusLiteServer(root / "milvus", root / "milvus.log")
+    server, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
     try:
-        return asyncio.run(_run(args, server.uri))
+        return asyncio.run(_run(args, uri))
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -44,11 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.metrics import percentile
-from bench.relevance import MilvusLiteServer
 from bench.synthetic import Corpus
 from hsearch.config import Settings
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.ingestion.flushing import FlushSchedule
+from hsearch.processes import start_milvus_lite
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 
@@ -132,12 +132,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         name="synthetic", dimension=args.dim, version="1", sparse_kind=SparseKind.LEARNED
     )
     root = Path(tempfile.mkdtemp(prefix="hsearch-flush-"))
-    server = MilvusLiteServer(root / "milvus", root / "milvus.log")
+    server, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
     stores: dict[str, MilvusVectorStore] = {}
     try:
         for state in STATES:
             stores[state] = MilvusVectorStore(
-                server.uri, collection=f"flush_{state}_{uuid.uuid4().hex[:6]}"
+                uri, collection=f"flush_{state}_{uuid.uuid4().hex[:6]}"
             )
             stores[state].ensure_collection(encoder)
         started = time.perf_counter()
