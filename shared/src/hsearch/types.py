@@ -208,6 +208,10 @@ FINISHED_JOB_STATUSES = frozenset(
 )
 """A job in one of these has ended: nothing more runs for it (its webhook aside)."""
 
+SEARCHABLE_JOB_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.PARTIAL})
+"""A job ends in one of these only once a store flush after its last write has run: its
+documents are searchable from its ``finished_at``."""
+
 
 class Scope(StrEnum):
     """What an API key may do. Scopes are independent: a route names the scopes it

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from hsearch.errors import FieldError
-from hsearch.types import JobStatus
+from hsearch.types import FINISHED_JOB_STATUSES, JobStatus
 
 __all__ = [
     "FINISHED",
@@ -36,9 +36,7 @@ __all__ = [
 
 NDJSON = "application/x-ndjson"
 RETRIED_STATUSES = frozenset({502, 503, 504})
-FINISHED = frozenset(
-    {JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED}
-)
+FINISHED = FINISHED_JOB_STATUSES
 PAGE = 500
 """Rows per page when listing (the API's most)."""
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from hsearch.db.models import JobStatus
-from hsearch.types import JobKind
+from hsearch.types import SEARCHABLE_JOB_STATUSES, JobKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class JobView:
     def searchable_at(self) -> datetime | None:
         """When the job's documents became searchable: a job reports ``succeeded`` or
         ``partial`` only once a store flush that began after its last write has run."""
-        if self.status in (JobStatus.SUCCEEDED, JobStatus.PARTIAL):
+        if self.status in SEARCHABLE_JOB_STATUSES:
             return self.finished_at
         return None
 

@@ -47,6 +47,7 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import IngestionJob
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.errors import InvalidRequestError
+from hsearch.types import SEARCHABLE_JOB_STATUSES
 
 __all__ = ["EVENT_TYPE", "WebhookSender", "check_webhook_url", "job_event"]
 
@@ -96,7 +97,7 @@ def _is_private(host: str) -> bool:
 
 def job_event(job: IngestionJob, *, now: datetime) -> dict[str, Any]:
     """The body a job's webhook carries."""
-    searchable = job.status.value in ("succeeded", "partial")
+    searchable = job.status in SEARCHABLE_JOB_STATUSES
     return {
         "type": EVENT_TYPE,
         "timestamp": now.isoformat(),
