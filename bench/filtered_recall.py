@@ -54,7 +54,7 @@ from bench.synthetic import SOURCES, Corpus, Vectors, recall
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.processes import start_milvus_lite
 from hsearch.vectorstore.filters import parse_filter
-from hsearch.vectorstore.milvus import MilvusVectorStore
+from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
 from hsearch.vectorstore.milvus_filters import compile_filter
 from hsearch.vectorstore.schema import DENSE_FIELD, OUTPUT_FIELDS, PRIMARY_FIELD
 
@@ -108,7 +108,7 @@ class Methods:
 
     def __init__(self, store: MilvusVectorStore, uri: str, *, limit: int) -> None:
         self.store = store
-        self.client = AsyncMilvusClient(uri=uri)
+        self.client = AsyncMilvusClient(uri=uri, grpc_options=grpc_options())
         self.limit = limit
 
     def for_filter(
@@ -231,7 +231,7 @@ async def _run(args: argparse.Namespace, uri: str) -> dict[str, Any]:
             progress("measured the growing segments")
         started = time.perf_counter()
         store.flush()
-        client = MilvusClient(uri=uri)
+        client = MilvusClient(uri=uri, grpc_options=grpc_options())
         client.release_collection(store.collection)
         client.load_collection(store.collection)
         client.close()

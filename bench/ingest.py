@@ -86,7 +86,7 @@ from hsearch.processes import Child, start_milvus_lite
 from hsearch.runtime import build_services
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
-from hsearch.vectorstore.milvus import MilvusVectorStore
+from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
 
 # The rows MilvusVectorStore.upsert sends, built by its own function, so that the raw
 # side writes exactly what the pipeline does.
@@ -164,6 +164,11 @@ class PassThroughEmbedder:
     def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
         return self.embed_documents([text])[0]
 
+    def embed_queries(
+        self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
+        return self.embed_documents(texts)
+
 
 class CountingEmbedder:
     """Wraps an encoder: counts its document calls and texts, times them and, with
@@ -201,6 +206,11 @@ class CountingEmbedder:
 
     def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
         return self._inner.embed_query(text, dense=dense, sparse=sparse)
+
+    def embed_queries(
+        self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
+        return self._inner.embed_queries(texts, dense=dense, sparse=sparse)
 
     def counts(self) -> dict[str, int]:
         return {"calls": len(self.batch_sizes), "texts": self.texts}
@@ -275,7 +285,7 @@ class MilvusTarget:
 
     def __init__(self, uri: str, *, description: str = "Milvus") -> None:
         self._uri = uri
-        self._client = MilvusClient(uri=uri)
+        self._client = MilvusClient(uri=uri, grpc_options=grpc_options())
         self.description = description
 
     def store(self, settings: Settings) -> MilvusVectorStore:

@@ -13,17 +13,19 @@ from typing import Any
 
 import httpx
 import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
 
 from hsearch.db.migrate import upgrade_database
 from hsearch.processes import start_api, start_milvus_lite
 from hsearch.stack import sample_documents
 from hsearch.tenancy.factory import open_tenancy
 from tests.integration.conftest import settings_from_env, stack_env
-from tests.integration.services import postgres_database, redis_database, start_test_worker
+from tests.integration.services import postgres_database, private_redis, start_test_worker
+from tests.unit.api.test_fuzz_openapi import CHECKS, with_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-REDIS_DB = 14
 
 
 def first_sentence(text: str) -> str:
@@ -36,12 +38,12 @@ def first_sentence(text: str) -> str:
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("e2e")
-    with postgres_database() as pg:
+    with postgres_database() as pg, private_redis(root / "redis") as broker:
         upgrade_database(pg)
         milvus, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
         env = stack_env(
             database_url=pg,
-            broker_url=redis_database(REDIS_DB),
+            broker_url=broker,
             milvus_uri=uri,
             collection=f"e2e_{uuid.uuid4().hex[:8]}",
             encoder={"kind": "offline"},
@@ -111,3 +113,38 @@ def test_ingest_search_restart_search(processes: dict[str, Any]) -> None:
     api, base = start_api(processes["env"], log=Path(processes["root"]) / "api.log")
     processes["api"], processes["base"] = api, base
     assert_every_document_found(base, docs, auth)
+
+
+def test_the_running_api_keeps_its_contract(processes: dict[str, Any]) -> None:
+    """A short schemathesis pass against the running stack (uvicorn, worker, Milvus Lite,
+    Postgres, Redis): ten valid and ten invalid requests per operation of the served
+    OpenAPI document, none answered with a 500 or outside the document. The long pass
+    runs in process: tests/unit/api/test_fuzz_openapi.py. Last in the module, since it
+    may delete the tenant's documents."""
+    base, auth = processes["base"], processes["auth"]
+    key = auth["Authorization"].removeprefix("Bearer ")
+    schema = schemathesis.openapi.from_url(f"{base}/openapi.json", config=with_key(key))
+    failures = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            has_input = bool(operation.query or operation.path_parameters or operation.body)
+            if mode is GenerationMode.NEGATIVE and not has_input:
+                continue
+
+            @given(case=operation.as_strategy(generation_mode=mode))
+            @settings(
+                max_examples=10,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
+            def run(case: schemathesis.Case) -> None:
+                case.call_and_validate(base_url=base, checks=CHECKS, timeout=60)
+
+            try:
+                run()
+            except Exception as exc:  # collected, so one run reports every operation
+                failures.append(f"{operation.label} ({mode.value}): {exc}")
+    assert not failures, "\n\n".join(failures)

@@ -1,6 +1,7 @@
 """Session-wide real stack for the integration suite.
 
-One Postgres database (migrated with Alembic), one Redis database (Celery broker),
+One Postgres database (migrated with Alembic), a redis-server of its own (the Celery
+broker),
 one Milvus Lite gRPC server, the tiny generated BGE-M3 checkpoint as the encoder
 (the real FlagEmbedding code path) and one real Celery worker process.
 """
@@ -26,9 +27,7 @@ from hsearch.processes import Child, start_milvus_lite
 from hsearch_api.deps import get_tenant
 from hsearch_api.main import create_app
 from tests.fixtures.tiny_bge_m3 import build_tiny_bge_m3
-from tests.integration.services import postgres_database, redis_database, start_test_worker
-
-REDIS_DB = 15
+from tests.integration.services import postgres_database, private_redis, start_test_worker
 
 
 @dataclass
@@ -61,6 +60,8 @@ def stack_env(
             "HSEARCH_BROKER__URL": broker_url,
             "HSEARCH_MILVUS__URI": milvus_uri,
             "HSEARCH_MILVUS__COLLECTION": collection,
+            # The search caches' keys, apart from other sessions on the same Redis.
+            "HSEARCH_CACHE__NAMESPACE": f"it-{collection}",
             "HSEARCH_DATA_DIR": str(data_dir),
             "HSEARCH_LOG_LEVEL": "INFO",
             # Tests submit jobs seconds apart: batched flushes, without 10 s waits.
@@ -109,11 +110,23 @@ def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def broker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's broker (and cache): a redis-server of its own, so that another test
+    session beside it on the machine never takes its jobs."""
+    with private_redis(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, pg_url: str, milvus_uri: str, tiny_bge_m3: Path
+    tmp_path_factory: pytest.TempPathFactory,
+    pg_url: str,
+    milvus_uri: str,
+    tiny_bge_m3: Path,
+    broker_url: str,
 ) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("stack")
-    broker = redis_database(REDIS_DB)
+    broker = broker_url
     env = stack_env(
         database_url=pg_url,
         broker_url=broker,

@@ -175,6 +175,9 @@ async def test_readyz_checks_dependencies(client: httpx.AsyncClient) -> None:
     # The real broker (Redis) answers too.
     assert body["status"] == "ready"
     assert body["components"]["broker"]["status"] == "ok"
+    # The caches' Redis, optional: searches answer uncached without it.
+    assert body["components"]["redis"]["status"] == "ok"
+    assert body["components"]["redis"]["required"] is False
 
 
 async def test_job_status_reports_progress_fields(client: httpx.AsyncClient, worker: Child) -> None:

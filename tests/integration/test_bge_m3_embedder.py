@@ -105,6 +105,23 @@ def test_batches_keep_order_and_match_single_queries(embedder: BgeM3Embedder) ->
         assert single.sparse.values == pytest.approx(document.sparse.values, abs=1e-5)
 
 
+def test_queries_encoded_together_equal_queries_encoded_alone(embedder: BgeM3Embedder) -> None:
+    # 7 queries in forward passes of batch_size 4, padded to the longest of each.
+    texts = [*TEXTS, "日本の検索エンジン"]
+    for dense, sparse in ((True, True), (True, False), (False, True)):
+        together = embedder.embed_queries(texts, dense=dense, sparse=sparse)
+        assert len(together) == len(texts)
+        for text, batched in zip(texts, together, strict=True):
+            alone = embedder.embed_query(text, dense=dense, sparse=sparse)
+            assert batched.dense == pytest.approx(alone.dense, abs=1e-5)
+            assert len(batched.dense) == (HIDDEN_SIZE if dense else 0)
+            assert batched.sparse.indices == alone.sparse.indices
+            assert batched.sparse.values == pytest.approx(alone.sparse.values, abs=1e-5)
+    assert embedder.embed_queries([]) == []
+    with pytest.raises(ValueError, match="dense side, the sparse side or both"):
+        embedder.embed_queries(["x"], dense=False, sparse=False)
+
+
 def test_a_query_can_be_encoded_for_one_side_only(embedder: BgeM3Embedder) -> None:
     # FlagEmbedding's return_dense / return_sparse: one forward pass, one head skipped.
     for text in (TEXTS[0], "日本の検索エンジン"):

@@ -23,7 +23,7 @@ from pymilvus import MilvusClient
 
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.vectorstore.filters import FilterNode, parse_filter
-from hsearch.vectorstore.milvus import MilvusVectorStore
+from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ def seal_and_index(uri: str, store: MilvusVectorStore) -> None:
     background after a flush, and synchronously on load, so the searches below run on
     the graph, not on the brute-force stand-in of a segment still being indexed."""
     store.flush()
-    client = MilvusClient(uri=uri)
+    client = MilvusClient(uri=uri, grpc_options=grpc_options())
     try:
         client.release_collection(store.collection)
         client.load_collection(store.collection)

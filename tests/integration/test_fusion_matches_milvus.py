@@ -15,7 +15,7 @@ from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.search.fusion import LegHit, reciprocal_rank_fusion
 from hsearch.types import SparseVector
-from hsearch.vectorstore.milvus import MilvusVectorStore
+from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
 from hsearch.vectorstore.protocol import ChunkRecord
 from hsearch.vectorstore.schema import DENSE_FIELD, SPARSE_FIELD
 
@@ -89,7 +89,7 @@ async def test_our_rrf_equals_milvus_rrf_ranker(
         k=k,
     )
 
-    client = MilvusClient(milvus_uri)
+    client = MilvusClient(milvus_uri, grpc_options=grpc_options())
     try:
         theirs = client.hybrid_search(
             name,

@@ -117,6 +117,23 @@ def test_batching_does_not_change_vectors(embedder: OfflineEmbedder) -> None:
         assert embedder.embed_query(text).dense == pytest.approx(document.dense, abs=1e-5)
 
 
+def test_queries_encoded_together_equal_queries_encoded_alone(embedder: OfflineEmbedder) -> None:
+    # Padded to the longest of the batch: the attention mask keeps the vectors the same,
+    # within float rounding.
+    texts = [*ENGLISH, *JAPANESE, "", "sourdough"]
+    for dense, sparse in ((True, True), (True, False), (False, True)):
+        together = embedder.embed_queries(texts, dense=dense, sparse=sparse)
+        assert len(together) == len(texts)
+        for text, batched in zip(texts, together, strict=True):
+            alone = embedder.embed_query(text, dense=dense, sparse=sparse)
+            assert batched.dense == pytest.approx(alone.dense, abs=1e-5)
+            assert len(batched.dense) == (384 if dense else 0)
+            assert batched.sparse == alone.sparse
+    assert embedder.embed_queries([]) == []
+    with pytest.raises(ValueError, match="dense side, the sparse side or both"):
+        embedder.embed_queries(["x"], dense=False, sparse=False)
+
+
 def test_a_query_can_be_encoded_for_one_side_only(embedder: OfflineEmbedder) -> None:
     for text in ("How can I lower my cholesterol?", "東京の人口"):
         both = embedder.embed_query(text)

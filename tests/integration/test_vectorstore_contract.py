@@ -15,6 +15,7 @@ from hsearch.vectorstore.filters import parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.milvus import SCHEMA_VERSION_PROPERTY, MilvusVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
+from hsearch.vectorstore.schema import CANDIDATE_FIELDS
 
 ENCODER = EncoderInfo(name="contract", dimension=4, version="1", sparse_kind=SparseKind.LEARNED)
 
@@ -112,6 +113,26 @@ async def test_hits_carry_the_chunks_offsets(store: VectorStore) -> None:
         assert (hit.fields["char_start"], hit.fields["char_end"]) == offsets[hit.chunk_id]
 
 
+async def test_candidates_come_without_their_text_which_is_read_by_id(
+    store: VectorStore,
+) -> None:
+    dense = await store.search_dense(
+        unit(1, 0, 0, 0), tenant_id="a", filter=None, limit=10, timeout=10
+    )
+    sparse = await store.search_sparse(
+        SparseVector.from_mapping({2: 1.0}), tenant_id="a", filter=None, limit=10, timeout=10
+    )
+    for hit in [*dense, *sparse]:
+        assert set(hit.fields) == set(CANDIDATE_FIELDS), "every field but the text"
+    texts = await store.texts(["c2", "c1", "c4", "gone"], tenant_id="a", timeout=10)
+    # c4 is tenant b's, "gone" was never stored: both left out.
+    assert texts == {"c1": "text of c1", "c2": "text of c2"}
+    assert await store.texts([], tenant_id="a", timeout=10) == {}
+    assert await store.texts(["c4"], tenant_id="b", timeout=10) == {"c4": "text of c4"}
+    store.delete_chunks(["c1"], tenant_id="a")
+    assert await store.texts(["c1", "c2"], tenant_id="a", timeout=10) == {"c2": "text of c2"}
+
+
 def test_counts_are_per_tenant_and_upsert_is_idempotent(store: VectorStore) -> None:
     assert store.count(tenant_id="a") == 3
     assert store.count(tenant_id="b") == 1
@@ -142,11 +163,19 @@ async def test_fields_change_in_place_and_vectors_stay(store: VectorStore) -> No
 
 
 def test_delete_by_primary_key(store: VectorStore) -> None:
-    store.delete_chunks(["c1", "c3", "missing"])
+    store.delete_chunks(["c1", "c3", "missing"], tenant_id="a")
     assert store.chunk_ids(tenant_id="a", document_id="d1") == {"c2"}
     assert store.chunk_ids(tenant_id="a", document_id="d2") == set()
-    store.delete_chunks([])
+    store.delete_chunks([], tenant_id="a")
     assert store.count(tenant_id="a") == 1
+
+
+def test_delete_a_tenant_leaves_the_others(store: VectorStore) -> None:
+    store.upsert(ROWS)
+    store.delete_tenant(tenant_id="a")
+    assert store.count(tenant_id="a") == 0
+    assert store.tenant_chunk_ids(tenant_id="a") == set()
+    assert store.tenant_chunk_ids(tenant_id="b") == {"c4"}
 
 
 def test_delete_keeps_the_named_chunks(store: VectorStore) -> None:

@@ -25,7 +25,7 @@ from hsearch.db.models import Document, IngestionJob, JobStatus
 from hsearch.processes import Child
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import api_client, settings_from_env, stack_env
-from tests.integration.services import rabbitmq_vhost, redis_database, start_test_worker
+from tests.integration.services import private_redis, rabbitmq_vhost, start_test_worker
 
 pytestmark = [
     pytest.mark.integration,
@@ -36,7 +36,6 @@ pytestmark = [
 
 LEASE_S = 4
 DOCUMENTS = 200
-CRASH_REDIS_DB = 13
 
 
 @pytest.fixture(params=["embedded", "postgres-redis", "postgres-rabbitmq"])
@@ -49,7 +48,8 @@ def profile(
             upgrade_database(database)
             broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
         elif request.param == "postgres-redis":
-            database, broker = pg_url, redis_database(CRASH_REDIS_DB)
+            database = pg_url
+            broker = stack.enter_context(private_redis(tmp_path / "redis"))
         else:
             database, broker = pg_url, stack.enter_context(rabbitmq_vhost())
         yield _profile_env(request.param, tmp_path, milvus_uri, database, broker)

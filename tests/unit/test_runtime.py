@@ -1,10 +1,15 @@
 """The wiring: readiness probes each dependency and reports a failure, never raises;
-closing the services leaves no ingest job waiting for a flush."""
+closing the services leaves no ingest job waiting for a flush; searches encode through
+the query micro-batcher; the encoder is loaded once."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pydantic import SecretStr
 
 from hsearch.config import DatabaseSettings, EncoderKind, EncoderSettings, IngestSettings, Settings
@@ -16,6 +21,7 @@ from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import build_services
+from hsearch.search.models import SearchQuery
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 
 
@@ -103,3 +109,84 @@ def test_closing_the_services_runs_an_indexers_waiting_flush(tmp_path: Path) -> 
             JobStatus.SUCCEEDED
         )
     engine.dispose()
+
+
+def _searching(tmp_path: Path, **encoder: Any) -> Settings:
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        data_dir=tmp_path,
+        encoder=EncoderSettings(kind=EncoderKind.FAKE, **encoder),
+    )
+    upgrade_database(settings.database_url)
+    return settings
+
+
+async def test_searches_encode_their_queries_through_the_micro_batcher(tmp_path: Path) -> None:
+    services = build_services(
+        _searching(tmp_path), store=InMemoryVectorStore(), queue=InMemoryJobQueue()
+    )
+    batcher = services.query_batcher
+    assert batcher is not None
+    assert batcher.max_batch == services.settings.encoder.query_batch_max
+    try:
+        queries = [f"distinct query {i}" for i in range(12)]
+        await asyncio.gather(
+            *(services.search.search(SearchQuery(tenant_id="t", query=q)) for q in queries)
+        )
+        assert batcher.stats.queries == len(queries)
+    finally:
+        await services.aclose()
+    assert batcher.closed
+
+
+async def test_the_cached_query_path_goes_through_the_micro_batcher_too(tmp_path: Path) -> None:
+    services = build_services(
+        _searching(tmp_path), store=InMemoryVectorStore(), queue=InMemoryJobQueue(), with_cache=True
+    )
+    batcher = services.query_batcher
+    assert batcher is not None
+    try:
+        for _ in range(3):  # the same text: the model runs once, the cache answers after
+            await services.search.search(SearchQuery(tenant_id="t", query="cached words"))
+        await services.search.search(SearchQuery(tenant_id="t", query="other words"))
+        assert batcher.stats.queries == 2
+    finally:
+        await services.aclose()
+
+
+async def test_a_batch_maximum_of_one_turns_micro_batching_off(tmp_path: Path) -> None:
+    services = build_services(
+        _searching(tmp_path, query_batch_max=1),
+        store=InMemoryVectorStore(),
+        queue=InMemoryJobQueue(),
+    )
+    try:
+        assert services.query_batcher is None
+        result = await services.search.search(SearchQuery(tenant_id="t", query="anything"))
+        assert result.hits == ()
+    finally:
+        await services.aclose()
+
+
+async def test_the_encoder_is_loaded_once_per_process(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # create_embedder logs encoder.selected each time it loads a model: building the
+    # services loads it, and nothing afterwards (searches, indexers) loads another.
+    caplog.set_level(logging.INFO, logger="hsearch.embedding.factory")
+    services = build_services(
+        _searching(tmp_path), store=InMemoryVectorStore(), queue=InMemoryJobQueue(), with_cache=True
+    )
+    try:
+        await asyncio.gather(
+            *(
+                services.search.search(SearchQuery(tenant_id="t", query=f"query {i}"))
+                for i in range(10)
+            )
+        )
+        services.indexing()
+        services.indexing()
+    finally:
+        await services.aclose()
+    loads = [r for r in caplog.records if r.getMessage().startswith("encoder.selected")]
+    assert len(loads) == 1

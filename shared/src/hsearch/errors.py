@@ -15,11 +15,16 @@ carries the HTTP status the API answers with and a stable machine-readable
     ├── AuthenticationError           401 unauthenticated       (no credential: WWW-Authenticate)
     │   ├── InvalidCredentialError    401 invalid_api_key       (malformed, unknown, wrong secret)
     │   ├── ExpiredCredentialError    401 api_key_expired
-    │   └── RevokedCredentialError    401 api_key_revoked
+    │   ├── RevokedCredentialError    401 api_key_revoked       (also a token of a revoked key)
+    │   ├── InvalidTokenError         401 invalid_token         (a forged or altered search token)
+    │   ├── ExpiredTokenError         401 token_expired
+    │   └── SessionRequiredError      401 session_required      (the pages: no valid session cookie)
     ├── PermissionDeniedError         403 forbidden
     │   ├── TenantSuspendedError      403 tenant_suspended
     │   ├── InsufficientScopeError    403 insufficient_scope    (``required``: the scopes accepted)
-    │   └── TenantMismatchError       403 tenant_mismatch       (a tenant key naming another tenant)
+    │   ├── TenantMismatchError       403 tenant_mismatch       (a tenant key naming another tenant)
+    │   ├── OperatorRequiredError     403 operator_required     (the pages: operators only)
+    │   └── CsrfError                 403 csrf_failed           (a page POST without its token)
     ├── NotFoundError                 404 not_found
     │   ├── JobNotFoundError          404 job_not_found
     │   ├── DocumentNotFoundError     404 document_not_found
@@ -27,6 +32,8 @@ carries the HTTP status the API answers with and a stable machine-readable
     │   └── ApiKeyNotFoundError       404 api_key_not_found     (also another tenant's key)
     ├── JobFinishedError              409 job_finished
     ├── TenantExistsError             409 tenant_exists
+    ├── QuotaExceededError            429 quota_exceeded        (``quota``, ``retry_after_s``)
+    ├── RateLimitedError              429 rate_limited          (``retry_after``: seconds)
     ├── ConfigurationError            500 configuration_error
     │   ├── EncoderMismatchError      409 encoder_mismatch
     │   └── CollectionSchemaError     409 collection_schema_mismatch
@@ -35,7 +42,12 @@ carries the HTTP status the API answers with and a stable machine-readable
     └── BackendError                  503 backend_unavailable   (transient: retried by workers)
         ├── VectorStoreError          503 vector_store_unavailable
         │   └── VectorStoreTimeoutError  503 vector_store_timeout   (the call's deadline fired)
-        └── SearchUnavailableError    503 search_unavailable    (every search leg failed)
+        ├── SearchUnavailableError    503 search_unavailable    (every search leg failed)
+        ├── CacheUnavailableError     503 cache_unavailable     (never sent: the cache is bypassed)
+        ├── MetadataUnavailableError  503 metadata_unavailable  (database down: ``retry_after``)
+        └── OverloadedError           503 overloaded            (``retry_after``: seconds)
+
+Errors with a ``retry_after`` are answered with a ``Retry-After`` header.
 """
 
 from __future__ import annotations
@@ -154,6 +166,26 @@ class RevokedCredentialError(AuthenticationError):
     code = "api_key_revoked"
 
 
+class InvalidTokenError(AuthenticationError):
+    """Not a search token this service minted, or altered since (one answer for every
+    failed check, so a forger learns nothing)."""
+
+    code = "invalid_token"
+
+
+class ExpiredTokenError(AuthenticationError):
+    """A genuine search token past its ``exp``."""
+
+    code = "token_expired"
+
+
+class SessionRequiredError(AuthenticationError):
+    """A request of the built-in pages (``/ops``, ``/playground``) without a valid
+    operator session cookie: none, tampered with, expired, or its credential revoked."""
+
+    code = "session_required"
+
+
 class PermissionDeniedError(HsearchError):
     """The caller is known but may not do this."""
 
@@ -181,6 +213,19 @@ class TenantMismatchError(PermissionDeniedError):
     """A tenant's key named another tenant (``X-Hsearch-Tenant`` is for operators)."""
 
     code = "tenant_mismatch"
+
+
+class OperatorRequiredError(PermissionDeniedError):
+    """The pages' login takes an operator credential (``hso_...``); a tenant key is refused."""
+
+    code = "operator_required"
+
+
+class CsrfError(PermissionDeniedError):
+    """A state-changing request of the pages whose ``X-CSRF-Token`` header is missing or
+    is not the token of its session (or, at login, of its CSRF cookie)."""
+
+    code = "csrf_failed"
 
 
 class NotFoundError(HsearchError):
@@ -211,11 +256,36 @@ class TenantExistsError(HsearchError):
     code = "tenant_exists"
 
 
+class QuotaExceededError(HsearchError):
+    """A tenant's quota (settings ``quotas``) would be exceeded: ``quota`` names it;
+    ``retry_after_s``, when set, is when trying again can succeed (``Retry-After``)."""
+
+    status_code = 429
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, *, quota: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.quota = quota
+        self.retry_after_s = retry_after_s
+
+
 class JobFinishedError(HsearchError):
     """The job has finished: there is nothing left to cancel."""
 
     status_code = 409
     code = "job_finished"
+
+
+class RateLimitedError(HsearchError):
+    """A key made more requests than its rate limit allows; the message names the limit
+    and the setting, ``retry_after`` says when the next one may pass (whole seconds)."""
+
+    status_code = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ConfigurationError(HsearchError):
@@ -270,3 +340,36 @@ class VectorStoreTimeoutError(VectorStoreError):
 
 class SearchUnavailableError(BackendError):
     code = "search_unavailable"
+
+
+class CacheUnavailableError(BackendError):
+    """The cache's store (Redis) failed or timed out. Caches catch it and are bypassed
+    (:mod:`hsearch.cache.guard`): a search never fails because of its cache."""
+
+    code = "cache_unavailable"
+
+
+class MetadataUnavailableError(BackendError):
+    """The metadata database cannot be reached (refused, timed out, dropped the
+    connection): nothing was written. A search still answers from what this process
+    read within ``database.stale_s`` (credentials: ``auth.stale_ttl_s``); a write, or a
+    credential not verified within that window, is refused with this error, to be
+    retried after ``retry_after`` seconds."""
+
+    code = "metadata_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class OverloadedError(BackendError):
+    """The process already runs as many searches as it may (``api.max_concurrent_searches``):
+    refused at once rather than queued, so a client retries after ``retry_after`` seconds
+    (or on another process) instead of waiting without end."""
+
+    code = "overloaded"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

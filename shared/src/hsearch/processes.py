@@ -194,9 +194,10 @@ def worker_command(node: str, *, loglevel: str, standalone: bool = False) -> lis
     return argv
 
 
-def api_command(*, host: str, port: int) -> list[str]:
-    """The API (uvicorn on the app factory)."""
-    return [
+def api_command(*, host: str, port: int, workers: int = 1) -> list[str]:
+    """The API (uvicorn on the app factory), in ``workers`` processes (with
+    ``PROMETHEUS_MULTIPROC_DIR`` set, ``/metrics`` adds up all of theirs)."""
+    argv = [
         sys.executable,
         "-m",
         "uvicorn",
@@ -207,6 +208,9 @@ def api_command(*, host: str, port: int) -> list[str]:
         "--port",
         str(port),
     ]
+    if workers > 1:
+        argv += ["--workers", str(workers)]
+    return argv
 
 
 # -- services ---------------------------------------------------------------------------
@@ -280,6 +284,7 @@ def start_api(
     log: Path | None,
     host: str = LOCALHOST,
     port: int | None = None,
+    workers: int = 1,
     timeout: float = 180.0,
 ) -> tuple[Child, str]:
     """The API (:func:`api_command`) on ``port`` (a free one by default), once
@@ -293,7 +298,8 @@ def start_api(
         except httpx.HTTPError:
             return False
 
-    child = Child("api", argv=api_command(host=host, port=port), env=env, log=log)
+    argv = api_command(host=host, port=port, workers=workers)
+    child = Child("api", argv=argv, env=env, log=log)
     return _started(child, ready, timeout=timeout, what="API"), base
 
 

@@ -11,16 +11,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, partial
+from typing import Any
 
+import anyio
 import anyio.to_thread
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch import __version__
+from hsearch.cache.embeddings import QueryEncoder
+from hsearch.cache.factory import create_cache
+from hsearch.cache.guard import CacheCounters, GuardedCache
+from hsearch.cache.protocol import CacheBackend
 from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory, ping_database
+from hsearch.db.repositories.jobs import JobRepository
+from hsearch.embedding.batching import QueryBatcher
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.chunking import Chunker
@@ -32,11 +42,26 @@ from hsearch.ingestion.reconcile import Reconciler
 from hsearch.ingestion.reindex import ReindexService
 from hsearch.ingestion.webhooks import WebhookSender
 from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.metrics import instruments
+from hsearch.metrics.dashboard import DashboardFigures, dashboard_figures
+from hsearch.metrics.exposition import (
+    ScrapeFigures,
+    aggregated_families,
+    multiprocess_dir,
+    render,
+)
+from hsearch.metrics.history import SampleHistory
+from hsearch.metrics.summary import search_samples
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.protocol import Reranker
+from hsearch.search.caching import GenerationReader, PageSnapshots, ResultCache, purge_tenant
 from hsearch.search.service import SearchService
+from hsearch.stats import StatsService
 from hsearch.tenancy.factory import build_tenancy
+from hsearch.tenancy.purge import PurgeHook, TenantPurge
 from hsearch.tenancy.service import TenancyService
+from hsearch.tenancy.sessions import OperatorSessions
+from hsearch.types import JobStatus
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.protocol import VectorStore
 
@@ -75,7 +100,8 @@ class Readiness:
 
     components: Mapping[str, ComponentHealth]
     """By dependency: ``database``, ``milvus`` (the vector store), ``encoder`` (loaded
-    when the services were built; its fingerprint as detail) and ``broker``."""
+    when the services were built; its fingerprint as detail), ``broker`` and, when the
+    caches are on Redis, ``redis`` (optional: searches answer uncached without it)."""
 
     @property
     def ready(self) -> bool:
@@ -112,6 +138,18 @@ class Services:
     statistics: LexicalStatistics
     search: SearchService
     queue_factory: Callable[[], JobQueue] = field(repr=False)
+    tenant_purge_hooks: list[PurgeHook] = field(default_factory=list, repr=False)
+    """Called with a tenant's id once ``hsearch tenants delete`` has purged it from the
+    database and the store: whatever caches the tenant's data elsewhere (Redis) appends
+    a hook here that drops it (:mod:`hsearch.tenancy.purge`)."""
+    cache: GuardedCache | None = None
+    """The store of the result and query-embedding caches (Redis, or in-process when no
+    Redis is configured); ``None`` when this process does not cache (workers)."""
+    cache_counters: CacheCounters = field(default_factory=CacheCounters)
+    """Hits, misses and errors of the caches, per cache (for metrics)."""
+    query_batcher: QueryBatcher | None = None
+    """Where searches' query encodings go (behind the query-embedding cache): concurrent
+    queries share one model call (``encoder.query_batch_max``); ``None`` when off."""
     _indexers: list[IndexingService] = field(default_factory=list, repr=False, init=False)
 
     @cached_property
@@ -124,6 +162,11 @@ class Services:
     def tenancy(self) -> TenancyService:
         """Tenants and keys; one per process, since it holds the cache of verified keys."""
         return build_tenancy(self.settings, self.sessions)
+
+    @cached_property
+    def operator_sessions(self) -> OperatorSessions:
+        """The built-in pages' operator sessions (signed cookies, checked per request)."""
+        return OperatorSessions(self.tenancy, ttl_s=self.settings.ops.session_ttl_s)
 
     def indexing(self, *, on_finished: Callable[[], None] | None = None) -> IndexingService:
         """A new indexing service on these resources: what a worker runs per job;
@@ -149,6 +192,14 @@ class Services:
     def documents(self) -> DocumentService:
         """Read, list and delete a tenant's documents."""
         return DocumentService(self.sessions, store=self.store, statistics=self.statistics)
+
+    def tenant_purge(self) -> TenantPurge:
+        """Deletes a tenant with its rows, chunks, statistics and cached data (the
+        search caches' entries when they are on Redis, from any process)."""
+        hooks = list(self.tenant_purge_hooks)
+        if self.settings.cache.enabled and self.settings.redis.url is not None:
+            hooks.append(_CachedSearches(self.settings))
+        return TenantPurge(self.sessions, store=self.store, tenancy=self.tenancy, hooks=hooks)
 
     def reconciler(self) -> Reconciler:
         """Finds and repairs drift between the metadata database and the store."""
@@ -208,19 +259,111 @@ class Services:
             if failure is not None:
                 logger.warning("readiness.failed component=%s %s", name, failure)
 
+        async def probe_cache(cache: GuardedCache) -> None:
+            # Searches answer without it (the caches are bypassed): never required.
+            started = time.perf_counter()
+            status = "timeout"
+            failure: str | None = f"no answer within {timeout} s"
+            with anyio.move_on_after(timeout):
+                try:
+                    await cache.backend.ping()
+                    status, failure = "ok", None
+                except Exception as exc:  # readiness reports, it never raises
+                    status, failure = "error", f"{type(exc).__name__}: {exc}"
+            latency = round((time.perf_counter() - started) * 1000, 1)
+            found["redis"] = ComponentHealth(
+                status=status, required=False, latency_ms=latency, detail=failure
+            )
+
         async with anyio.create_task_group() as group:
             for name, (call, required) in probes.items():
                 group.start_soon(probe, name, call, required)
-        order = ("database", "milvus", "encoder", "broker")
-        return Readiness(components={name: found[name] for name in order})
+            if self.cache is not None and self.cache.shared:
+                group.start_soon(probe_cache, self.cache)
+        order = ("database", "milvus", "encoder", "broker", "redis")
+        return Readiness(components={name: found[name] for name in order if name in found})
+
+    @cached_property
+    def search_history(self) -> SampleHistory:
+        """Snapshots of the search samples, shared by the processes (the stats window)."""
+        return SampleHistory(multiprocess_dir(), window_s=self.settings.metrics.stats_window_s)
+
+    def stats(self) -> StatsService:
+        """The stats API's figures (per tenant, and the searches' from the metrics)."""
+        return StatsService(
+            self.sessions,
+            tenant_allow_list=self.settings.metrics.tenant_allow_list,
+            history=self.search_history,
+        )
+
+    async def scrape_figures(self) -> ScrapeFigures:
+        """What ``/metrics`` reads when scraped, each part under its timeout and all at
+        once: dependency health (the readiness probe), jobs by status (the metadata
+        database) and queue depth (the broker). A part that fails or does not answer in
+        ``metrics.scrape_timeout_s`` is left out of that scrape (its metric is absent,
+        never wrong), so a scrape always answers."""
+        timeout = self.settings.metrics.scrape_timeout_s
+        found: dict[str, Any] = {}
+
+        async def readiness() -> None:
+            found["readiness"] = await self.check_readiness()
+
+        async def within(name: str, call: Callable[[], Any]) -> None:
+            with anyio.move_on_after(timeout):
+                try:
+                    found[name] = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                except Exception as exc:  # a scrape reports what it can, it never raises
+                    logger.warning("metrics.scrape.failed part=%s %s", name, exc)
+            if name not in found:
+                logger.warning("metrics.scrape.timeout part=%s after %s s", name, timeout)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(readiness)
+            group.start_soon(within, "jobs", self._job_totals)
+            group.start_soon(within, "depths", partial(self.queue.depths, timeout_s=timeout))
+        ready: Readiness = found["readiness"]
+        jobs: dict[JobStatus, int] | None = found.get("jobs")
+        return ScrapeFigures(
+            version=__version__,
+            encoder=self.embedder.info.fingerprint,
+            dependencies={name: c.ok for name, c in ready.components.items()},
+            jobs=None if jobs is None else {s.value: jobs.get(s, 0) for s in JobStatus},
+            queue_depth=found.get("depths"),
+        )
+
+    async def exposition(self) -> bytes:
+        """The ``/metrics`` body: every process's recorded samples (multiprocess mode)
+        and the figures read now (:meth:`scrape_figures`)."""
+        figures = await self.scrape_figures()
+        return await anyio.to_thread.run_sync(self._render, figures)
+
+    def _render(self, figures: ScrapeFigures) -> bytes:
+        # Each scrape also offers a snapshot for the stats API's recent window.
+        self.search_history.record(search_samples(aggregated_families()))
+        return render(figures)
+
+    async def dashboard(self) -> DashboardFigures:
+        """What the ``/ops`` page charts: every process's recorded totals and the
+        figures a scrape reads now (:meth:`scrape_figures`)."""
+        scrape = await self.scrape_figures()
+        families = await anyio.to_thread.run_sync(aggregated_families)
+        return dashboard_figures(families, scrape, at=time.time())
+
+    def _job_totals(self) -> dict[JobStatus, int]:
+        with self.sessions() as session:
+            return JobRepository(session).status_totals()
 
     async def aclose(self) -> None:
         """Release the search legs' connections (on the event loop that ran them), then
         everything else (:meth:`close`)."""
         await self.store.aclose()
+        if self.cache is not None:
+            await self.cache.backend.aclose()
         self.close()
 
     def close(self) -> None:
+        if self.query_batcher is not None:
+            self.query_batcher.close()
         for indexer in self._indexers:
             indexer.close()
         self.store.close()
@@ -235,6 +378,8 @@ def build_services(
     reranker: Reranker | None = None,
     queue: JobQueue | None = None,
     with_reranker: bool = False,
+    cache: CacheBackend | None = None,
+    with_cache: bool = False,
 ) -> Services:
     """Connect to the metadata database and the vector store, load the encoder, check
     that the collection exists and was built with that encoder, and build the services.
@@ -242,6 +387,9 @@ def build_services(
     Each of ``store``, ``embedder``, ``reranker`` and ``queue`` replaces what the settings
     would build. Without ``reranker``, one is loaded only ``with_reranker`` (the API; the
     worker and the benchmark never rerank) and only when a model path is configured.
+    The search caches (result and query embedding) are built ``with_cache`` (the API;
+    a benchmark measures searches, not cache hits) unless ``cache.enabled`` is false, on
+    ``cache`` if given, else on Redis (``redis.url``) or in this process.
 
     Raises:
         ConfigurationError: A model path in the settings is not usable.
@@ -249,6 +397,7 @@ def build_services(
         BackendError: The vector store cannot be reached.
     """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    instruments.configure(tenant_allow_list=settings.metrics.tenant_allow_list)
     engine = create_db_engine(
         settings.database_url, pool_size=settings.database.pool_size, echo=settings.database.echo
     )
@@ -265,7 +414,55 @@ def build_services(
             max_length=settings.rerank.max_length,
         )
     sessions = create_session_factory(engine)
-    statistics = LexicalStatistics(sessions)
+    statistics = LexicalStatistics(sessions, stale_s=settings.database.stale_s)
+    counters = CacheCounters()
+    # Every cache lookup in the metrics (hsearch_cache_requests_total).
+    counters.subscribe(lambda cache, outcome: instruments.record_cache(cache.value, outcome.value))
+    guarded: GuardedCache | None = None
+    results: ResultCache | None = None
+    snapshots: PageSnapshots | None = None
+    # The encoder thread starts with the first search: a worker, which never searches,
+    # starts none.
+    batcher = (
+        QueryBatcher(
+            embedder,
+            window_s=settings.encoder.query_batch_window_ms / 1000,
+            max_batch=settings.encoder.query_batch_max,
+        )
+        if settings.encoder.query_batch_max > 1
+        else None
+    )
+    queries = QueryEncoder(embedder, batcher=batcher)
+    if (with_cache or cache is not None) and settings.cache.enabled:
+        guarded = create_cache(settings.redis, settings.cache, backend=cache)
+        queries = QueryEncoder(
+            embedder,
+            store=guarded,
+            namespace=settings.cache.namespace,
+            lru_size=settings.cache.embedding_lru_size,
+            ttl_s=settings.cache.embedding_ttl_s,
+            counters=counters,
+            batcher=batcher,
+        )
+        if settings.cache.snapshot_ttl_s > 0:
+            snapshots = PageSnapshots(
+                guarded,
+                namespace=settings.cache.namespace,
+                ttl_s=settings.cache.snapshot_ttl_s,
+                max_bytes=settings.cache.snapshot_max_bytes,
+            )
+        if settings.cache.result_ttl_s > 0:
+            results = ResultCache(
+                guarded,
+                generations=GenerationReader(
+                    sessions,
+                    ttl_s=settings.cache.generation_ttl_s,
+                    stale_s=settings.database.stale_s,
+                ),
+                settings=settings.cache,
+                identity=_server_identity(settings, embedder, reranker),
+                counters=counters,
+            )
     search = SearchService(
         embedder=embedder,
         store=store,
@@ -273,6 +470,9 @@ def build_services(
         settings=settings.search,
         reranker=reranker,
         rerank_depth=settings.rerank.depth,
+        results=results,
+        queries=queries,
+        snapshots=snapshots,
     )
     return Services(
         settings=settings,
@@ -284,7 +484,23 @@ def build_services(
         statistics=statistics,
         search=search,
         queue_factory=_queue_factory(settings, queue),
+        cache=guarded,
+        cache_counters=counters,
+        query_batcher=batcher,
     )
+
+
+def _server_identity(
+    settings: Settings, embedder: Embedder, reranker: Reranker | None
+) -> dict[str, object]:
+    """What, besides the plan, decides a search's result on this server: a cached
+    result is shared only by processes that agree on all of it."""
+    return {
+        "encoder": embedder.info.fingerprint,
+        "search": settings.search.model_dump(mode="json"),
+        "rerank": settings.rerank.model_dump(mode="json"),
+        "reranker": None if reranker is None else type(reranker).__qualname__,
+    }
 
 
 @contextmanager
@@ -337,3 +553,28 @@ def _queue_factory(settings: Settings, queue: JobQueue | None) -> Callable[[], J
     return lambda: CeleryJobQueue(
         create_celery(settings.broker_url, name="hsearch-api", visibility_timeout_s=visibility)
     )
+
+
+class _CachedSearches:
+    """A purge hook: drops the tenant's cached search results and page snapshots from
+    Redis, from whatever process deletes the tenant (a failure is reported by the
+    purge). Runs in a thread of its own: the caller may be inside an event loop."""
+
+    __qualname__ = "search caches (Redis)"
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def __call__(self, tenant_id: str) -> None:
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            deleted = thread.submit(anyio.run, self._purge, tenant_id).result()
+        logger.info("tenant.purge.cache tenant=%s entries=%d", tenant_id, deleted)
+
+    async def _purge(self, tenant_id: str) -> int:
+        backend = create_cache(self._settings.redis, self._settings.cache).backend
+        try:
+            return await purge_tenant(
+                backend, namespace=self._settings.cache.namespace, tenant_id=tenant_id
+            )
+        finally:
+            await backend.aclose()

@@ -37,6 +37,7 @@ from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import AuthenticationError, ConfigurationError
+from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
 from hsearch.processes import (
     Child,
     port_open,
@@ -75,6 +76,14 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
     (data / "logs").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["HSEARCH_DATA_DIR"] = str(data)
+    if "HSEARCH_LOG_FORMAT" not in env and sys.stdout.isatty():
+        # The API writes to this terminal: plain lines for a person, in every child
+        # (JSON, what log collectors read, when the output is piped or as set).
+        env["HSEARCH_LOG_FORMAT"] = "text"
+    # Every child records its metrics here; the API's /metrics adds them up. Emptied
+    # now: an earlier run's samples are not this one's (docs/metrics.md).
+    metrics_dir = Path(env.get(MULTIPROC_ENV) or data / "metrics")
+    env[MULTIPROC_ENV] = str(prepare_multiprocess_dir(metrics_dir))
     children: list[Child] = []
 
     def _stop(_signum: int, _frame: FrameType | None) -> None:
@@ -275,6 +284,7 @@ def _print_banner(api_url: str, logs: Path, key: str) -> None:
              (default tenant, every scope; kept in the data directory; docs/api.md)
   Search:    curl -s -X POST {api_url}/v1/search {auth} {json_type} -d '{body}'
   Japanese:  curl -s -X POST {api_url}/v1/search {auth} {json_type} -d '{body_ja}'
+  Ops pages: {api_url}/ops/login (an operator credential: `hsearch operator create`)
   Logs:      {logs}
   Ctrl-C stops everything.
 """

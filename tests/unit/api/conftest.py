@@ -19,6 +19,7 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 
+from hsearch.cache.protocol import CacheBackend
 from hsearch.config import (
     ApiSettings,
     EncoderKind,
@@ -76,10 +77,14 @@ async def serve(
     *,
     store: VectorStore | None = None,
     queue: InMemoryJobQueue | None = None,
+    cache: CacheBackend | None = None,
 ) -> AsyncIterator[Api]:
-    """The app on ``settings``, an in-memory store and queue unless others are given."""
+    """The app on ``settings``, an in-memory store and queue unless others are given;
+    the search caches on ``cache`` if given (none otherwise)."""
     queue = InMemoryJobQueue() if queue is None else queue
-    services = build_services(settings, store=store or InMemoryVectorStore(), queue=queue)
+    services = build_services(
+        settings, store=store or InMemoryVectorStore(), queue=queue, cache=cache
+    )
     try:
         async with LifespanManager(create_app(settings, services=services)) as manager:
             transport = httpx.ASGITransport(app=manager.app)

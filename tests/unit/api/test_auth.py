@@ -6,6 +6,7 @@ ever logged."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -24,14 +25,16 @@ TENANT = "default"
 JOB = uuid.uuid4()
 KEY = uuid.uuid4()
 
+TOKEN = "token"  # listed by the routes that also accept a search token
+
 # Every /v1 route and the scopes it accepts (any one of them is enough).
-ROUTES: list[tuple[str, str, dict[str, Any] | None, set[Scope]]] = [
-    ("POST", "/v1/search", {"query": "fox"}, {Scope.SEARCH}),
+ROUTES: list[tuple[str, str, dict[str, Any] | None, set[str]]] = [
+    ("POST", "/v1/search", {"query": "fox"}, {Scope.SEARCH, TOKEN}),
     ("POST", "/v1/documents", {"documents": [{"external_id": "a", "text": "x"}]}, {Scope.INGEST}),
     ("POST", "/v1/documents:delete", {"filter": {"source": "x"}}, {Scope.INGEST}),
     ("POST", "/v1/documents:ndjson", None, {Scope.INGEST}),
-    ("GET", "/v1/documents", None, {Scope.SEARCH, Scope.INGEST}),
-    ("GET", "/v1/documents/a", None, {Scope.SEARCH, Scope.INGEST}),
+    ("GET", "/v1/documents", None, {Scope.SEARCH, Scope.INGEST, TOKEN}),
+    ("GET", "/v1/documents/a", None, {Scope.SEARCH, Scope.INGEST, TOKEN}),
     ("PATCH", "/v1/documents/a", {"tags": ["t"]}, {Scope.INGEST}),
     ("DELETE", "/v1/documents/a", None, {Scope.INGEST}),
     ("GET", "/v1/jobs", None, {Scope.INGEST}),
@@ -40,6 +43,8 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, set[Scope]]] = [
     ("POST", "/v1/keys", {"scopes": ["search"]}, {Scope.ADMIN}),
     ("GET", "/v1/keys", None, {Scope.ADMIN}),
     ("DELETE", f"/v1/keys/{KEY}", None, {Scope.ADMIN}),
+    ("POST", "/v1/tokens", {"filter": {"tags": {"contains": "t"}}}, {Scope.SEARCH, Scope.ADMIN}),
+    ("GET", "/v1/stats", None, {Scope.ADMIN}),
 ]
 
 
@@ -177,7 +182,7 @@ async def test_each_route_accepts_its_scopes_only(
         else:
             assert resp.status_code == 403, (scope, method, path, resp.text)
             assert resp.json()["error"] == "insufficient_scope"
-            wanted = " ".join(sorted(accepted))
+            wanted = " ".join(sorted(a for a in accepted if a != TOKEN))
             assert resp.headers["www-authenticate"] == (
                 f'Bearer realm="hsearch", error="insufficient_scope", scope="{wanted}"'
             )
@@ -187,6 +192,41 @@ async def test_the_tenant_comes_from_the_key_not_the_body(api: Api) -> None:
     resp = await api.client.post("/v1/search", json={"query": "x", "tenant_id": "other"})
     assert resp.status_code == 422
     assert "tenant_id" in resp.json()["detail"]
+
+
+DOC = {"external_id": "a", "text": "x"}
+NAMING_A_TENANT: list[tuple[str, str, Any]] = [
+    ("POST", "/v1/search", {"query": "x", "tenant_id": "other"}),
+    ("POST", "/v1/search", {"query": "x", "filter": {"tenant_id": {"eq": "other"}}}),
+    ("POST", "/v1/search", {"query": "x", "filter": {"not": {"tenant_id": {"eq": TENANT}}}}),
+    ("POST", "/v1/search", {"query": "x", "facets": ["tenant_id"]}),
+    ("POST", "/v1/documents", {"documents": [DOC], "tenant_id": "other"}),
+    ("POST", "/v1/documents", {"documents": [{**DOC, "tenant_id": "other"}]}),
+    ("POST", "/v1/documents:delete", {"filter": {"tenant_id": {"eq": "other"}}}),
+    ("POST", "/v1/documents:delete", {"everything": True, "tenant_id": "other"}),
+    ("PATCH", "/v1/documents/a", {"tags": ["t"], "tenant_id": "other"}),
+    ("POST", "/v1/keys", {"scopes": ["search"], "tenant_id": "other"}),
+    ("POST", "/v1/tokens", {"filter": {"tenant_id": {"eq": "other"}}}),
+    ("POST", "/v1/tokens", {"filter": {"tags": {"contains": "t"}}, "tenant_id": "other"}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), NAMING_A_TENANT)
+async def test_a_tenant_named_in_a_body_or_a_filter_is_refused(
+    api: Api, method: str, path: str, body: Any
+) -> None:
+    api.services.tenancy.create_tenant("Other", tenant_id="other", actor="test")
+    resp = await api.client.request(method, path, json=body)
+    assert resp.status_code == 422, resp.text
+    assert "tenant_id" in resp.json()["detail"]
+    line = json.dumps({**DOC, "tenant_id": "other"})
+    ndjson = await api.client.post(
+        "/v1/documents:ndjson", content=line, headers={"content-type": "application/x-ndjson"}
+    )
+    assert ndjson.status_code == 422
+    assert "tenant_id" in ndjson.json()["detail"]
+    jobs = (await api.client.get("/v1/jobs")).json()["jobs"]
+    assert jobs == [], "nothing was submitted"
 
 
 async def test_a_tenant_key_may_not_name_another_tenant(api: Api) -> None:

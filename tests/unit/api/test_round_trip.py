@@ -167,6 +167,7 @@ async def test_a_job_that_cannot_be_enqueued_is_failed_and_answered_503(tmp_path
 
 TIMINGS = (
     "plan_ms",
+    "cache_ms",
     "encode_ms",
     "statistics_ms",
     "retrieval_ms",

@@ -117,3 +117,18 @@ async def test_facets_count_chunks_when_asked(tmp_path: Path) -> None:
     ]
     assert chunks == by_document["total"] > 1
     assert by_chunk["facet_basis"]["unit"] == "chunk"
+
+
+async def test_track_total_false_counts_the_window_only(tmp_path: Path) -> None:
+    settings = api_settings(tmp_path, candidates=WINDOW, max_top_k=WINDOW, totals_cache_ttl_s=0)
+    async with serve(settings) as api:
+        await ingest(api, VOLCANO + OTHER)
+        body = await search(api, mode="keyword", top_k=3, facets=["source"], track_total=False)
+        assert (body["total"], body["total_exact"], body["total_basis"]) == (
+            WINDOW,
+            False,
+            "window",
+        )
+        assert body["facet_basis"] == {"unit": "document", "scope": "window", "exact": False}
+        assert sum(b["count"] for b in body["facets"][0]["buckets"]) == WINDOW
+        assert len(body["hits"]) == 3

@@ -128,6 +128,11 @@ class FirstBatchFails:
     def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
         return self._inner.embed_query(text, dense=dense, sparse=sparse)
 
+    def embed_queries(
+        self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
+        return self._inner.embed_queries(texts, dense=dense, sparse=sparse)
+
 
 def stack(tmp_path: Path) -> Stack:
     template = tmp_path / "template.sqlite"

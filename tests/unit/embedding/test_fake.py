@@ -149,3 +149,14 @@ def test_token_counts_add_up_over_texts_cut_between_tokens(parts: list[str]) -> 
 def test_the_window_must_hold_a_token(max_tokens: int) -> None:
     with pytest.raises(ValueError, match="max_tokens"):
         FakeEmbedder(max_tokens=max_tokens)
+
+
+def test_queries_encoded_together_equal_queries_encoded_alone() -> None:
+    embedder = FakeEmbedder()
+    texts = ["red fox", "", "東京の人口", "red fox", "a longer query about rivers"]
+    for dense, sparse in ((True, True), (True, False), (False, True)):
+        together = embedder.embed_queries(texts, dense=dense, sparse=sparse)
+        assert together == [embedder.embed_query(t, dense=dense, sparse=sparse) for t in texts]
+    assert embedder.embed_queries([]) == []
+    with pytest.raises(ValueError, match="dense side, the sparse side or both"):
+        embedder.embed_queries(["x"], dense=False, sparse=False)

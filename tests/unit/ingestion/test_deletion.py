@@ -162,11 +162,11 @@ class FailingDeletes(InMemoryVectorStore):
         self.fail_call = fail_call
         self.calls = 0
 
-    def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
+    def delete_chunks(self, chunk_ids: Sequence[str], *, tenant_id: str) -> None:
         self.calls += 1
         if self.calls == self.fail_call:
             raise VectorStoreError("connection lost")
-        super().delete_chunks(chunk_ids)
+        super().delete_chunks(chunk_ids, tenant_id=tenant_id)
 
 
 def test_a_delete_job_interrupted_mid_way_resumes_and_counts_exactly(

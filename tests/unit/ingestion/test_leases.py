@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime, timedelta
 
@@ -173,16 +174,24 @@ def test_the_keeper_renews_held_leases_and_lets_them_go_on_close(
 
 class CancellingEmbedder(FakeEmbedder):
     """Cancels the job while the batch holding document ``at`` is being encoded, as a
-    client would while a worker runs it."""
+    client would while a worker runs it, once ``indexed`` documents are committed: the
+    encoder works a group ahead of the writes, so the group before is being written
+    meanwhile (a cancel before its commit would cancel it too, which is right, but not
+    what this test is about)."""
 
-    def __init__(self, sessions: sessionmaker[Session], at: str) -> None:
+    def __init__(self, sessions: sessionmaker[Session], at: str, *, indexed: int) -> None:
         super().__init__()
         self.sessions = sessions
         self.at = at
+        self.indexed = indexed
         self.job_id: uuid.UUID | None = None
 
     def embed_documents(self, texts, **kwargs):  # type: ignore[no-untyped-def, override]
         if self.job_id is not None and any(self.at in t for t in texts):
+            deadline = time.monotonic() + 10
+            while job_row(self.sessions, self.job_id).indexed < self.indexed:
+                assert time.monotonic() < deadline, "the group before was never written"
+                time.sleep(0.01)
             with unit_of_work(self.sessions, queue=InMemoryJobQueue()) as uow:
                 JobService(uow, settings=IngestSettings()).cancel(self.job_id, tenant_id=TENANT)
             self.job_id = None
@@ -194,7 +203,7 @@ def test_a_job_cancelled_mid_run_keeps_what_it_indexed_and_writes_nothing_more(
 ) -> None:
     batch = [(f"d{i}", f"Document number{i} about rivers.") for i in range(5)]
     job_id = submit(sessions, docs(*batch))
-    embedder = CancellingEmbedder(sessions, at="number2")
+    embedder = CancellingEmbedder(sessions, at="number2", indexed=2)
     embedder.job_id = job_id
     store = InMemoryVectorStore()
     service = make_service(sessions, store, embedder, batch_documents=2)

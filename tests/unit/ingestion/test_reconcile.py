@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
 from hsearch.db.models import Document, JobStatus
+from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.ingestion.reconcile import Reconciler
@@ -19,6 +20,11 @@ from tests.unit.ingestion.test_indexing import TENANT, A, B, C, docs, make_servi
 def recorded(sessions: sessionmaker[Session], external_id: str) -> list[str]:
     with sessions() as session:
         return list(session.get_one(Document, document_id(TENANT, external_id)).chunk_ids)
+
+
+def tenant_generation(sessions: sessionmaker[Session]) -> int:
+    with sessions() as session:
+        return TenantRepository(session).generation(TENANT)
 
 
 def test_orphans_and_missing_chunks_are_found_and_repaired(
@@ -37,7 +43,7 @@ def test_orphans_and_missing_chunks_are_found_and_repaired(
     orphan = store._rows[recorded(sessions, "b")[0]]
     store.upsert([dataclasses.replace(orphan, chunk_id="f" * 32)])
     lost = recorded(sessions, "a")[0]
-    store.delete_chunks([lost])
+    store.delete_chunks([lost], tenant_id=TENANT)
     total = store.count(tenant_id=TENANT)
 
     drift = reconciler.check(TENANT)
@@ -46,8 +52,10 @@ def test_orphans_and_missing_chunks_are_found_and_repaired(
     assert drift.missing == {"a": 1}
     assert (drift.documents, drift.stored_chunks) == (3, total)
 
+    generation = tenant_generation(sessions)
     repaired = reconciler.repair(drift)
     assert repaired.repaired
+    assert tenant_generation(sessions) > generation, "cached results lose the orphans"
     assert queue.sent == [repaired.repair_job]
     assert service.process_job(queue.sent[0]) is JobStatus.SUCCEEDED
     assert reconciler.check(TENANT).clean

@@ -10,10 +10,12 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document, LexicalCorpusStats, LexicalTermStats
 from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.errors import MetadataUnavailableError
 from hsearch.lexical.analyzer import query_term_frequencies, term_frequencies, term_id
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_idf
 from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
 from hsearch.types import SparseVector
+from tests.unit.outage import Outage
 
 TENANT = "t"
 A, B, C = 11, 22, 33  # term ids
@@ -117,6 +119,53 @@ def test_a_tenant_without_statistics_matches_nothing(sessions: sessionmaker[Sess
     assert len(weights) == 0
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_while_the_database_is_down_the_statistics_read_within_the_window_are_used(
+    sessions: sessionmaker[Session],
+) -> None:
+    seed(sessions, chunks=10, length=100, dfs={A: 2, B: 10})
+    outage, clock = Outage(sessions), Clock()
+    statistics = LexicalStatistics(outage, stale_s=30, clock=clock)
+    query = tf({A: 1.0, B: 1.0, C: 1.0})
+    read = statistics.weigh_query(TENANT, query)
+    assert set(read.to_dict()) == {A, B}
+    seed(sessions, chunks=0, length=0, dfs={A: 5})  # not seen: the database is down next
+    outage.down = True
+    clock.now += 29
+    opened = outage.opened
+    assert statistics.weigh_query(TENANT, query).to_dict() == read.to_dict()
+    assert outage.opened > opened, "the database is asked first"
+    assert statistics.weigh_query(TENANT, tf({A: 1.0})).to_dict() == {A: read.to_dict()[A]}
+    with pytest.raises(MetadataUnavailableError):
+        statistics.weigh_query(TENANT, tf({A: 1.0, 44: 1.0}))  # a term never read
+    with pytest.raises(MetadataUnavailableError):
+        statistics.weigh_query("other", tf({A: 1.0}))  # a tenant never read
+    clock.now += 1
+    with pytest.raises(MetadataUnavailableError):
+        statistics.weigh_query(TENANT, query)  # read 30 s ago: too old
+    outage.down = False
+    assert statistics.weigh_query(TENANT, tf({A: 1.0})).to_dict()[A] == pytest.approx(
+        bm25_idf(7, document_count=10)
+    )
+
+
+def test_without_a_window_nothing_is_kept_for_an_outage(sessions: sessionmaker[Session]) -> None:
+    seed(sessions, chunks=10, length=100, dfs={A: 2})
+    outage = Outage(sessions)
+    statistics = LexicalStatistics(outage)
+    statistics.weigh_query(TENANT, tf({A: 1.0}))
+    outage.down = True
+    with pytest.raises(MetadataUnavailableError):
+        statistics.weigh_query(TENANT, tf({A: 1.0}))
+
+
 def test_document_count_is_never_below_a_document_frequency(
     sessions: sessionmaker[Session],
 ) -> None:
@@ -214,3 +263,45 @@ def test_documents_recorded_in_one_transaction_each_see_the_ones_before(
         length += size
         assert weight == bm25_document_weights(chunk, length=size, avg_length=length / n)
     assert recorded(sessions) == ((4, 14), {A: 3, B: 1, C: 1})
+
+
+def test_a_group_weighed_and_recorded_at_once_equals_one_by_one(
+    sessions: sessionmaker[Session],
+) -> None:
+    # The indexer weighs a group with one read and records one summed change: the
+    # weights and the statistics are those of recording each document before the next.
+    statistics = LexicalStatistics(sessions)
+    seed(sessions, chunks=2, length=10, dfs={A: 2, C: 1})
+    old = as_document(LexicalContribution.of_chunks([tf({C: 3.0}), tf({A: 1.0})]))
+    group: list[tuple[list[SparseVector], Document | None]] = [
+        ([tf({A: 2.0}), tf({B: 5.0})], None),
+        ([tf({A: 1.0, B: 1.0})], old),  # replaces a version holding the tenant's only C
+        ([tf({B: 3.0, A: 4.0})], None),
+    ]
+    with transaction(sessions) as session:
+        one_by_one = []
+        for chunks, replaced in group:
+            weighted = statistics.weigh_document(
+                session, tenant_id=TENANT, chunks=chunks, replaced=replaced
+            )
+            statistics.record(session, tenant_id=TENANT, document=weighted)
+            one_by_one.append(weighted)
+        expected = recorded_in(session)
+        session.rollback()
+    with transaction(sessions) as session:
+        at_once = statistics.weigh_documents(session, tenant_id=TENANT, documents=group)
+        statistics.record_all(session, tenant_id=TENANT, documents=at_once)
+    assert at_once == one_by_one
+    assert recorded(sessions) == expected
+    assert expected == ((4, 22), {A: 4, B: 3})  # C, held by the replaced version only, is gone
+
+
+def recorded_in(session: Session) -> tuple[tuple[int, int], dict[int, int]]:
+    corpus = LexicalStatsRepository(session).corpus(TENANT)
+    dfs = {
+        row.term_id: row.df
+        for row in session.scalars(
+            select(LexicalTermStats).where(LexicalTermStats.tenant_id == TENANT)
+        )
+    }
+    return corpus, dfs

@@ -16,6 +16,7 @@ from hsearch.search.facets import FacetRange, FacetRequest
 from hsearch.search.models import SearchQuery
 from hsearch.search.planner import LegPlan, LegRole, QueryPlanner, SearchPlan
 from hsearch.types import CountUnit, FusionDefault, FusionMethod, Leg, SearchMode
+from hsearch.vectorstore.filters import And, parse_filter
 
 MULTILINGUAL = EncoderInfo("enc", 8, "1", SparseKind.TERM_FREQUENCY)
 LATIN_ONLY = dataclasses.replace(MULTILINGUAL, dense_scripts=frozenset({"LATIN"}))
@@ -57,7 +58,9 @@ FULL: dict[str, Any] = {
     "facets": (FacetRequest("source"), FacetRequest("metadata.year", ranges=(FacetRange(to=1),))),
     "facet_unit": CountUnit.CHUNK,
     "highlight": False,
+    "track_total": False,
     "rerank": True,
+    "required_filter": parse_filter({"tags": {"contains": "team-a"}}),
 }
 
 
@@ -88,12 +91,36 @@ CHANGES: list[tuple[str, object]] = [
     ("facets", (FacetRequest("source", size=3),)),
     ("facet_unit", CountUnit.DOCUMENT),
     ("highlight", True),
+    ("track_total", True),
     ("rerank", False),
+    ("required_filter", parse_filter({"tags": {"contains": "team-b"}})),
 ]
+VALIDATION_ONLY = {"max_top_k"}  # refuses a request, never changes a result
+
+
+# The service resolves a cursor into the offset (or a kept page) before planning.
+RESOLVED_BEFORE_PLANNING = {"cursor"}
 
 
 def test_every_field_of_a_query_is_probed() -> None:
-    assert {f.name for f in dataclasses.fields(SearchQuery)} == {f for f, _ in CHANGES} == set(FULL)
+    fields = {f.name for f in dataclasses.fields(SearchQuery)}
+    fields -= VALIDATION_ONLY | RESOLVED_BEFORE_PLANNING
+    assert fields == {f for f, _ in CHANGES} == set(FULL)
+
+
+def test_a_required_filter_is_anded_with_the_request_filter() -> None:
+    required = parse_filter({"tags": {"contains": "team-a"}})
+    asked = {"or": [{"source": {"eq": "a"}}, {"tags": {"contains": "team-b"}}]}
+    assert plan(required_filter=required, filter=asked).filter == And(
+        (required, parse_filter(asked))  # type: ignore[arg-type]
+    )
+    assert plan(required_filter=required).filter == required
+
+
+def test_a_token_limit_on_top_k_refuses_larger_pages() -> None:
+    assert plan(top_k=5, max_top_k=5).ranking.top_k == 5
+    with pytest.raises(InvalidRequestError, match="at most 5"):
+        plan(top_k=6, max_top_k=5)
 
 
 @pytest.mark.parametrize(("field", "value"), CHANGES)
@@ -180,6 +207,7 @@ def test_the_counting_key_keeps_what_changes_the_count() -> None:
     assert plan(query="a").counting_key() != plan(query="b").counting_key()
     assert plan(candidates=50).counting_key() != plan().counting_key()
     assert plan(rerank=True, highlight=False).counting_key() == plan().counting_key()
+    assert plan(track_total=False).counting_key() != plan().counting_key()
 
 
 def test_the_plan_carries_the_time_budget() -> None:

@@ -32,6 +32,7 @@ from hsearch.types import MODE_LEGS, FusionDefault, FusionMethod, Leg, LegStatus
 from hsearch.vectorstore.filters import FilterNode, Not, parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import StoredHit
+from tests.unit.outage import Outage
 from tests.unit.search.corpus import TENANT, LatinOnlyEmbedder, ScriptedStore, build, index
 
 
@@ -197,6 +198,84 @@ async def test_a_failed_leg_degrades_and_a_failed_mode_is_unavailable(
         await degraded.search(
             SearchQuery(tenant_id=TENANT, query="rivers", mode=SearchMode.KEYWORD)
         )
+
+
+class TextlessStore(InMemoryVectorStore):
+    async def texts(self, *args: object, **kwargs: object) -> dict[str, str]:  # type: ignore[override]
+        from hsearch.errors import VectorStoreError
+
+        raise VectorStoreError("query node gone")
+
+
+async def test_texts_that_cannot_be_read_make_the_search_unavailable(
+    sessions: sessionmaker[Session],
+) -> None:
+    _, store = build(sessions)
+    textless = TextlessStore()
+    textless.upsert(list(store._rows.values()))
+    service = SearchService(
+        embedder=FakeEmbedder(),
+        store=textless,
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(),
+    )
+    with pytest.raises(SearchUnavailableError, match=r"texts could not be read.*query node gone"):
+        await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
+
+
+async def test_without_the_statistics_the_keyword_leg_degrades_and_dense_answers(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The metadata database down and the tenant's statistics never read: the sparse leg
+    fails (degraded), the dense leg answers; a keyword-only search is unavailable."""
+    _, store = build(sessions)
+    outage = Outage(sessions)
+    service = SearchService(
+        embedder=FakeEmbedder(),
+        store=store,
+        statistics=LexicalStatistics(outage, stale_s=30),
+        settings=SearchSettings(),
+    )
+    outage.down = True
+    result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
+    assert result.degraded == (Leg.SPARSE,)
+    assert result.hits
+    sparse = next(r for r in result.legs if r.leg is Leg.SPARSE)
+    assert sparse.status is LegStatus.ERROR
+    assert "MetadataUnavailableError" in (sparse.error or "")
+    with pytest.raises(SearchUnavailableError):
+        await service.search(SearchQuery(tenant_id=TENANT, query="rivers", mode=SearchMode.KEYWORD))
+    outage.down = False
+    assert not (await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))).degraded
+
+
+async def test_degraded_and_failed_searches_are_counted(sessions: sessionmaker[Session]) -> None:
+    from prometheus_client import REGISTRY
+
+    def count(mode: str, outcome: str) -> float:
+        labels = {"mode": mode, "outcome": outcome, "tenant": "other"}
+        return REGISTRY.get_sample_value("hsearch_search_requests_total", labels) or 0.0
+
+    def leg(status: str) -> float:
+        labels = {"leg": "sparse", "status": status}
+        return REGISTRY.get_sample_value("hsearch_search_leg_outcomes_total", labels) or 0.0
+
+    _, store = build(sessions)
+    broken = BrokenStore()
+    broken.upsert([store._rows[c] for c in store._rows])
+    service = SearchService(
+        embedder=FakeEmbedder(),
+        store=broken,
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(),
+    )
+    degraded, failed, errors = count("hybrid", "degraded"), count("keyword", "error"), leg("error")
+    await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
+    with pytest.raises(SearchUnavailableError):
+        await service.search(SearchQuery(tenant_id=TENANT, query="rivers", mode=SearchMode.KEYWORD))
+    assert count("hybrid", "degraded") == degraded + 1
+    assert count("keyword", "error") == failed + 1
+    assert leg("error") == errors + 2
 
 
 async def test_rerank_reorders_and_reports(sessions: sessionmaker[Session]) -> None:
@@ -386,6 +465,19 @@ async def test_the_other_pages_of_a_query_reuse_its_count(sessions: sessionmaker
     await fresh.search(query(mode=SearchMode.KEYWORD))
     await fresh.search(query(mode=SearchMode.KEYWORD))
     assert fresh_store.match_calls == 2, "ttl 0: counted for every request"
+
+
+async def test_track_total_false_counts_the_window_only(sessions: sessionmaker[Session]) -> None:
+    service, store = counting_service(sessions)
+    result = await service.search(query(mode=SearchMode.KEYWORD, track_total=False))
+    assert store.match_calls == 0, "no count request"
+    assert result.hits
+    assert (result.totals.total, result.totals.exact) == (1, False)
+    assert result.totals.scope.value == "window"
+    counted = await service.search(query(mode=SearchMode.KEYWORD))
+    assert store.match_calls == 1, "the same query with its total asked for is counted"
+    assert counted.totals.scope.value == "matches"
+    assert counted.totals.exact
 
 
 async def test_a_degraded_answer_is_not_reused(sessions: sessionmaker[Session]) -> None:

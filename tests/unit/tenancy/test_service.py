@@ -18,6 +18,7 @@ from hsearch.errors import (
     InsufficientScopeError,
     InvalidCredentialError,
     InvalidRequestError,
+    MetadataUnavailableError,
     RevokedCredentialError,
     TenantExistsError,
     TenantMismatchError,
@@ -28,6 +29,7 @@ from hsearch.errors import (
 from hsearch.tenancy.keys import key_hmac
 from hsearch.tenancy.service import TenancyService
 from hsearch.types import CredentialRole, Scope, TenantStatus
+from tests.unit.outage import Outage
 
 SERVER_KEY = b"0123456789abcdef0123456789abcdef"
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -346,3 +348,101 @@ def test_a_cached_key_costs_no_database_round_trip(
         api.authorize(principal, accepted=[Scope.SEARCH], named_tenant=None)
         api.authenticate(key)
     assert counting.opened == opened
+
+
+# The metadata database down -----------------------------------------------------------
+
+
+def test_a_key_verified_within_the_stale_window_is_accepted_while_the_database_is_down(
+    sessions: sessionmaker[Session], clocks: Clocks
+) -> None:
+    outage = Outage(sessions)
+    # No TTL cache: every check asks the database, so only the stale window can answer.
+    tenancy = TenancyService(
+        outage,
+        server_key=SERVER_KEY,
+        cache_ttl_s=0,
+        stale_ttl_s=60,
+        now=clocks.now,
+        timer=clocks.timer,
+    )
+    seen = tenancy.create_tenant("Acme", tenant_id="acme", actor="t").key.key
+    unseen = tenancy.create_key("acme", scopes=["search"], actor="t").key
+    assert tenancy.authenticate(seen).tenant_id == "acme"
+    outage.down = True
+    clocks.advance(59)
+    opened = outage.opened
+    assert tenancy.authenticate(seen).tenant_id == "acme", "verified 59 s ago: accepted"
+    assert outage.opened > opened, "the database was asked first"
+    with pytest.raises(MetadataUnavailableError) as refused:
+        tenancy.authenticate(unseen)  # never verified: refused, not accepted blindly
+    assert (refused.value.status_code, refused.value.code) == (503, "metadata_unavailable")
+    assert refused.value.retry_after > 0
+    with pytest.raises(MetadataUnavailableError):
+        tenancy.authenticate(seen[:-1] + ("A" if seen[-1] != "A" else "B"))  # a wrong secret
+    clocks.advance(1)
+    with pytest.raises(MetadataUnavailableError):
+        tenancy.authenticate(seen)  # 60 s since it was verified: fail closed
+    outage.down = False
+    assert tenancy.authenticate(seen).tenant_id == "acme", "the database is back"
+
+
+def test_a_key_refused_by_the_database_is_not_accepted_once_it_is_down(
+    sessions: sessionmaker[Session], clocks: Clocks
+) -> None:
+    outage = Outage(sessions)
+    tenancy = TenancyService(
+        outage, server_key=SERVER_KEY, cache_ttl_s=0, stale_ttl_s=60, timer=clocks.timer
+    )
+    key = tenancy.create_tenant("Acme", tenant_id="acme", actor="t").key
+    assert tenancy.authenticate(key.key).tenant_id == "acme"
+    other = service_on(sessions, clocks)  # another process revokes it
+    other.revoke_key(key.view.id, actor="t")
+    with pytest.raises(RevokedCredentialError):
+        tenancy.authenticate(key.key)
+    outage.down = True
+    with pytest.raises(MetadataUnavailableError):
+        tenancy.authenticate(key.key)
+
+
+def test_a_revocation_in_this_process_applies_while_the_database_is_down(
+    sessions: sessionmaker[Session], clocks: Clocks
+) -> None:
+    outage = Outage(sessions)
+    tenancy = TenancyService(
+        outage, server_key=SERVER_KEY, cache_ttl_s=0, stale_ttl_s=60, timer=clocks.timer
+    )
+    key = tenancy.create_tenant("Acme", tenant_id="acme", actor="t").key
+    assert tenancy.authenticate(key.key).tenant_id == "acme"
+    tenancy.revoke_key(key.view.id, actor="t")
+    outage.down = True
+    with pytest.raises(MetadataUnavailableError):
+        tenancy.authenticate(key.key)
+
+
+def test_a_search_token_is_accepted_while_the_database_is_down_if_its_parent_was_seen(
+    sessions: sessionmaker[Session], clocks: Clocks
+) -> None:
+    outage = Outage(sessions)
+    tenancy = TenancyService(
+        outage,
+        server_key=SERVER_KEY,
+        cache_ttl_s=0,
+        stale_ttl_s=60,
+        timer=clocks.timer,  # tokens are judged by the real clock
+    )
+    key = tenancy.create_tenant("Acme", tenant_id="acme", actor="t").key.key
+    principal = tenancy.authenticate(key)
+    token = tenancy.mint_token(principal, filter={"lang": {"eq": "en"}}).token
+    assert tenancy.authenticate(token).token is not None
+    other = tenancy.create_key("acme", scopes=["search"], actor="t").key
+    unseen_parent = tenancy.mint_token(
+        tenancy.authenticate(other), filter={"lang": {"eq": "en"}}
+    ).token
+    outage.down = True
+    assert tenancy.authenticate(token).tenant_id == "acme"
+    clocks.advance(61)
+    with pytest.raises(MetadataUnavailableError):
+        tenancy.authenticate(token)
+    with pytest.raises(MetadataUnavailableError):
+        tenancy.authenticate(unseen_parent)

@@ -16,6 +16,7 @@ from pymilvus import MilvusException
 from pymilvus.decorators import retry_on_rpc_failure
 
 from hsearch.errors import VectorStoreError, VectorStoreTimeoutError
+from hsearch.types import SparseVector
 from hsearch.vectorstore import milvus
 from hsearch.vectorstore.milvus import MilvusVectorStore, missed_deadline
 
@@ -109,3 +110,64 @@ def test_missed_deadline_reads_the_whole_chain() -> None:
     assert not missed_deadline(looped)
     looped.__context__ = TimeoutError()
     assert missed_deadline(looped)
+
+
+class RestartedServer:
+    """A Milvus server just restarted: the collection is released. A load takes a
+    moment, and a second load asked for while one runs answers at once, before the
+    collection is loaded (what Milvus does for a load already in progress)."""
+
+    def __init__(self) -> None:
+        self.loaded = False
+        self.loading = False
+        self.loads = 0
+
+    async def load(self) -> None:
+        self.loads += 1
+        if self.loading or self.loaded:
+            return
+        self.loading = True
+        await asyncio.sleep(0.05)
+        self.loaded, self.loading = True, False
+
+
+def restarted_client(server: RestartedServer) -> type[StalledClient]:
+    class Client(StalledClient):
+        async def search(self, *_: Any, **__: Any) -> Any:
+            if not server.loaded:
+                raise MilvusException(code=milvus.COLLECTION_NOT_LOADED, message="released")
+            return [[{"entity": {"chunk_id": "c1"}, "distance": 1.0}]]
+
+        async def load_collection(self, *_: Any, **__: Any) -> None:
+            await server.load()
+
+    return Client
+
+
+async def test_both_legs_finding_the_collection_released_reload_it_and_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = RestartedServer()
+    store = store_with(monkeypatch, restarted_client(server))
+    dense, sparse = await asyncio.gather(
+        store.search_dense((1.0, 0.0), tenant_id="t", filter=None, limit=1, timeout=2.0),
+        store.search_sparse(
+            SparseVector((7,), (1.0,)), tenant_id="t", filter=None, limit=1, timeout=2.0
+        ),
+    )
+    assert [h.chunk_id for h in dense] == ["c1"]
+    assert [h.chunk_id for h in sparse] == ["c1"]
+    assert server.loaded
+
+
+async def test_a_collection_that_stays_released_fails_the_leg_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = RestartedServer()
+    server.loading = True  # a load that never finishes
+    store = store_with(monkeypatch, restarted_client(server))
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(VectorStoreError):
+        await search(store, 0.3)
+    assert asyncio.get_running_loop().time() - started < 1.0
+    assert server.loads > 1, "tried again within its deadline"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, cast
 
@@ -12,40 +13,63 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityS
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import Settings
-from hsearch.errors import AuthenticationError, UnsupportedMediaTypeError
+from hsearch.errors import (
+    AuthenticationError,
+    InsufficientScopeError,
+    SessionRequiredError,
+    UnsupportedMediaTypeError,
+)
 from hsearch.ingestion.dispatch import UnitOfWork, unit_of_work
 from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.queue import JobQueue
+from hsearch.ratelimit.policy import charged_scope
 from hsearch.runtime import Services
 from hsearch.search.service import SearchService
 from hsearch.tenancy.service import TENANT_HEADER, Principal, TenancyService
+from hsearch.tenancy.sessions import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    OperatorSession,
+    OperatorSessions,
+)
+from hsearch.tenancy.tokens import SearchToken
 from hsearch.types import CredentialRole, Scope
+from hsearch.vectorstore.filters import FilterNode
+from hsearch_api.limits import get_api_limits
 from hsearch_api.schemas.ndjson import NDJSON_MEDIA_TYPES
 
+# Dependencies that only read the app's state are coroutines: FastAPI runs a plain
+# function dependency in a worker thread, a hop per dependency per request that cost
+# more than a cached search itself (docs/performance.md).
 
-def get_services(request: Request) -> Services:
+
+def services_of(request: Request) -> Services:
     return cast("Services", request.state.services)
 
 
-def get_settings_dep(request: Request) -> Settings:
-    return get_services(request).settings
+async def get_services(request: Request) -> Services:
+    return services_of(request)
 
 
-def get_session_factory(request: Request) -> sessionmaker[Session]:
-    return get_services(request).sessions
+async def get_settings_dep(request: Request) -> Settings:
+    return services_of(request).settings
 
 
-def get_search_service(request: Request) -> SearchService:
-    return get_services(request).search
+async def get_session_factory(request: Request) -> sessionmaker[Session]:
+    return services_of(request).sessions
 
 
-def get_document_service(request: Request) -> DocumentService:
-    return get_services(request).documents()
+async def get_search_service(request: Request) -> SearchService:
+    return services_of(request).search
 
 
-def get_job_queue(request: Request) -> JobQueue:
-    return get_services(request).queue
+async def get_document_service(request: Request) -> DocumentService:
+    return services_of(request).documents()
+
+
+async def get_job_queue(request: Request) -> JobQueue:
+    return services_of(request).queue
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -68,12 +92,14 @@ def get_unit_of_work(sessions: SessionFactoryDep, queue: JobQueueDep) -> Iterato
 UnitOfWorkDep = Annotated[UnitOfWork, Depends(get_unit_of_work, scope="function")]
 
 
-def get_job_service(uow: UnitOfWorkDep, settings: SettingsDep) -> JobService:
-    return JobService(uow, settings=settings.ingest, webhooks=settings.webhooks)
+async def get_job_service(uow: UnitOfWorkDep, settings: SettingsDep) -> JobService:
+    return JobService(
+        uow, settings=settings.ingest, webhooks=settings.webhooks, quotas=settings.quotas
+    )
 
 
-def get_tenancy(request: Request) -> TenancyService:
-    return get_services(request).tenancy
+async def get_tenancy(request: Request) -> TenancyService:
+    return services_of(request).tenancy
 
 
 JobServiceDep = Annotated[JobService, Depends(get_job_service)]
@@ -83,7 +109,9 @@ _bearer = HTTPBearer(
     auto_error=False,  # a missing key is answered in the API's error contract, below
     scheme_name="ApiKey",
     description="An API key (hsk_<prefix>_<secret>); it decides the tenant. Operator "
-    f"credentials (hso_...) name the tenant they act for in {TENANT_HEADER}.",
+    f"credentials (hso_...) name the tenant they act for in {TENANT_HEADER}. A scoped "
+    "search token (POST /v1/tokens) is accepted by POST /v1/search and GET /v1/documents "
+    "only.",
 )
 
 
@@ -106,33 +134,92 @@ async def get_principal(
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
+_NamedTenant = Annotated[
+    str | None,
+    Header(
+        alias=TENANT_HEADER,
+        description="Operator credentials only: the tenant the request acts for "
+        "(the action is written to the audit log). A tenant's key may not name "
+        "another tenant.",
+    ),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a search or a document read is for: the tenant, and what a scoped search
+    token restricts it to (``None``: a key, unrestricted within its tenant)."""
+
+    tenant_id: str
+    restriction: FilterNode | None = None
+    """The token's mandatory filter, ANDed into every leg, count and document read."""
+    max_top_k: int | None = None
+
+
+TOKEN_SCOPE = "token"  # noqa: S105 - a scope name, not a secret
+"""Listed among a route's security scopes when it also accepts a scoped search token."""
+_TOKEN_KEY = "hsearch.search_token"  # noqa: S105 - where the request's scope holds it
+
+
 async def get_tenant(
     request: Request,
     security_scopes: SecurityScopes,
     principal: PrincipalDep,
     tenancy: TenancyDep,
-    named_tenant: Annotated[
-        str | None,
-        Header(
-            alias=TENANT_HEADER,
-            description="Operator credentials only: the tenant the request acts for "
-            "(the action is written to the audit log). A tenant's key may not name "
-            "another tenant.",
-        ),
-    ] = None,
+    named_tenant: _NamedTenant = None,
 ) -> str:
     """The tenant of the request, from its credential only (never from a body): a
     tenant key's own tenant, if it holds one of the scopes the route accepts (any of
     ``security_scopes``) and its tenant is active; for an operator credential, the
-    tenant it names, once the request is in the audit log.
+    tenant it names, once the request is in the audit log. A scoped search token is
+    accepted only by routes listing :data:`TOKEN_SCOPE` (search, document reads); its
+    restriction is left on the request for :func:`caller` (403 elsewhere). Then the
+    request is counted against the key's rate limit (429 ``rate_limited`` past it).
 
     Tests that run the app as a given tenant override this dependency."""
+    accepted = [Scope(s) for s in security_scopes.scopes if s != TOKEN_SCOPE]
     if principal.role is CredentialRole.OPERATOR:
         action = f"{request.method} {request.url.path}"
         act = partial(tenancy.act_for, principal, named_tenant=named_tenant, action=action)
-        return await anyio.to_thread.run_sync(act)
-    accepted = [Scope(s) for s in security_scopes.scopes]
-    return tenancy.authorize(principal, accepted=accepted, named_tenant=named_tenant)
+        tenant = await anyio.to_thread.run_sync(act)
+    else:
+        if principal.token is not None:
+            if TOKEN_SCOPE not in security_scopes.scopes:
+                msg = (
+                    "a search token may only search and read documents "
+                    "(POST /v1/search, GET /v1/documents); use an API key"
+                )
+                raise InsufficientScopeError(msg, required=[s.value for s in accepted])
+            # In the request's own scope: request.state is the lifespan's, shared by
+            # requests.
+            request.scope[_TOKEN_KEY] = principal.token
+        tenant = tenancy.authorize(principal, accepted=accepted, named_tenant=named_tenant)
+    # Counted once the credential is let in: a refused one costs its key nothing.
+    scope = charged_scope(accepted, principal.scopes)
+    await get_api_limits(request).rates.hit(scope=scope, key_prefix=principal.prefix)
+    return tenant
+
+
+def caller(request: Request, tenant: str) -> Caller:
+    """The :class:`Caller` of a route that accepts tokens, once :func:`get_tenant` ran."""
+    token: SearchToken | None = request.scope.get(_TOKEN_KEY)
+    if token is None:
+        return Caller(tenant)
+    return Caller(tenant, restriction=token.filter, max_top_k=token.limits.max_top_k)
+
+
+async def get_search_caller(
+    request: Request,
+    tenant: Annotated[str, Security(get_tenant, scopes=[Scope.SEARCH, TOKEN_SCOPE])],
+) -> Caller:
+    return caller(request, tenant)
+
+
+async def get_read_caller(
+    request: Request,
+    tenant: Annotated[str, Security(get_tenant, scopes=[Scope.SEARCH, Scope.INGEST, TOKEN_SCOPE])],
+) -> Caller:
+    return caller(request, tenant)
 
 
 # What each route accepts (docs/api.md, Authentication): a key holding any of the scopes.
@@ -144,6 +231,46 @@ ReadTenantDep = Annotated[str, Security(get_tenant, scopes=[Scope.SEARCH, Scope.
 """Reading documents: a search frontend shows the documents it found."""
 AdminTenantDep = Annotated[str, Security(get_tenant, scopes=[Scope.ADMIN])]
 """Managing the tenant's own keys."""
+SearchCallerDep = Annotated[Caller, Depends(get_search_caller)]
+"""Searching, with a key or a scoped search token."""
+ReadCallerDep = Annotated[Caller, Depends(get_read_caller)]
+"""Reading documents, with a key or a scoped search token (which sees only what its
+filter selects)."""
+MintTenantDep = Annotated[str, Security(get_tenant, scopes=[Scope.SEARCH, Scope.ADMIN])]
+"""Minting scoped search tokens."""
+
+
+async def get_stats_tenant(
+    request: Request,
+    security_scopes: SecurityScopes,
+    principal: PrincipalDep,
+    tenancy: TenancyDep,
+    named_tenant: Annotated[
+        str | None,
+        Header(
+            alias=TENANT_HEADER,
+            description="Operator credentials: the tenant to report (audited); absent: "
+            "every tenant (audited too). A tenant's key reports its own tenant.",
+        ),
+    ] = None,
+) -> str | None:
+    """Whose stats a request reads: a tenant key with the admin scope, its own tenant;
+    an operator, the tenant it names or, naming none, every tenant (``None``); either
+    way an operator's request is written to the audit log."""
+    if principal.role is CredentialRole.OPERATOR:
+        action = f"{request.method} {request.url.path}"
+        if named_tenant:
+            act = partial(tenancy.act_for, principal, named_tenant=named_tenant, action=action)
+            return await anyio.to_thread.run_sync(act)
+        every = partial(tenancy.act_for_all, principal, action=action)
+        await anyio.to_thread.run_sync(every)
+        return None
+    accepted = [Scope(s) for s in security_scopes.scopes]
+    return tenancy.authorize(principal, accepted=accepted, named_tenant=named_tenant)
+
+
+StatsTenantDep = Annotated[str | None, Security(get_stats_tenant, scopes=[Scope.ADMIN])]
+"""The stats API's tenant: one tenant, or every tenant for an operator (``None``)."""
 
 
 async def get_ndjson_body(request: Request) -> bytes:
@@ -160,3 +287,51 @@ async def get_ndjson_body(request: Request) -> bytes:
 
 
 NdjsonBodyDep = Annotated[bytes, Depends(get_ndjson_body)]
+
+
+# The built-in pages (/ops, /playground): an operator's session cookie, not a key.
+
+
+async def get_operator_sessions(request: Request) -> OperatorSessions:
+    return services_of(request).operator_sessions
+
+
+OperatorSessionsDep = Annotated[OperatorSessions, Depends(get_operator_sessions)]
+
+
+async def get_operator_session(request: Request, sessions: OperatorSessionsDep) -> OperatorSession:
+    """The request's operator session, from its cookie; the credential behind it is read
+    again (in a worker thread). Raises SessionRequiredError (401) without a valid one."""
+    cookie = request.cookies.get(SESSION_COOKIE)
+    return await anyio.to_thread.run_sync(sessions.verify, cookie)
+
+
+OperatorSessionDep = Annotated[OperatorSession, Depends(get_operator_session)]
+
+
+async def get_optional_operator_session(
+    request: Request, sessions: OperatorSessionsDep
+) -> OperatorSession | None:
+    """The request's operator session, or None (a page then sends the browser to log in)."""
+    try:
+        return await get_operator_session(request, sessions)
+    except SessionRequiredError:
+        return None
+
+
+OptionalOperatorSessionDep = Annotated[
+    OperatorSession | None, Depends(get_optional_operator_session)
+]
+
+
+async def get_csrf_checked_session(
+    session: OperatorSessionDep,
+    csrf: Annotated[str | None, Header(alias=CSRF_HEADER)] = None,
+) -> OperatorSession:
+    """The session of a state-changing request, once its CSRF header is checked (403)."""
+    session.check_csrf(csrf)
+    return session
+
+
+CsrfSessionDep = Annotated[OperatorSession, Depends(get_csrf_checked_session)]
+"""Every POST of the pages: a valid session and its CSRF token."""

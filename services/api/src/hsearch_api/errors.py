@@ -1,20 +1,30 @@
-"""One error contract: every error is ``{"error": code, "detail": message}``."""
+"""One error contract: every error is ``{"error": code, "detail": message}`` (the
+:class:`~hsearch_api.schemas.errors.ErrorBody` each route lists in the OpenAPI document):
+the domain's errors, FastAPI's validation errors, Starlette's 404 and 405, the metadata
+database's unavailability (503 ``metadata_unavailable`` with ``Retry-After``, whatever
+the route: its transaction was rolled back, nothing was written), and any other
+exception, which answers 500 ``internal_error`` with a fixed message (its cause is logged,
+never sent)."""
 
 from __future__ import annotations
 
 import logging
+import math
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from hsearch.db.engine import DATABASE_UNAVAILABLE, unavailable
 from hsearch.errors import (
     AuthenticationError,
     FieldError,
     HsearchError,
     InsufficientScopeError,
     InvalidRequestError,
+    QuotaExceededError,
+    SessionRequiredError,
 )
 
 logger = logging.getLogger(__name__)
@@ -40,9 +50,28 @@ def _field_error(error: FieldError) -> dict[str, object]:
     return out
 
 
+INTERNAL_ERROR_DETAIL = "the server failed to answer this request; it has been logged"
+"""The 500 answer's message: the same for every unexpected error, so nothing of the cause
+(a stack trace, a query, a path on the server) reaches a client."""
+
+
+_UNPARSABLE_BODY = "There was an error parsing the body"
+"""FastAPI's words for a body it could not decode (fastapi.routing)."""
+
+
+def _headers(exc: HsearchError) -> dict[str, str] | None:
+    headers = _challenge(exc) or {}
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(retry_after, int):
+        headers["Retry-After"] = str(retry_after)
+    return headers or None
+
+
 def _challenge(exc: HsearchError) -> dict[str, str] | None:
     """``WWW-Authenticate`` for a refused credential (RFC 6750, section 3): every 401,
     and a 403 for a missing scope, which names the scopes the route accepts."""
+    if isinstance(exc, SessionRequiredError):  # the pages' cookie, not a bearer token
+        return None
     if isinstance(exc, AuthenticationError):
         if type(exc) is AuthenticationError:  # no credential at all: no error code
             return {"WWW-Authenticate": 'Bearer realm="hsearch"'}
@@ -54,6 +83,8 @@ def _challenge(exc: HsearchError) -> dict[str, str] | None:
                 f'Bearer realm="hsearch", error="insufficient_scope", scope="{scopes}"'
             )
         }
+    if isinstance(exc, QuotaExceededError) and exc.retry_after_s is not None:
+        return {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
     return None
 
 
@@ -65,7 +96,13 @@ def install_error_handlers(app: FastAPI) -> None:
         content: dict[str, object] = {"error": exc.code, "detail": exc.message}
         if isinstance(exc, InvalidRequestError) and exc.errors:
             content["errors"] = [_field_error(e) for e in exc.errors]
-        return JSONResponse(status_code=exc.status_code, content=content, headers=_challenge(exc))
+        return JSONResponse(status_code=exc.status_code, content=content, headers=_headers(exc))
+
+    for kind in DATABASE_UNAVAILABLE:
+
+        @app.exception_handler(kind)
+        async def _database(request: Request, exc: Exception) -> JSONResponse:
+            return await _domain(request, unavailable(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -81,7 +118,35 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == _UNPARSABLE_BODY:
+            # FastAPI's answer to a body it cannot decode at all (not UTF-8, say), while
+            # one that is merely not JSON is a 422: one answer for both.
+            error = {"field": "request", "message": "the body is not JSON in UTF-8"}
+            return JSONResponse(
+                status_code=422,
+                content={
+                    "error": "invalid_request",
+                    "detail": f"request: {error['message']}",
+                    "errors": [error],
+                },
+            )
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse(
-            status_code=exc.status_code, content={"error": code, "detail": str(exc.detail)}
+            status_code=exc.status_code,
+            content={"error": code, "detail": str(exc.detail)},
+            headers=exc.headers,  # a 405's Allow
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette re-raises the exception once this answer is sent, so the server logs
+        # its traceback; this line ties it to the request.
+        logger.error(
+            "api.error.unhandled method=%s path=%s exception=%s",
+            request.method,
+            request.url.path,
+            type(exc).__name__,
+        )
+        return JSONResponse(
+            status_code=500, content={"error": "internal_error", "detail": INTERNAL_ERROR_DETAIL}
         )

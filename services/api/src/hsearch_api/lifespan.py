@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TypedDict
@@ -10,6 +11,7 @@ from fastapi import FastAPI
 
 from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
+from hsearch.metrics.exposition import process_exited
 from hsearch.runtime import Services, build_services
 
 
@@ -23,13 +25,22 @@ def make_lifespan(settings: Settings, *, migrate: bool = True, services: Service
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[State]:
+        try:
+            async with _serving() as state:
+                yield state
+        finally:
+            # This process's live samples leave the shared metrics directory with it.
+            process_exited(os.getpid())
+
+    @asynccontextmanager
+    async def _serving() -> AsyncIterator[State]:
         if migrate:
             upgrade_database(settings.database_url)
         if services is not None:
             _ = services.tenancy  # the server key is read (or generated) before serving
             yield {"services": services}
             return
-        built = build_services(settings, with_reranker=True)
+        built = build_services(settings, with_reranker=True, with_cache=True)
         try:
             _ = built.tenancy
             yield {"services": built}

@@ -1,4 +1,6 @@
-"""The request body limit (``api.max_request_bytes``), before any route reads a body.
+"""The API's limits (docs/api.md, Limits): the per-key rate limits and the cap on
+concurrent searches (:class:`ApiLimits`, built with the app), and the request body
+limit (``api.max_request_bytes``), enforced before any route reads a body.
 
 Starlette and FastAPI read a body whole, whatever its size. This ASGI middleware refuses
 a body over the limit with the API's error contract and status 413, naming the limit:
@@ -15,10 +17,83 @@ Rewriting that response would take more code than this middleware.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, cast
 
+from fastapi import Depends, FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodySizeLimit"]
+from hsearch.config import Settings
+from hsearch.ratelimit.concurrency import ConcurrencyGate
+from hsearch.ratelimit.limiter import RateLimiter
+from hsearch.ratelimit.policy import RateLimitPolicy
+from hsearch.ratelimit.redis import RedisRateLimitStorage, redis_storage
+
+__all__ = ["ApiLimits", "BodySizeLimit", "SearchSlotDep", "get_api_limits", "with_limits"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiLimits:
+    """One API process's rate limiter and search gate."""
+
+    rates: RateLimiter
+    searches: ConcurrencyGate
+    redis: RedisRateLimitStorage | None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ApiLimits:
+        url = settings.redis.url
+        shared = (
+            None
+            if url is None
+            else redis_storage(url.get_secret_value(), timeout_s=settings.ratelimit.redis_timeout_s)
+        )
+        rates = RateLimiter(
+            RateLimitPolicy(settings.ratelimit),
+            shared=None if shared is None else shared.storage,
+            retry_s=settings.ratelimit.redis_retry_s,
+        )
+        gate = ConcurrencyGate(
+            settings.api.max_concurrent_searches, setting="api.max_concurrent_searches"
+        )
+        return cls(rates=rates, searches=gate, redis=shared)
+
+    async def aclose(self) -> None:
+        if self.redis is not None:
+            await self.redis.aclose()
+
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
+
+
+def with_limits(lifespan: Lifespan, limits: ApiLimits) -> Lifespan:
+    """``lifespan``, then ``limits`` closed at shut-down."""
+
+    @asynccontextmanager
+    async def wrapped(app: FastAPI) -> AsyncIterator[Any]:
+        try:
+            async with lifespan(app) as state:
+                yield state
+        finally:
+            await limits.aclose()
+
+    return wrapped
+
+
+def get_api_limits(request: Request) -> ApiLimits:
+    return cast("ApiLimits", request.app.state.limits)
+
+
+async def search_slot(request: Request) -> AsyncIterator[None]:
+    """Holds one of the process's search slots for the request (503 ``overloaded`` at
+    once when none is free)."""
+    with get_api_limits(request).searches.slot():
+        yield
+
+
+SearchSlotDep = Annotated[None, Depends(search_slot, scope="function")]
 
 
 class BodySizeLimit:

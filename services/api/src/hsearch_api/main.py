@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from hsearch import __version__
 from hsearch.config import Settings, get_settings
 from hsearch.logging import configure_logging
 from hsearch.runtime import Services
+from hsearch.tenancy.service import TENANT_HEADER
+from hsearch_api.cors import CorsMiddleware
 from hsearch_api.errors import install_error_handlers
 from hsearch_api.lifespan import make_lifespan
-from hsearch_api.limits import BodySizeLimit
-from hsearch_api.routers import documents, health, keys, search
+from hsearch_api.limits import ApiLimits, BodySizeLimit, with_limits
+from hsearch_api.observability import RequestObserver
+from hsearch_api.params import refuse_unknown_query_parameters
+from hsearch_api.routers import documents, health, keys, metrics, pages, search, stats
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -28,17 +32,37 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             raise ValueError(msg)
         settings = services.settings
     settings = settings or get_settings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format.value)
+    limits = ApiLimits.from_settings(settings)
+    lifespan = make_lifespan(settings, migrate=settings.api.migrate_on_start, services=services)
     app = FastAPI(
         title="hsearch",
         version=__version__,
         description="Hybrid dense + sparse search on Milvus.",
-        lifespan=make_lifespan(settings, migrate=settings.api.migrate_on_start, services=services),
+        lifespan=with_limits(lifespan, limits),
+        dependencies=[Depends(refuse_unknown_query_parameters)],
     )
+    app.state.limits = limits
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_request_bytes)
+    if settings.api.cors_origins:
+        # Outside every other layer but the observer, so that refusals (413, 429, ...)
+        # carry the headers a browser needs to read them.
+        app.add_middleware(
+            CorsMiddleware,
+            allow_origins=settings.api.cors_origins,
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", TENANT_HEADER],
+            expose_headers=["Retry-After", "WWW-Authenticate"],
+            max_age=600,
+        )
+    # Added last, so outermost: refused bodies are counted and carry the request id too.
+    app.add_middleware(RequestObserver)
     app.include_router(health.router)
     app.include_router(documents.router)
     app.include_router(search.create_router(settings.search))
     app.include_router(keys.router)
+    app.include_router(metrics.router)
+    app.include_router(stats.router)
+    app.include_router(pages.create_router(settings.search, settings.ops))
     return app

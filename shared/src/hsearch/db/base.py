@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, MetaData
+from sqlalchemy import JSON, DateTime, Dialect, MetaData
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.types import TypeDecorator
 
 # Stable constraint names so Alembic migrations are reproducible on both dialects.
 NAMING_CONVENTION = {
@@ -21,6 +22,31 @@ NAMING_CONVENTION = {
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
+class UTCDateTime(TypeDecorator[datetime]):
+    """A moment, always read back aware in UTC. Postgres keeps the offset
+    (``timestamptz``); SQLite keeps none and would hand back naive datetimes, which the
+    API would then send without an offset (not an RFC 3339 date-time). Written in UTC;
+    a naive value is taken to be UTC already."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def coerce_compared_value(self, op: Any, value: Any) -> Any:
+        # ``column - timedelta`` is date arithmetic: the operand is an interval, as for
+        # a plain DateTime column, not a moment to convert.
+        return self.impl_instance.coerce_compared_value(op, value)
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -28,7 +54,7 @@ def utcnow() -> datetime:
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: dict[Any, Any] = {  # noqa: RUF012 - SQLAlchemy reads it as a class attribute
-        datetime: DateTime(timezone=True),
+        datetime: UTCDateTime(),
         dict[str, Any]: JSONType,
         list[str]: JSONType,
     }

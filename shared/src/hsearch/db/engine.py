@@ -8,7 +8,30 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.errors import MetadataUnavailableError
+
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
+    OperationalError,
+    InterfaceError,
+    PoolTimeoutError,
+)
+"""What SQLAlchemy raises when the database cannot be reached or dropped the connection
+(refused, timed out, shut down, the pool exhausted): transient, unlike an integrity or
+programming error. The pool pings a connection before handing it out
+(``pool_pre_ping``), so once the database is back the next request works, without a
+restart."""
+
+
+def unavailable(exc: Exception) -> MetadataUnavailableError:
+    """The domain's error for ``exc`` (one of :data:`DATABASE_UNAVAILABLE`): its type
+    named, nothing of its text (which may hold a host or a query)."""
+    return MetadataUnavailableError(
+        f"the metadata database is unavailable ({type(exc).__name__}); retry later"
+    )
 
 
 def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Engine:

@@ -185,6 +185,18 @@ class BgeM3Embedder:
         check_sides(dense=dense, sparse=sparse)
         return self._encode([text], dense=dense, sparse=sparse)[0]
 
+    def embed_queries(
+        self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
+        """Encode queries together: one forward pass per ``batch_size`` of them, only
+        the heads asked for."""
+        check_sides(dense=dense, sparse=sparse)
+        embeddings: list[Embedding] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = list(texts[start : start + self._batch_size])
+            embeddings.extend(self._encode(batch, dense=dense, sparse=sparse))
+        return embeddings
+
     def _encode(
         self, batch: list[str], *, dense: bool = True, sparse: bool = True
     ) -> list[Embedding]:

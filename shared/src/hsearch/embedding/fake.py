@@ -138,6 +138,13 @@ class FakeEmbedder:
             analyze(text) if dense else None, analyze_query(text) if sparse else None
         )
 
+    def embed_queries(
+        self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
+        """Encode queries one by one (:meth:`embed_query`: no model, nothing to batch)."""
+        check_sides(dense=dense, sparse=sparse)
+        return [self.embed_query(text, dense=dense, sparse=sparse) for text in texts]
+
     def _embed(self, terms: list[str] | None, sparse_terms: list[str] | None) -> Embedding:
         vector: tuple[float, ...] = ()
         counts = EMPTY_SPARSE

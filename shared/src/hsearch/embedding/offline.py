@@ -182,6 +182,25 @@ class OfflineEmbedder:
         counts = query_term_frequencies(text) if sparse else EMPTY_SPARSE
         return Embedding(dense=vector, sparse=counts)
 
+    def embed_queries(
+        self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
+        """Encode queries together: one model call for all their dense vectors (in
+        batches of ``batch_size``), the term counts per text."""
+        check_sides(dense=dense, sparse=sparse)
+        if not texts:
+            return []
+        vectors: list[tuple[float, ...]] = (
+            self._encode_dense(list(texts)) if dense else [()] * len(texts)
+        )
+        return [
+            Embedding(
+                dense=vector,
+                sparse=query_term_frequencies(text) if sparse else EMPTY_SPARSE,
+            )
+            for vector, text in zip(vectors, texts, strict=True)
+        ]
+
     def _encode_dense(self, texts: list[str]) -> list[tuple[float, ...]]:
         try:
             with self._lock:

@@ -122,6 +122,18 @@ class Embedder(Protocol):
         """
         ...
 
+    def embed_queries(
+        self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
+        """Encode several queries at once (one forward pass where the model allows),
+        the sides asked for; one embedding per text, in order, each equal (within float
+        rounding) to what :meth:`embed_query` returns for that text alone.
+
+        What the query micro-batcher (:mod:`hsearch.embedding.batching`) calls with the
+        queries that arrived together. Asking for neither side is a :class:`ValueError`.
+        """
+        ...
+
 
 def check_sides(*, dense: bool, sparse: bool) -> None:
     """Refuse an :meth:`Embedder.embed_query` call that asks for no side at all."""

@@ -120,8 +120,11 @@ class Chunker:
         """The most tokens a chunk of a document titled ``title`` holds: ``max_tokens``,
         or less when the encoder's window, less the title's tokens, is smaller (never
         less than a quarter of the window)."""
-        window = self._tokenizer.max_tokens
         title_tokens = self._tokenizer.count_tokens([embedding_text(title, "")])[0] if title else 0
+        return self._budget(title_tokens)
+
+    def _budget(self, title_tokens: int) -> int:
+        window = self._tokenizer.max_tokens
         floor = max(1, window // _MIN_CHUNK_SHARE)
         return min(self._max_tokens, max(window - title_tokens, floor))
 
@@ -133,7 +136,21 @@ class Chunker:
         (smaller) in the rare case a tokenizer splits the slice into more tokens than
         it did in context (a SentencePiece word start, a word cut in the middle).
         """
-        budget = self.budget(title)
+        lo, hi = _trimmed(text)
+        if lo == hi:
+            return []
+        # Most documents fit one chunk: the title's and the text's tokens counted in one
+        # call, and such a text is its one chunk, as the cut below would make it (its
+        # sentences span it, trimmed, and none is cut).
+        if title:
+            title_tokens, text_tokens = self._tokenizer.count_tokens(
+                [embedding_text(title, ""), text[lo:hi]]
+            )
+        else:
+            title_tokens, text_tokens = 0, self._tokenizer.count_tokens([text[lo:hi]])[0]
+        budget = self._budget(title_tokens)
+        if text_tokens <= budget:
+            return [Chunk(text[lo:hi], lo, hi)]
         spans = self._cut(text, 0, len(text), budget=budget, lang=lang)
         for _ in range(_REFITS):
             counts = self._tokenizer.count_tokens([text[a:b] for a, b in spans])
@@ -169,6 +186,16 @@ class Chunker:
         if group:
             chunks.append((group[0][0], group[-1][1]))
         return chunks
+
+
+def _trimmed(text: str) -> tuple[int, int]:
+    """``text``'s extent without its leading and trailing white space."""
+    lo, hi = 0, len(text)
+    while lo < hi and text[lo].isspace():
+        lo += 1
+    while hi > lo and text[hi - 1].isspace():
+        hi -= 1
+    return lo, hi
 
 
 class _Tokens:

@@ -168,6 +168,6 @@ class DocumentDeleter:
             job.deleted += 1
             deleted = True
         if chunk_ids:
-            self._store.delete_chunks(chunk_ids)
+            self._store.delete_chunks(chunk_ids, tenant_id=job.tenant_id)
         session.flush()
         return deleted

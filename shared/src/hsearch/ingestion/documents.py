@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -24,14 +24,21 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.errors import DocumentNotFoundError
+from hsearch.errors import DocumentNotFoundError, InvalidRequestError
 from hsearch.ingestion.deletion import remove_document
 from hsearch.ingestion.ids import content_hash, document_id
 from hsearch.ingestion.jobs import check_page_limit
+from hsearch.ingestion.storable import unstorable
 from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["DocumentPage", "DocumentService", "DocumentView"]
+__all__ = ["DocumentPage", "DocumentService", "DocumentView", "document_fields"]
+
+SCAN_LIMIT = 2000
+"""The most documents one restricted list request reads past the cursor: a narrow
+token filter over a large tenant then answers a short page (with a cursor) instead of
+scanning the whole tenant in one request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +77,22 @@ class DocumentService:
         self._store = store
         self._statistics = statistics
 
-    def get(self, *, tenant_id: str, external_id: str) -> DocumentView:
-        """The document, indexed or pending; raises DocumentNotFoundError (404)."""
+    def get(
+        self, *, tenant_id: str, external_id: str, restriction: FilterNode | None = None
+    ) -> DocumentView:
+        """The document, indexed or pending; raises DocumentNotFoundError (404).
+
+        With ``restriction`` (a scoped search token's filter) only an indexed document
+        whose fields pass it is found, without its pending jobs (what a job holds has
+        not passed the filter); any other answers 404, as a missing one does."""
         with self._sessions() as session:
             doc = DocumentRepository(session).get(document_id(tenant_id, external_id))
+            if doc is not None and doc.tenant_id != tenant_id:  # ids are per tenant
+                doc = None
+            if restriction is not None:
+                if doc is None or not matches(restriction, document_fields(doc)):
+                    raise DocumentNotFoundError(f"document {external_id!r} not found")
+                return _view(doc, external_id=external_id, pending=())
             pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
             if doc is None and not pending:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
@@ -86,11 +105,23 @@ class DocumentService:
         source: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        restriction: FilterNode | None = None,
     ) -> DocumentPage:
         """The tenant's indexed documents in external id order, ``limit`` per page (1 to
         500), optionally of one ``source``; ``cursor`` is the page before's
-        ``next_cursor``."""
+        ``next_cursor``. With ``restriction`` (a token's filter), only the documents
+        passing it, without pending jobs; such a page may hold fewer than ``limit``
+        (at most :data:`SCAN_LIMIT` documents are read per request), and only a
+        ``next_cursor`` of ``None`` means the end."""
         check_page_limit(limit)
+        if restriction is not None:
+            return self._list_restricted(
+                tenant_id=tenant_id,
+                source=source,
+                limit=limit,
+                cursor=cursor,
+                restriction=restriction,
+            )
         stmt = (
             select(Document)
             .where(Document.tenant_id == tenant_id)
@@ -112,6 +143,42 @@ class DocumentService:
             )
         return DocumentPage(views, next_cursor=docs[-1].external_id if more and docs else None)
 
+    def _list_restricted(
+        self,
+        *,
+        tenant_id: str,
+        source: str | None,
+        limit: int,
+        cursor: str | None,
+        restriction: FilterNode,
+    ) -> DocumentPage:
+        found: list[DocumentView] = []
+        scanned = 0
+        after = cursor
+        with self._sessions() as session:
+            while len(found) < limit and scanned < SCAN_LIMIT:
+                stmt = (
+                    select(Document)
+                    .where(Document.tenant_id == tenant_id)
+                    .order_by(Document.external_id)
+                    .limit(min(500, SCAN_LIMIT - scanned))
+                )
+                if source is not None:
+                    stmt = stmt.where(Document.source == source)
+                if after is not None:
+                    stmt = stmt.where(Document.external_id > after)
+                batch = list(session.scalars(stmt))
+                if not batch:
+                    return DocumentPage(tuple(found), next_cursor=None)
+                for doc in batch:
+                    scanned += 1
+                    after = doc.external_id
+                    if matches(restriction, document_fields(doc)):
+                        found.append(_view(doc, external_id=doc.external_id, pending=()))
+                        if len(found) == limit:
+                            break
+        return DocumentPage(tuple(found), next_cursor=after)
+
     def update(
         self,
         *,
@@ -124,6 +191,13 @@ class DocumentService:
         """Change the indexed document's ``source``, ``tags`` or ``metadata`` (the fields
         given) on its row and its chunks, without re-encoding it: filters and facets see
         the new values at once. Raises DocumentNotFoundError (404)."""
+        problems = [
+            problem
+            for name, value in (("source", source), ("tags", tags), ("metadata", metadata))
+            for problem in unstorable(value, name)
+        ]
+        if problems:
+            raise InvalidRequestError.of(problems)
         changes: dict[str, Any] = {}
         if source is not None:
             changes["source"] = source
@@ -171,9 +245,25 @@ class DocumentService:
             if doc is None:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
             chunk_ids = remove_document(session, doc, statistics=self._statistics)
-            self._store.delete_chunks(chunk_ids)
+            self._store.delete_chunks(chunk_ids, tenant_id=tenant_id)
             TenantRepository(session).bump_generation(tenant_id)
         return len(chunk_ids)
+
+
+def document_fields(doc: Document) -> dict[str, Any]:
+    """A document's filterable fields as its chunks carry them (what a filter reads)."""
+    created = doc.created_at
+    if created.tzinfo is None:  # SQLite hands naive UTC back
+        created = created.replace(tzinfo=UTC)
+    return {
+        "document_id": str(doc.id),
+        "external_id": doc.external_id,
+        "source": doc.source,
+        "lang": doc.lang,
+        "tags": list(doc.tags),
+        "created_at": int(created.timestamp()),
+        "metadata": dict(doc.metadata_),
+    }
 
 
 def _pending_jobs(

@@ -24,7 +24,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -43,8 +45,9 @@ from hsearch.ingestion.ids import chunk_id, document_id
 from hsearch.ingestion.leases import LeaseKeeper, aware, worker_identity
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.records import chunk_records, embedding_text
-from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics
-from hsearch.types import FINISHED_JOB_STATUSES, JobKind
+from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
+from hsearch.metrics import instruments
+from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -116,6 +119,11 @@ class IndexingService:
         self._requeue = requeue
         self._deleter = DocumentDeleter(store=store, statistics=statistics)
         self._on_finished = on_finished
+        self._threads: dict[str, ThreadPoolExecutor] = {}
+        self._threads_lock = threading.Lock()
+        # Jobs ended in a transaction, counted in the metrics once it has committed
+        # (:meth:`_ended`), per thread: the flush timer's thread ends jobs too.
+        self._ends = threading.local()
 
     def process_job(self, job_id: uuid.UUID) -> JobStatus:
         """Index every pending item of ``job_id``; returns the final status, or
@@ -179,12 +187,16 @@ class IndexingService:
 
         now, later = (pending[: self._turn], pending[self._turn :]) if self._turn else (pending, [])
         changed = False
-        run_batch = self._delete_batch if kind is JobKind.DELETE else self._process_batch
-        for start in range(0, len(now), self._batch):
-            changed |= run_batch(job_id, tenant_id, now[start : start + self._batch])
+        batches = [now[start : start + self._batch] for start in range(0, len(now), self._batch)]
+        if kind is JobKind.DELETE:
+            for batch in batches:
+                changed |= self._delete_batch(job_id, tenant_id, batch)
+        else:
+            changed = self._index_batches(job_id, tenant_id, batches)
 
         turn_ended = False
         finished: JobStatus | None = None
+        self._forget_ends()
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
             if changed:
@@ -248,6 +260,10 @@ class IndexingService:
             self._leases.close()  # what is still held is re-sent by the next sweep
         except Exception as exc:  # shutting down: report, never raise
             logger.warning("ingest.lease.release_failed at shutdown error=%s", exc)
+        with self._threads_lock:
+            threads, self._threads = list(self._threads.values()), {}
+        for thread in threads:
+            thread.shutdown(wait=True, cancel_futures=True)
 
     def _seal(self) -> None:
         """Flush the store, then report finished the jobs written before the flush
@@ -264,11 +280,20 @@ class IndexingService:
             return
         started = time.perf_counter()
         self._store.flush()
+        self._forget_ends()
         with transaction(self._sessions) as session:
+            sealed: set[str] = set()
             for job_id in jobs:
                 job = JobRepository(session).lock(job_id)
                 if job is not None and job.status is JobStatus.RUNNING:
                     self._finish(job)
+                    sealed.add(job.tenant_id)
+            # Bumped again now that the flush has made the jobs' chunks searchable: a
+            # search between the write's bump and the flush may have cached a result
+            # that missed them (a store whose searches lag writes), under that bump.
+            tenants = TenantRepository(session)
+            for tenant_id in sorted(sealed):
+                tenants.bump_generation(tenant_id)
         self._ended()
         with self._waiting_lock:
             self._waiting.difference_update(jobs)
@@ -279,10 +304,10 @@ class IndexingService:
             "ingest.flush.done jobs=%d seconds=%.2f", len(jobs), time.perf_counter() - started
         )
 
-    @staticmethod
-    def _finish(job: IngestionJob) -> JobStatus:
+    def _finish(self, job: IngestionJob) -> JobStatus:
         job.status = _final_status(job)
         job.finished_at = utcnow()
+        self._pending_ends().append(_ended_figures(job))
         job.lease_owner = None
         job.lease_expires_at = None
         logger.info(
@@ -299,6 +324,7 @@ class IndexingService:
         """Give up on a job (retries exhausted, or an unexpected error escaped the task):
         its remaining items are marked failed with ``error``. A finished job is left as
         it is. Its own transaction, so the task wrapper needs no database access."""
+        self._forget_ends()
         with transaction(self._sessions) as session:
             job = JobRepository(session).lock(job_id)
             if job is None or job.status in FINISHED_JOB_STATUSES:
@@ -311,13 +337,29 @@ class IndexingService:
             job.status = _final_status(job)
             job.error = error
             job.finished_at = utcnow()
+            self._pending_ends().append(_ended_figures(job))
             job.lease_owner = None
             job.lease_expires_at = None
         self._ended()
 
+    def _pending_ends(self) -> list[_EndedJob]:
+        pending: list[_EndedJob] | None = getattr(self._ends, "jobs", None)
+        if pending is None:
+            pending = self._ends.jobs = []
+        return pending
+
+    def _forget_ends(self) -> None:
+        """Before a transaction that may end jobs: what this thread still holds was
+        ended by a transaction that rolled back (a commit is always followed by
+        :meth:`_ended`), so it is not counted."""
+        self._pending_ends().clear()
+
     def _ended(self) -> None:
-        """Jobs have ended (committed): tell whoever asked (the worker's sweeper, which
-        delivers their webhooks)."""
+        """Jobs have ended (committed): count them in the metrics, then tell whoever
+        asked (the worker's sweeper, which delivers their webhooks)."""
+        pending = self._pending_ends()
+        while pending:
+            _record_ended(pending.pop())
         if self._on_finished is not None:
             try:
                 self._on_finished()
@@ -336,33 +378,62 @@ class IndexingService:
         )
         return changed
 
-    def _process_batch(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]) -> bool:
-        """Index one batch of items; returns whether any document changed.
+    def _index_batches(self, job_id: uuid.UUID, tenant_id: str, batches: list[list[int]]) -> bool:
+        """Index the items of ``batches``; returns whether any document changed.
 
-        The batch is decided at once (skip unchanged documents, chunk the others), then
+        Each batch is decided at once (skip unchanged documents, chunk the others), then
         encoded and written in groups of at most ``batch_chunks`` chunks (a larger
         document is a group of its own), so that progress is committed about once per
         group, every few documents or about once a second, whatever the documents' size.
-        """
-        todo = self._decide(job_id, tenant_id, item_ids)
+        The encoder works one group ahead, in a thread of its own: it encodes the next
+        group while this thread writes the current one (encoding changes nothing, so a
+        group encoded for nothing, the job cancelled or failing meanwhile, costs only
+        its time)."""
+        groups = (
+            group
+            for batch in batches
+            for group in _groups(
+                self._decide(job_id, tenant_id, batch), max_chunks=self._batch_chunks
+            )
+        )
+        current = next(groups, None)
+        if current is None:
+            return False
+        encoder = self._thread("encode")
+        encoding = encoder.submit(self._embed_items, current)
         changed = False
-        for group in _groups(todo, max_chunks=self._batch_chunks):
-            changed |= self._process_group(job_id, tenant_id, group)
+        try:
+            while current is not None:
+                embedded = encoding.result()
+                upcoming = next(groups, None)
+                if upcoming is not None:
+                    encoding = encoder.submit(self._embed_items, upcoming)
+                changed |= self._process_group(job_id, tenant_id, current, embedded)
+                current = upcoming
+        finally:
+            encoding.cancel()  # a group not yet encoding when this one failed
         return changed
 
-    def _process_group(self, job_id: uuid.UUID, tenant_id: str, group: list[_PreparedItem]) -> bool:
-        """1. encode, with no transaction open (the slow part);
+    def _process_group(
+        self,
+        job_id: uuid.UUID,
+        tenant_id: str,
+        group: list[_PreparedItem],
+        embedded: tuple[dict[int, list[Embedding]], dict[int, HsearchError]],
+    ) -> bool:
+        """1. encoded (``embedded``), with no transaction open (the slow part);
         2. record the chunk ids about to be written on each item (committed before
            Milvus sees them, so a crash can never leave chunks nobody knows of);
         3. in one transaction, under the documents' row locks: upsert every chunk of
            the group, delete the stale ones by primary key, update statistics and the
            documents, mark the items (:meth:`_write`).
         """
-        embeddings, errors = self._embed_items(group)
+        embeddings, errors = embedded
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
+            items = _by_id(JobRepository(session).items([p.item_id for p in group]))
             for prepared in group:
-                item = session.get_one(JobItem, prepared.item_id)
+                item = items[prepared.item_id]
                 if not _pending(item):
                     continue  # its job was cancelled while it was being encoded
                 if prepared.item_id in errors:
@@ -388,7 +459,10 @@ class IndexingService:
         """
         try:
             with transaction(self._sessions) as session:
-                return self._write_group(session, job_id, tenant_id, ready, embeddings)
+                documents, chunks = self._write_group(session, job_id, tenant_id, ready, embeddings)
+            # Counted once committed: a group rolled back is indexed again, counted then.
+            instruments.record_ingest(outcome="indexed", documents=documents, chunks=chunks)
+            return documents > 0
         except _StoreRefusedError as refused:
             if len(ready) > 1:
                 written = [self._write(job_id, tenant_id, [p], embeddings) for p in ready]
@@ -410,16 +484,18 @@ class IndexingService:
     def _decide(
         self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]
     ) -> list[_PreparedItem]:
+        """Skip what needs no work (unchanged or superseded documents), chunk the rest;
+        the batch's items and documents read in one query each."""
         fingerprint = self._embedder.info.fingerprint
         todo: list[_PreparedItem] = []
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
-            docs = DocumentRepository(session)
-            for item in JobRepository(session).items(item_ids):
-                if item.status is not JobItemStatus.PENDING:
-                    continue
-                doc_id = document_id(tenant_id, item.external_id)
-                existing = docs.get(doc_id)
+            items = [i for i in JobRepository(session).items(item_ids) if _pending(i)]
+            ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
+            documents = DocumentRepository(session).get_many(set(ids.values()))
+            for item in items:
+                doc_id = ids[item.id]
+                existing = documents.get(doc_id)
                 if existing is not None and existing.version > item.id:
                     self._superseded(job, item, doc_id)
                     continue
@@ -492,114 +568,170 @@ class IndexingService:
         tenant_id: str,
         ready: list[_PreparedItem],
         embeddings: dict[int, list[Embedding]],
-    ) -> bool:
+    ) -> tuple[int, int]:
+        """The group's statements, one per kind rather than one per document: the
+        items, the documents (locked, in id order: two workers writing overlapping
+        groups wait for each other instead of deadlocking) and the chunk ids of
+        unfinished attempts read in one query each; the BM25 statistics read once and
+        changed once, by the group's summed contribution; the new documents inserted
+        together. Each document is weighed as the tenant's corpus stands once the
+        documents before it in the group are counted in, as if they were written one
+        by one."""
         job = self._lock(session, job_id)
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
-        items = {item.id: item for item in jobs.items([p.item_id for p in ready])}
+        items = _by_id(jobs.items([p.item_id for p in ready]))
+        # Cancelled meanwhile: nothing of it is written.
+        todo = sorted((p for p in ready if _pending(items[p.item_id])), key=lambda p: p.document_id)
+        existing = docs.get_many({p.document_id for p in todo}, for_update=True)
+        live: list[_PreparedItem] = []
+        for prepared in todo:
+            item, current = items[prepared.item_id], existing.get(prepared.document_id)
+            if current is not None and current.version > item.id:
+                self._superseded(job, item, prepared.document_id)
+            else:
+                live.append(prepared)
+        if not live:
+            return 0, 0
+        unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
+        weighed: list[WeightedDocument] = []
+        if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
+            # Term counts become BM25 with the tenant's statistics, recorded below.
+            weighed = self._statistics.weigh_documents(
+                session,
+                tenant_id=tenant_id,
+                documents=[
+                    ([e.sparse for e in embeddings[p.item_id]], existing.get(p.document_id))
+                    for p in live
+                ],
+            )
         records: list[ChunkRecord] = []
         stale: set[str] = set()
+        added: list[dict[str, Any]] = []
         written: list[tuple[JobItem, int, int]] = []
-        # Row locks in document-id order: two workers writing overlapping groups wait
-        # for each other instead of deadlocking.
-        for prepared in sorted(ready, key=lambda p: p.document_id):
+        for position, prepared in enumerate(live):
             item = items[prepared.item_id]
-            if not _pending(item):
-                continue  # cancelled meanwhile: nothing of it is written
-            existing = docs.get_for_update(prepared.document_id)
-            if existing is not None and existing.version > item.id:
-                self._superseded(job, item, prepared.document_id)
-                continue
             vectors = embeddings[prepared.item_id]
-            # Term counts become BM25 with the tenant's statistics as they stand after
-            # the documents before this one in the group; recorded in this transaction.
             contribution = LexicalContribution()
-            if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
-                lexical = self._statistics.weigh_document(
-                    session,
-                    tenant_id=tenant_id,
-                    chunks=[e.sparse for e in vectors],
-                    replaced=existing,
-                )
+            if weighed:
                 vectors = [
                     Embedding(dense=e.dense, sparse=weights)
-                    for e, weights in zip(vectors, lexical.weights, strict=True)
+                    for e, weights in zip(vectors, weighed[position].weights, strict=True)
                 ]
-                self._statistics.record(session, tenant_id=tenant_id, document=lexical)
-                contribution = lexical.contribution
-            created = existing.created_at if existing else utcnow()
-            records.extend(
-                chunk_records(
-                    tenant_id=tenant_id,
-                    document_id=prepared.document_id,
-                    external_id=item.external_id,
-                    title=item.title,
-                    source=item.source,
-                    lang=item.lang,
-                    tags=item.tags,
-                    metadata=item.metadata_,
-                    created_at=created,
-                    chunk_ids=prepared.chunk_ids,
-                    chunks=prepared.chunks,
-                    offsets=prepared.offsets,
-                    vectors=vectors,
-                )
+                contribution = weighed[position].contribution
+            rows, old, new = self._document_write(
+                tenant_id,
+                item,
+                prepared,
+                existing.get(prepared.document_id),
+                vectors=vectors,
+                contribution=contribution,
+                unfinished=unfinished[prepared.document_id],
             )
-            # Stale: what the indexed version has, plus what interrupted attempts wrote.
-            old = set(existing.chunk_ids if existing else ())
-            old.update(jobs.unfinished_chunk_ids(prepared.document_id, exclude=item.id))
-            old.difference_update(prepared.chunk_ids)
+            records.extend(rows)
             stale.update(old)
-            values = {
-                "title": item.title,
-                "source": item.source,
-                "lang": item.lang,
-                "tags": list(item.tags),
-                "metadata_": dict(item.metadata_),
-                "content": item.content,
-                "content_hash": item.content_hash,
-                "chunk_count": len(prepared.chunks),
-                "chunk_ids": list(prepared.chunk_ids),
-                "lexical_terms": contribution.stored_terms(),
-                "lexical_length": contribution.length,
-                "encoder": self._embedder.info.fingerprint,
-                "version": item.id,
-            }
-            if existing is None:
-                docs.add(
-                    Document(
-                        id=prepared.document_id,
-                        tenant_id=tenant_id,
-                        external_id=item.external_id,
-                        created_at=created,
-                        **values,
-                    )
-                )
-            else:
-                for key, value in values.items():
-                    setattr(existing, key, value)
+            if new is not None:
+                added.append(new)
             item.status = JobItemStatus.INDEXED
             job.indexed += 1
             written.append((item, len(prepared.chunks), len(old)))
+        # The store writes while this transaction writes the rows; it commits only once
+        # both have succeeded (the chunk ids were committed on the items before).
+        stored = self._thread("store-write").submit(
+            self._store_write, tenant_id, records, sorted(stale)
+        )
         try:
-            if records:
-                self._store.upsert(records)
-            if stale:
-                self._store.delete_chunks(sorted(stale))
-        except BackendError:
-            raise  # transient: the task retries; this transaction rolls back
-        except HsearchError as exc:
-            raise _StoreRefusedError(exc) from exc
-        session.flush()
-        for item, chunks, deleted in written:
+            docs.insert_all(added)
+            self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed)
+            session.flush()
+        finally:
+            error = stored.exception()  # never committed before the store has answered
+        if isinstance(error, HsearchError) and not isinstance(error, BackendError):
+            raise _StoreRefusedError(error) from error
+        if error is not None:
+            raise error  # transient (BackendError) or unexpected: this transaction rolls back
+        for item, count, deleted in written:
             logger.info(
                 "ingest.document.indexed job_id=%s external_id=%s chunks=%d stale_deleted=%d",
                 job.id,
                 item.external_id,
-                chunks,
+                count,
                 deleted,
             )
-        return bool(written)
+        return len(written), sum(count for _, count, _ in written)
+
+    def _document_write(
+        self,
+        tenant_id: str,
+        item: JobItem,
+        prepared: _PreparedItem,
+        current: Document | None,
+        *,
+        vectors: list[Embedding],
+        contribution: LexicalContribution,
+        unfinished: set[str],
+    ) -> tuple[list[ChunkRecord], set[str], dict[str, Any] | None]:
+        """One document's part of a group write: its chunk records, the chunk ids that
+        become stale (what the indexed version has, plus what interrupted attempts
+        wrote), and its new row's columns (``None``: ``current`` is updated in place)."""
+        created = current.created_at if current else utcnow()
+        records = chunk_records(
+            tenant_id=tenant_id,
+            document_id=prepared.document_id,
+            external_id=item.external_id,
+            title=item.title,
+            source=item.source,
+            lang=item.lang,
+            tags=item.tags,
+            metadata=item.metadata_,
+            created_at=created,
+            chunk_ids=prepared.chunk_ids,
+            chunks=prepared.chunks,
+            offsets=prepared.offsets,
+            vectors=vectors,
+        )
+        stale = set(current.chunk_ids if current else ())
+        stale.update(unfinished)
+        stale.difference_update(prepared.chunk_ids)
+        values = {
+            "title": item.title,
+            "source": item.source,
+            "lang": item.lang,
+            "tags": list(item.tags),
+            "metadata_": dict(item.metadata_),
+            "content": item.content,
+            "content_hash": item.content_hash,
+            "chunk_count": len(prepared.chunks),
+            "chunk_ids": list(prepared.chunk_ids),
+            "lexical_terms": contribution.stored_terms(),
+            "lexical_length": contribution.length,
+            "encoder": self._embedder.info.fingerprint,
+            "version": item.id,
+        }
+        if current is not None:
+            for key, value in values.items():
+                setattr(current, key, value)
+            return list(records), stale, None
+        values.update(
+            id=prepared.document_id,
+            tenant_id=tenant_id,
+            external_id=item.external_id,
+            created_at=created,
+        )
+        return list(records), stale, values
+
+    def _store_write(self, tenant_id: str, records: list[ChunkRecord], stale: list[str]) -> None:
+        self._store.upsert(records)
+        if stale:
+            self._store.delete_chunks(stale, tenant_id=tenant_id)
+
+    def _thread(self, name: str) -> ThreadPoolExecutor:
+        """The service's thread ``name``: ``encode`` (the encoder, a group ahead of the
+        writes) or ``store-write`` (a group's store writes, beside its rows')."""
+        with self._threads_lock:
+            if name not in self._threads:
+                self._threads[name] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+            return self._threads[name]
 
     @staticmethod
     def _superseded(job: IngestionJob, item: JobItem, doc_id: uuid.UUID) -> None:
@@ -647,6 +779,10 @@ def _groups(todo: list[_PreparedItem], *, max_chunks: int) -> list[list[_Prepare
     return groups
 
 
+def _by_id(items: list[JobItem]) -> dict[int, JobItem]:
+    return {item.id: item for item in items}
+
+
 def _pending(item: JobItem) -> bool:
     """Whether ``item`` still waits to be indexed (not done, failed or cancelled)."""
     return item.status is JobItemStatus.PENDING
@@ -658,3 +794,30 @@ def _final_status(job: IngestionJob) -> JobStatus:
     if job.failed == job.total:
         return JobStatus.FAILED
     return JobStatus.PARTIAL
+
+
+@dataclass(frozen=True, slots=True)
+class _EndedJob:
+    skipped: int
+    failed: int
+    deleted: int
+    searchable_after_s: float | None
+
+
+def _ended_figures(job: IngestionJob) -> _EndedJob:
+    searchable = None
+    if job.status in SEARCHABLE_JOB_STATUSES and job.finished_at is not None:
+        searchable = (aware(job.finished_at) - aware(job.created_at)).total_seconds()
+    return _EndedJob(
+        skipped=job.skipped, failed=job.failed, deleted=job.deleted, searchable_after_s=searchable
+    )
+
+
+def _record_ended(job: _EndedJob) -> None:
+    """A job's end in the metrics: its documents that were not indexed (those that were
+    are counted as they are written) and its time to searchable."""
+    instruments.record_ingest(outcome="skipped", documents=job.skipped)
+    instruments.record_ingest(outcome="failed", documents=job.failed)
+    instruments.record_ingest(outcome="deleted", documents=job.deleted)
+    if job.searchable_after_s is not None:
+        instruments.record_time_to_searchable(job.searchable_after_s)

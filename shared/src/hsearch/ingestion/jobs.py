@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from hsearch.config import IngestSettings, WebhookSettings
+from hsearch.config import IngestSettings, QuotaSettings, WebhookSettings
 from hsearch.db.base import utcnow
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.jobs import JobRepository
@@ -31,7 +31,10 @@ from hsearch.ingestion.deletion import parse_delete_filter
 from hsearch.ingestion.dispatch import UnitOfWork
 from hsearch.ingestion.ids import content_hash
 from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView, WebhookView
+from hsearch.ingestion.quotas import check_submission
+from hsearch.ingestion.storable import unstorable
 from hsearch.ingestion.webhooks import check_webhook_url
+from hsearch.logging import current_request_id
 from hsearch.types import JobKind
 
 MAX_PAGE = 500
@@ -58,11 +61,14 @@ class JobService:
         *,
         settings: IngestSettings,
         webhooks: WebhookSettings | None = None,
+        quotas: QuotaSettings | None = None,
     ) -> None:
-        """``webhooks``: how jobs' webhooks are sent (None: no job may have one)."""
+        """``webhooks``: how jobs' webhooks are sent (None: no job may have one);
+        ``quotas``: the tenants' quotas (None: none)."""
         self._uow = uow
         self._settings = settings
         self._webhooks = webhooks or WebhookSettings()
+        self._quotas = quotas or QuotaSettings()
 
     # Commands: submit; cancel comes here.
 
@@ -83,7 +89,9 @@ class JobService:
         the field, for an empty batch, a text of white space only, an external id
         repeated within the batch or a webhook URL that cannot be called. Nothing is
         written then. Every document's problems are listed in the error's ``errors``;
-        the status is 413 when any is over a size limit.
+        the status is 413 when any is over a size limit. A batch that would pass one
+        of the tenant's quotas is refused whole with :class:`QuotaExceededError` (429,
+        :mod:`hsearch.ingestion.quotas`).
 
         ``lines`` are the NDJSON lines the documents came from (an upload,
         ``POST /v1/documents:ndjson``): errors then name the line and the field
@@ -94,6 +102,13 @@ class JobService:
             check_webhook_url(webhook_url, settings=self._webhooks)
         session = self._uow.session
         TenantRepository(session).ensure(tenant_id)
+        check_submission(
+            session,
+            tenant_id=tenant_id,
+            external_ids=[d.external_id for d in documents],
+            quotas=self._quotas,
+            now=utcnow(),
+        )
         job = IngestionJob(
             id=uuid.uuid4(),
             tenant_id=tenant_id,
@@ -106,6 +121,7 @@ class JobService:
             attempts=0,
             webhook_url=webhook_url,
             webhook_attempts=0,
+            request_id=current_request_id(),
         )
         job.items = [
             JobItem(
@@ -146,6 +162,9 @@ class JobService:
         selected when a worker starts the job (:mod:`hsearch.ingestion.deletion`).
         Raises InvalidFilterError / InvalidRequestError (422) naming the field."""
         parse_delete_filter(filter, everything=everything)
+        problems = list(unstorable(filter, "filter"))
+        if problems:  # the job row keeps it
+            raise InvalidRequestError.of(problems)
         if webhook_url is not None:
             check_webhook_url(webhook_url, settings=self._webhooks)
         TenantRepository(self._uow.session).ensure(tenant_id)
@@ -163,6 +182,7 @@ class JobService:
             attempts=0,
             webhook_url=webhook_url,
             webhook_attempts=0,
+            request_id=current_request_id(),
         )
         JobRepository(self._uow.session).add(job)
         self._uow.jobs.enqueue(job.id)
@@ -269,6 +289,9 @@ class JobService:
                     f"only white space (external_id {doc.external_id!r}): there is nothing to index"
                 )
                 invalid.append(error(i, "text", msg))
+            for name in ("external_id", "title", "text", "source", "lang", "tags", "metadata"):
+                for problem in unstorable(getattr(doc, name), name):
+                    invalid.append(error(i, problem.field, problem.message))
             if doc.external_id in seen:
                 msg = (
                     f"{doc.external_id!r} repeats {position(seen[doc.external_id])} "
@@ -301,6 +324,7 @@ def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:
         started_at=job.started_at,
         finished_at=job.finished_at,
         errors=errors,
+        request_id=job.request_id,
         webhook=(
             None
             if job.webhook_url is None

@@ -44,6 +44,7 @@ from hsearch.db.repositories.jobs import JobRepository
 from hsearch.errors import BackendError
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.webhooks import WebhookSender
+from hsearch.logging import bind_request_id
 
 __all__ = ["JobSweeper", "LeaseKeeper", "aware", "worker_identity"]
 
@@ -101,12 +102,16 @@ class JobSweeper:
                 else:
                     logger.warning("ingest.job.never_sent job_id=%s: sending", job.id)
                     job.sent_at = now
-            ids = [job.id for job in stale]
-        for job_id in ids:
-            try:
-                self._queue.enqueue_job(job_id)
-            except BackendError as exc:
-                logger.warning("ingest.job.resend_failed job_id=%s error=%s", job_id, exc.message)
+            sends = [(job.id, job.request_id) for job in stale]
+        for job_id, request_id in sends:
+            # The job's own request id travels with it again (logs and task header).
+            with bind_request_id(request_id):
+                try:
+                    self._queue.enqueue_job(job_id)
+                except BackendError as exc:
+                    logger.warning(
+                        "ingest.job.resend_failed job_id=%s error=%s", job_id, exc.message
+                    )
         if self._retention is not None:
             with transaction(self._sessions) as session:
                 purged = JobRepository(session).purge_finished(before=now - self._retention)
@@ -114,7 +119,7 @@ class JobSweeper:
                 logger.info("ingest.jobs.purged count=%d", purged)
         if self._webhooks is not None:
             self._webhooks.deliver_due()
-        return ids
+        return [job_id for job_id, _ in sends]
 
     def wake(self) -> None:
         """Make :meth:`run` sweep now (a job has ended: its webhook is due)."""

@@ -61,6 +61,8 @@ class JobView:
     finished_at: datetime | None
     errors: tuple[ItemError, ...] = ()
     webhook: WebhookView | None = None
+    request_id: str | None = None
+    """The id of the request that submitted the job (its log lines carry it)."""
 
     @property
     def processed(self) -> int:

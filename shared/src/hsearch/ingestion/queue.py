@@ -7,11 +7,15 @@ import uuid
 from typing import Protocol
 
 from celery import Celery
+from kombu.transport import virtual
 
 from hsearch.errors import BackendError
+from hsearch.logging import current_request_id
 
 INGEST_QUEUE = "ingest"
 INGEST_JOB_TASK = "ingest.job"
+REQUEST_ID_TASK_HEADER = "hsearch_request_id"
+"""The task header that carries the submitting request's id to the worker."""
 
 
 class JobQueue(Protocol):
@@ -24,6 +28,11 @@ class JobQueue(Protocol):
 
     def ping(self, *, timeout_s: float) -> None:
         """Connect to the broker once; raises :class:`BackendError` if it cannot."""
+        ...
+
+    def depths(self, *, timeout_s: float) -> dict[str, int]:
+        """Messages waiting per queue; raises :class:`BackendError` if the broker
+        cannot tell within ``timeout_s``."""
         ...
 
 
@@ -66,10 +75,13 @@ class CeleryJobQueue:
 
     def enqueue_job(self, job_id: uuid.UUID) -> None:
         try:
+            request_id = current_request_id()
             self._app.send_task(
                 INGEST_JOB_TASK,
                 kwargs={"job_id": str(job_id)},
                 queue=INGEST_QUEUE,
+                # The worker's log lines for the job carry the submitting request's id.
+                headers={REQUEST_ID_TASK_HEADER: request_id} if request_id else None,
                 retry=True,
                 retry_policy={"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5},
             )
@@ -80,6 +92,22 @@ class CeleryJobQueue:
         try:
             with self._app.connection_for_write() as connection:
                 connection.ensure_connection(max_retries=0, timeout=timeout_s)
+        except Exception as exc:  # kombu raises many unrelated types for a dead broker
+            raise BackendError(f"broker unreachable: {type(exc).__name__}: {exc}") from exc
+
+    def depths(self, *, timeout_s: float) -> dict[str, int]:
+        try:
+            with self._app.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=0, timeout=timeout_s)
+                channel = connection.default_channel
+                # Every kombu transport answers a declare with the queue's message count.
+                # Virtual transports (Redis, SQL) create nothing on it, and find no
+                # queue while it is empty (Redis drops an empty list), so theirs is not
+                # passive; AMQP's is, so that a scrape never creates a queue.
+                declared = channel.queue_declare(
+                    queue=INGEST_QUEUE, passive=not isinstance(channel, virtual.Channel)
+                )
+                return {INGEST_QUEUE: int(declared.message_count)}
         except Exception as exc:  # kombu raises many unrelated types for a dead broker
             raise BackendError(f"broker unreachable: {type(exc).__name__}: {exc}") from exc
 
@@ -96,3 +124,7 @@ class InMemoryJobQueue:
 
     def ping(self, *, timeout_s: float) -> None:
         del timeout_s  # always there
+
+    def depths(self, *, timeout_s: float) -> dict[str, int]:
+        del timeout_s
+        return {INGEST_QUEUE: len(self.sent)}

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.config import IngestSettings
 from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
@@ -109,7 +110,10 @@ class Reconciler:
     def repair(self, drift: Drift) -> Drift:
         """Delete the orphans and submit the documents with missing chunks again."""
         if drift.orphans:
-            self._store.delete_chunks(list(drift.orphans))
+            self._store.delete_chunks(list(drift.orphans), tenant_id=drift.tenant_id)
+            with transaction(self._sessions) as session:
+                # Searches found the orphans: cached results go stale.
+                TenantRepository(session).bump_generation(drift.tenant_id)
             logger.warning(
                 "reconcile.orphans_deleted tenant=%s chunks=%d", drift.tenant_id, len(drift.orphans)
             )

@@ -47,6 +47,7 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import IngestionJob
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.errors import InvalidRequestError
+from hsearch.ingestion.storable import unstorable
 from hsearch.types import SEARCHABLE_JOB_STATUSES
 
 __all__ = ["EVENT_TYPE", "WebhookSender", "check_webhook_url", "job_event"]
@@ -73,6 +74,9 @@ def check_webhook_url(url: str, *, settings: WebhookSettings) -> str:
             "HSEARCH_WEBHOOKS__SECRET)"
         )
         raise InvalidRequestError(msg)
+    problems = list(unstorable(url, "webhook_url"))
+    if problems:
+        raise InvalidRequestError.of(problems)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidRequestError("webhook_url: an absolute http:// or https:// URL is required")

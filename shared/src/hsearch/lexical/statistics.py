@@ -23,22 +23,38 @@ Transactions belong to the caller on the indexing side: :meth:`weigh_document` a
 transaction that marks the document indexed (and roll back with it); the counters'
 rows are locked by their upserts until that commit. The query side only reads, in a
 short session of its own. SQL lives in :class:`LexicalStatsRepository`.
+
+The query side keeps what it read (per tenant, bounded: the corpus size and the
+document frequencies of the terms asked), used only while the database is down and for
+``database.stale_s`` after the read (nothing can change the statistics meanwhile: every
+write goes through the database). A query with a term not read within that window
+raises :class:`~hsearch.errors.MetadataUnavailableError`: the sparse leg then fails
+and the search answers with its other legs, flagged degraded.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from cachetools import LRUCache
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.db.engine import DATABASE_UNAVAILABLE, unavailable
 from hsearch.db.models import Document
 from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
 from hsearch.types import SparseVector
 
 __all__ = ["LexicalContribution", "LexicalStatistics", "WeightedDocument", "weigh_chunks"]
+
+_TENANTS_KEPT = 1_000
+"""Tenants whose last-read statistics a process keeps for an outage (least recent out)."""
+_TERMS_KEPT = 10_000
+"""Document frequencies kept per tenant (least recently asked out)."""
 
 
 def weigh_chunks(chunks: Sequence[SparseVector], *, avg_length: float) -> tuple[SparseVector, ...]:
@@ -100,28 +116,90 @@ class WeightedDocument:
     """What the version it replaces had added (nothing for a new document)."""
 
 
+class _LastRead:
+    """What the query side last read of one tenant's statistics, and when."""
+
+    def __init__(self) -> None:
+        self.chunks = (0, float("-inf"))
+        self.dfs: LRUCache[int, tuple[int, float]] = LRUCache(maxsize=_TERMS_KEPT)
+
+
 class LexicalStatistics:
     """A tenant's BM25 statistics: weighs queries and documents, records documents."""
 
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+    def __init__(
+        self,
+        session_factory: sessionmaker[Session],
+        *,
+        stale_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         # Only the query side opens sessions; the document side uses the caller's.
         self._sessions = session_factory
+        self._stale_s = stale_s
+        self._clock = clock
+        self._last: LRUCache[str, _LastRead] = LRUCache(maxsize=_TENANTS_KEPT)
+        self._lock = threading.Lock()
 
     def weigh_query(self, tenant_id: str, term_frequencies: SparseVector) -> SparseVector:
         """The BM25 query side of a query's raw term counts: the tenant's IDF per term.
 
         Terms the tenant's corpus does not hold are left out (they cannot match).
+
+        Raises:
+            MetadataUnavailableError: the database is down and the tenant's corpus size
+                or a term's frequency was not read within ``stale_s``.
         """
-        with self._sessions() as session:
-            repo = LexicalStatsRepository(session)
-            n_chunks, _ = repo.corpus(tenant_id)
-            dfs = repo.document_frequencies(tenant_id, term_frequencies.indices)
+        terms = [int(t) for t in term_frequencies.indices]
+        try:
+            with self._sessions() as session:
+                repo = LexicalStatsRepository(session)
+                n_chunks, _ = repo.corpus(tenant_id)
+                dfs = repo.document_frequencies(tenant_id, terms)
+        except DATABASE_UNAVAILABLE as exc:
+            n_chunks, dfs = self._last_read(tenant_id, terms, exc)
+        else:
+            self._remember(tenant_id, terms, n_chunks, dfs)
         # The two reads are not one snapshot: a concurrent ingest may have counted a
         # term's chunks before the corpus size; N is never below any df.
         document_count = max(n_chunks, max(dfs.values(), default=0), 1)
         return bm25_query_weights(
             term_frequencies, document_frequencies=dfs, document_count=document_count
         )
+
+    def _remember(
+        self, tenant_id: str, terms: Sequence[int], n_chunks: int, dfs: Mapping[int, int]
+    ) -> None:
+        if self._stale_s <= 0:
+            return
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(tenant_id)
+            if last is None:
+                last = self._last[tenant_id] = _LastRead()
+            last.chunks = (n_chunks, now)
+            for term in terms:  # a term the tenant lacks is a frequency of 0
+                last.dfs[term] = (int(dfs.get(term, 0)), now)
+
+    def _last_read(
+        self, tenant_id: str, terms: Sequence[int], exc: Exception
+    ) -> tuple[int, dict[int, int]]:
+        """The corpus size and ``terms``' frequencies read within ``stale_s`` (the
+        database being down: ``exc``); else the database's unavailability, raised."""
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(tenant_id)
+            if last is not None and now - last.chunks[1] < self._stale_s:
+                dfs: dict[int, int] = {}
+                for term in terms:
+                    seen = last.dfs.get(term)
+                    if seen is None or now - seen[1] >= self._stale_s:
+                        break
+                    if seen[0]:
+                        dfs[term] = seen[0]
+                else:
+                    return last.chunks[0], dfs
+        raise unavailable(exc) from exc
 
     def weigh_document(
         self,
@@ -148,6 +226,54 @@ class LexicalStatistics:
         avg_length = (total - old.length + contribution.length) / new_n if new_n > 0 else 1.0
         weights = weigh_chunks(chunks, avg_length=avg_length)
         return WeightedDocument(weights=weights, contribution=contribution, replaced=old)
+
+    def weigh_documents(
+        self,
+        session: Session,
+        *,
+        tenant_id: str,
+        documents: Sequence[tuple[Sequence[SparseVector], Document | None]],
+    ) -> list[WeightedDocument]:
+        """:meth:`weigh_document` for several documents (``(chunks, replaced)`` each),
+        with one read of the statistics: each document is weighed as the corpus will be
+        once it and the documents before it are recorded, the weights
+        :meth:`weigh_document` gives when each is recorded before the next is weighed.
+        Changes nothing: :meth:`record_all` the result once the chunks are stored."""
+        n_chunks, total = LexicalStatsRepository(session).corpus(tenant_id)
+        weighed: list[WeightedDocument] = []
+        for chunks, replaced in documents:
+            contribution = LexicalContribution.of_chunks(chunks)
+            old = (
+                LexicalContribution()
+                if replaced is None
+                else LexicalContribution.of_document(replaced)
+            )
+            n_chunks += contribution.chunks - old.chunks
+            total += contribution.length - old.length
+            avg_length = total / n_chunks if n_chunks > 0 else 1.0
+            weights = weigh_chunks(chunks, avg_length=avg_length)
+            weighed.append(
+                WeightedDocument(weights=weights, contribution=contribution, replaced=old)
+            )
+        return weighed
+
+    def record_all(
+        self, session: Session, *, tenant_id: str, documents: Sequence[WeightedDocument]
+    ) -> None:
+        """:meth:`record` for several documents at once: one summed change."""
+        deltas: Counter[int] = Counter()
+        chunks = length = 0
+        for document in documents:
+            new, old = document.contribution, document.replaced
+            deltas.subtract(old.terms)
+            deltas.update(new.terms)
+            chunks += new.chunks - old.chunks
+            length += new.length - old.length
+        if not documents:
+            return
+        LexicalStatsRepository(session).apply_delta(
+            tenant_id, chunks=chunks, length=length, term_deltas=deltas
+        )
 
     def record(self, session: Session, *, tenant_id: str, document: WeightedDocument) -> None:
         """Count ``document`` in its tenant's statistics and its replaced version out.

@@ -9,6 +9,7 @@ from hsearch.search.facets import FacetRequest, FacetResult
 from hsearch.search.timings import StageTimings
 from hsearch.search.totals import FacetBasis, Totals
 from hsearch.types import CountUnit, FusionMethod, Leg, LegStatus, SearchMode
+from hsearch.vectorstore.filters import FilterNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,18 @@ class SearchQuery:
     facets: tuple[FacetRequest, ...] = ()
     facet_unit: CountUnit = CountUnit.DOCUMENT
     highlight: bool = True
+    track_total: bool = True
+    """Count every keyword match for the total and the facets (one more store request
+    when the sparse leg fills its window); ``False``: count the window only."""
     rerank: bool = False
+    required_filter: FilterNode | None = None
+    """A scoped search token's filter: ANDed with ``filter`` into every leg, the totals
+    and the facets (never from the request body)."""
+    max_top_k: int | None = None
+    """A scoped search token's limit on ``top_k``, below the server's."""
+    cursor: str | None = None
+    """A previous page's ``next_cursor``: the page after it, cut from the same fused list
+    (``offset`` is then the cursor's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +115,11 @@ class SearchResult:
     facet_basis: FacetBasis | None = None
     timings: StageTimings = field(default_factory=StageTimings)
     """Where ``took_ms`` went, stage by stage (:mod:`hsearch.search.timings`)."""
+    cached: bool = False
+    """Served from the result cache (:mod:`hsearch.search.caching`): computed by an
+    earlier identical search on the same data; ``timings`` are this request's."""
+    embedding_cached: bool = False
+    """The query's vectors came from the query-embedding cache (the model did not run)."""
+    next_cursor: str | None = None
+    """Where the next page starts, in the fused list this page was cut from (``None`` on
+    the window's last page)."""

@@ -36,6 +36,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Final
 
 from hsearch.config import SearchSettings
 from hsearch.embedding.protocol import EncoderInfo
@@ -45,9 +46,9 @@ from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.models import SearchQuery
 from hsearch.search.ranking import RankingSpec, dense_cannot_read
 from hsearch.types import MODE_LEGS, Leg, SearchMode
-from hsearch.vectorstore.filters import FilterNode, parse_filter
+from hsearch.vectorstore.filters import And, FilterNode, parse_filter
 
-__all__ = ["LegPlan", "LegRole", "QueryPlanner", "SearchPlan"]
+__all__ = ["MAX_QUERY_CHARS", "LegPlan", "LegRole", "QueryPlanner", "SearchPlan"]
 
 
 class LegRole(StrEnum):
@@ -69,6 +70,11 @@ class LegRole(StrEnum):
         if self is LegRole.IF_NO_HITS:
             return not any(primary)
         return True
+
+
+MAX_QUERY_CHARS: Final = 4096
+"""The longest query text a search takes (the API's schema says the same); longer text
+is refused rather than cut, so that what is searched is what was sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +107,8 @@ class SearchPlan:
     ranking: RankingSpec
     rerank: bool
     highlight: bool
+    track_total: bool = True
+    """Count the keyword matches beyond the window (:class:`SearchQuery`)."""
 
     def legs_in(self, role: LegRole) -> tuple[Leg, ...]:
         return tuple(p.leg for p in self.legs if p.role is role)
@@ -127,12 +135,7 @@ class QueryPlanner:
     def plan(self, query: SearchQuery) -> SearchPlan:
         """Validate ``query``; raises :class:`InvalidRequestError` naming the field."""
         s = self._settings
-        if not query.query.strip():
-            raise InvalidRequestError("query: must not be empty")
-        if not 1 <= query.top_k <= s.max_top_k:
-            raise InvalidRequestError(f"top_k: must be between 1 and {s.max_top_k}")
-        if query.offset < 0:
-            raise InvalidRequestError("offset: must be >= 0")
+        _check_text_and_page(query, max_top_k=s.max_top_k)
         # The candidate depth (the window) depends on neither top_k nor offset: every
         # page of a query is cut from the same fused list, so pages neither repeat nor
         # skip hits, and totals and facets count the same set whatever the page.
@@ -157,6 +160,11 @@ class QueryPlanner:
             raise InvalidRequestError("min_score: must be a finite number")
         # Parsed once here; every leg gets the tree. InvalidFilterError names the part.
         filter = parse_filter(query.filter)
+        if query.required_filter is not None:
+            # A token's filter is ANDed in, never ORed: no request can widen it.
+            filter = (
+                query.required_filter if filter is None else And((query.required_filter, filter))
+            )
         validate_facet_requests(query.facets)
         if query.rerank and not self._can_rerank:
             msg = "rerank: no reranker is configured on this server (HSEARCH_RERANK__MODEL_PATH)"
@@ -200,6 +208,7 @@ class QueryPlanner:
             ),
             rerank=query.rerank,
             highlight=query.highlight,
+            track_total=query.track_total,
         )
 
 
@@ -232,3 +241,19 @@ def _leg_plans(
         else:
             roles[Leg.SPARSE] = LegRole.PRIMARY
     return tuple(LegPlan(leg, roles[leg]) for leg in Leg if leg in roles)
+
+
+def _check_text_and_page(query: SearchQuery, *, max_top_k: int) -> None:
+    """The query text and the page's size and start; raises InvalidRequestError."""
+    if not query.query.strip():
+        raise InvalidRequestError("query: must not be empty")
+    if len(query.query) > MAX_QUERY_CHARS:
+        msg = f"query: at most {MAX_QUERY_CHARS} characters, got {len(query.query)}"
+        raise InvalidRequestError(msg)
+    if not 1 <= query.top_k <= max_top_k:
+        raise InvalidRequestError(f"top_k: must be between 1 and {max_top_k}")
+    if query.max_top_k is not None and query.top_k > query.max_top_k:
+        msg = f"top_k: this search token allows at most {query.max_top_k}"
+        raise InvalidRequestError(msg)
+    if query.offset < 0:
+        raise InvalidRequestError("offset: must be >= 0")

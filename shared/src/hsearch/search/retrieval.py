@@ -25,6 +25,7 @@ from functools import partial
 
 import anyio.to_thread
 
+from hsearch.cache.embeddings import QueryEncoder
 from hsearch.embedding.protocol import Embedder, SparseKind
 from hsearch.errors import BackendError, VectorStoreTimeoutError
 from hsearch.lexical.statistics import LexicalStatistics
@@ -94,15 +95,23 @@ class Retrieval:
     """One per leg of the plan, in its order."""
     matches: Matches | None = None
     """The keyword matches, when asked for and counted in time."""
+    embedding_cached: bool = False
+    """Every query vector came from the query-embedding cache (the model did not run)."""
 
 
 class Retriever:
     """Encodes queries and runs legs against one store."""
 
     def __init__(
-        self, *, embedder: Embedder, store: VectorStore, statistics: LexicalStatistics
+        self,
+        *,
+        embedder: Embedder,
+        store: VectorStore,
+        statistics: LexicalStatistics,
+        queries: QueryEncoder | None = None,
     ) -> None:
         self._embedder = embedder
+        self._queries = queries or QueryEncoder(embedder)
         self._store = store
         self._statistics = statistics
 
@@ -117,20 +126,28 @@ class Retriever:
         """
         deadline = clock.started + plan.budget_s
         outcomes = {p.leg: _skipped(p.leg) for p in plan.legs}
+        encoded: list[bool] = []
         first, counted = await self._round(
             plan,
             legs=plan.legs_in(LegRole.PRIMARY),
             deadline=deadline,
             clock=clock,
             matches=matches,
+            encoded=encoded,
         )
         outcomes.update(first)
         answers = [o.hits for o in first.values()]
         later = [p.leg for p in plan.legs if p.role is not LegRole.PRIMARY and p.role.due(answers)]
         if later:
-            second, _ = await self._round(plan, legs=later, deadline=deadline, clock=clock)
+            second, _ = await self._round(
+                plan, legs=later, deadline=deadline, clock=clock, encoded=encoded
+            )
             outcomes.update(second)
-        return Retrieval(tuple(outcomes[p.leg] for p in plan.legs), counted)
+        return Retrieval(
+            tuple(outcomes[p.leg] for p in plan.legs),
+            counted,
+            embedding_cached=bool(encoded) and all(encoded),
+        )
 
     async def run(self, requests: Sequence[LegRequest]) -> list[LegOutcome]:
         """Run ``requests`` concurrently; one outcome each, in order."""
@@ -159,16 +176,29 @@ class Retriever:
         return _failed(request.leg, status, error, started=started)
 
     async def encode(
-        self, plan: SearchPlan, *, legs: Collection[Leg], clock: StageClock
+        self,
+        plan: SearchPlan,
+        *,
+        legs: Collection[Leg],
+        clock: StageClock,
+        encoded: list[bool] | None = None,
+        failed: dict[Leg, str] | None = None,
     ) -> dict[Leg, Vector]:
-        """The query vectors ``legs`` read, and nothing else.
+        """The query vectors ``legs`` read, and nothing else; appends to ``encoded``
+        whether they came from the query-embedding cache.
 
-        Encoding is tenant-independent; raw term counts then get the tenant's IDF (BM25
-        as an inner product: the query side carries the IDF) as a stage of its own.
+        A leg whose vector cannot be made (the sparse leg when the tenant's statistics
+        cannot be read: the metadata database down) is left out, its error put in
+        ``failed``: that leg fails, not the search.
+
+        Encoding is tenant-independent (so its cache serves every tenant); raw term
+        counts then get the tenant's IDF (BM25 as an inner product: the query side
+        carries the IDF) as a stage of its own, after the cache.
         """
         dense, sparse = Leg.DENSE in legs, Leg.SPARSE in legs
-        embed = partial(self._embedder.embed_query, plan.query, dense=dense, sparse=sparse)
-        embedding = await anyio.to_thread.run_sync(embed)
+        embedding, cached = await self._queries.embed_query(plan.query, dense=dense, sparse=sparse)
+        if encoded is not None:
+            encoded.append(cached)
         clock.lap(Stage.ENCODE)
         vectors: dict[Leg, Vector] = {}
         if dense:
@@ -177,7 +207,13 @@ class Retriever:
             weights = embedding.sparse
             if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
                 weigh = partial(self._statistics.weigh_query, plan.tenant_id, weights)
-                weights = await anyio.to_thread.run_sync(weigh)
+                try:
+                    weights = await anyio.to_thread.run_sync(weigh)
+                except BackendError as exc:
+                    clock.lap(Stage.STATISTICS)
+                    if failed is not None:
+                        failed[Leg.SPARSE] = f"{type(exc).__name__}: {exc.message}"
+                    return vectors
                 clock.lap(Stage.STATISTICS)
             vectors[Leg.SPARSE] = weights
         return vectors
@@ -250,6 +286,7 @@ class Retriever:
         deadline: float,
         clock: StageClock,
         matches: MatchRequest | None = None,
+        encoded: list[bool] | None = None,
     ) -> tuple[dict[Leg, LegOutcome], Matches | None]:
         now = time.perf_counter()
         counted: Matches | None = None
@@ -257,12 +294,16 @@ class Retriever:
             # No time left to encode or search: the legs missed the deadline.
             outcomes = [_failed(leg, LegStatus.TIMEOUT, _NO_TIME_LEFT, started=now) for leg in legs]
         else:
-            vectors = await self.encode(plan, legs=legs, clock=clock)
+            failed: dict[Leg, str] = {}
+            vectors = await self.encode(
+                plan, legs=legs, clock=clock, encoded=encoded, failed=failed
+            )
             requests = [
                 LegRequest(
                     leg, plan.tenant_id, vectors[leg], plan.filter, plan.candidates, deadline
                 )
                 for leg in legs
+                if leg in vectors
             ]
             results = await asyncio.gather(
                 *(
@@ -270,7 +311,9 @@ class Retriever:
                     for r in requests
                 )
             )
-            outcomes = [outcome for outcome, _ in results]
+            outcomes = [outcome for outcome, _ in results] + [
+                _failed(leg, LegStatus.ERROR, error, started=now) for leg, error in failed.items()
+            ]
             counted = next((m for _, m in results if m is not None), None)
         clock.lap(Stage.RETRIEVAL)
         return {o.leg: o for o in outcomes}, counted

@@ -28,6 +28,9 @@ class Stage(StrEnum):
 
     PLAN = "plan"
     """Validation of the request into a plan (filter parsed, weights and legs chosen)."""
+    CACHE = "cache"
+    """The result cache: the tenant's data generation read, the lookup, and the wait
+    for an identical search another request is computing (0 with no cache)."""
     ENCODE = "encode"
     """The query encoder, for the sides the legs about to run read."""
     STATISTICS = "statistics"
@@ -49,6 +52,7 @@ class StageTimings:
     """Milliseconds per :class:`Stage`; :attr:`total_ms` is their sum."""
 
     plan_ms: float = 0.0
+    cache_ms: float = 0.0
     encode_ms: float = 0.0
     statistics_ms: float = 0.0
     retrieval_ms: float = 0.0

@@ -27,7 +27,10 @@ def build_tenancy(settings: Settings, sessions: sessionmaker[Session]) -> Tenanc
         sessions,
         server_key=load_server_key(settings.auth, secret_file=settings.auth_secret_file),
         cache_ttl_s=settings.auth.cache_ttl_s,
+        stale_ttl_s=settings.auth.stale_ttl_s,
         cache_size=settings.auth.cache_size,
+        token_max_ttl_s=settings.auth.token_max_ttl_s,
+        token_default_ttl_s=settings.auth.token_default_ttl_s,
     )
 
 

@@ -13,12 +13,27 @@ time and records ``last_used_at``. The price is bounded staleness: a revocation 
 suspension made elsewhere reaches an API process within ``auth.cache_ttl_s`` (in the
 process that made it, at once). Expiry needs no database and is checked on every request.
 
+A scoped search token (:mod:`.tokens`) is checked the same way: its signature and
+expiry with no I/O, its parent key through the same TTL cache (by key id), so revoking
+the parent or suspending its tenant refuses the token within ``auth.cache_ttl_s`` (at
+once in the process that did it), and a token never outlives its parent key.
+
+While the metadata database is down (:data:`~hsearch.db.engine.DATABASE_UNAVAILABLE`),
+a key (or a token's parent key) this process verified at most ``auth.stale_ttl_s`` ago
+is still accepted, as it stood then; any other is refused with
+:class:`~hsearch.errors.MetadataUnavailableError` (503): never accepted unchecked. So a
+revocation or suspension made elsewhere just before an outage applies here within
+``auth.stale_ttl_s`` (``auth.cache_ttl_s`` while the database answers).
+
 Every change made here, and every API request an operator makes for a tenant, is written
-to the audit log in the transaction that makes it.
+to the audit log in the transaction that makes it. Minting a token is not (it changes
+nothing stored, and a frontend may mint one per page view).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import secrets
 import threading
@@ -26,24 +41,26 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.base import utcnow
-from hsearch.db.engine import transaction
+from hsearch.db.engine import DATABASE_UNAVAILABLE, transaction, unavailable
 from hsearch.db.models import ApiKey, AuditEvent, Tenant
 from hsearch.db.repositories.api_keys import ApiKeyRepository, AuditRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import (
     ApiKeyNotFoundError,
+    AuthenticationError,
     ExpiredCredentialError,
     InsufficientScopeError,
     InvalidCredentialError,
     InvalidRequestError,
+    InvalidTokenError,
     RevokedCredentialError,
     TenantExistsError,
     TenantMismatchError,
@@ -52,6 +69,15 @@ from hsearch.errors import (
     TenantSuspendedError,
 )
 from hsearch.tenancy.keys import generate_key, key_hmac, parse_key
+from hsearch.tenancy.tokens import (
+    SearchToken,
+    TokenLimits,
+    decode_token,
+    encode_token,
+    looks_like_token,
+    parse_token_filter,
+    token_signing_key,
+)
 from hsearch.types import CredentialRole, Scope, TenantStatus
 
 __all__ = [
@@ -59,6 +85,7 @@ __all__ = [
     "CreatedKey",
     "CreatedTenant",
     "KeyView",
+    "MintedToken",
     "Principal",
     "TenancyService",
     "TenantView",
@@ -83,6 +110,10 @@ class Principal:
     expires_at: datetime | None
     tenant_status: TenantStatus | None
     """As read when the key was verified (at most ``auth.cache_ttl_s`` ago)."""
+    token: SearchToken | None = None
+    """Set when the credential is a scoped search token: ``key_id`` and ``prefix`` are
+    then its parent key's, ``scopes`` only ``search``, and the token's filter restricts
+    every read (:attr:`SearchToken.filter`)."""
 
     @property
     def actor(self) -> str:
@@ -126,6 +157,15 @@ class CreatedKey:
 
 
 @dataclass(frozen=True, slots=True)
+class MintedToken:
+    token: str
+    expires_at: datetime
+
+    def __repr__(self) -> str:  # never the token
+        return f"MintedToken(expires_at={self.expires_at.isoformat()})"
+
+
+@dataclass(frozen=True, slots=True)
 class CreatedTenant:
     tenant: TenantView
     key: CreatedKey
@@ -149,19 +189,37 @@ class TenancyService:
         *,
         server_key: bytes,
         cache_ttl_s: float = 30.0,
+        stale_ttl_s: float = 60.0,
         cache_size: int = 10_000,
         now: Callable[[], datetime] = utcnow,
         timer: Callable[[], float] = time.monotonic,
+        token_max_ttl_s: int = 3600,
+        token_default_ttl_s: int = 900,
     ) -> None:
         """``now`` is the wall clock expiry is judged by, ``timer`` the cache's clock
         (both replaceable so tests move time instead of sleeping)."""
         self._sessions = sessions
         self._server_key = server_key
+        self._signing_key = token_signing_key(server_key)
         self._now = now
         self._ttl = cache_ttl_s
         self._cache: TTLCache[str, Principal] | None = (
             TTLCache(maxsize=cache_size, ttl=cache_ttl_s, timer=timer) if cache_ttl_s > 0 else None
         )
+        # Parent keys of tokens, by key id: a token is checked against them.
+        self._parents: TTLCache[uuid.UUID, Principal] | None = (
+            TTLCache(maxsize=cache_size, ttl=cache_ttl_s, timer=timer) if cache_ttl_s > 0 else None
+        )
+        # Every key verified, with when (``timer``): what answers while the database
+        # is down, for ``stale_ttl_s`` after the verification.
+        self._stale_ttl = stale_ttl_s
+        self._timer = timer
+        self._verified: LRUCache[str, tuple[Principal, float]] = LRUCache(maxsize=cache_size)
+        self._verified_parents: LRUCache[uuid.UUID, tuple[Principal, float]] = LRUCache(
+            maxsize=cache_size
+        )
+        self._token_max_ttl_s = token_max_ttl_s
+        self._token_default_ttl_s = min(token_default_ttl_s, token_max_ttl_s)
         self._lock = threading.Lock()
 
     # Tenants -------------------------------------------------------------------------
@@ -314,7 +372,14 @@ class TenancyService:
 
         Raises:
             ExpiredCredentialError: the key has expired since it was verified.
+            InvalidTokenError, ExpiredTokenError: a search token that is not (or no
+                longer) valid.
         """
+        if looks_like_token(key):
+            token = decode_token(self._signing_key, key, now=self._now())
+            with self._lock:
+                parent = None if self._parents is None else self._parents.get(token.key_id)
+            return None if parent is None else self._token_principal(token, parent)
         if self._cache is None:
             return None
         digest = key_hmac(self._server_key, key)
@@ -331,15 +396,39 @@ class TenancyService:
 
         Raises:
             InvalidCredentialError: not a key of this service (malformed, unknown, wrong secret).
-            ExpiredCredentialError, RevokedCredentialError: a genuine key no longer valid.
+            ExpiredCredentialError, RevokedCredentialError: a genuine key no longer valid
+                (for a search token: its parent key).
+            InvalidTokenError, ExpiredTokenError: a search token that is not (or no
+                longer) valid.
         """
         principal = self.cached(key)
         if principal is not None:
             return principal
+        if looks_like_token(key):
+            token = decode_token(self._signing_key, key, now=self._now())
+            return self._token_principal(token, self._parent(token))
         parsed = parse_key(key)
         digest = key_hmac(self._server_key, key)
+        try:
+            principal = self._verify(parsed.prefix, digest)
+        except DATABASE_UNAVAILABLE as exc:
+            principal = self._stale(self._verified, digest, exc)
+            self._check_expiry(principal)
+            return principal
+        except AuthenticationError:  # refused now: not accepted later while it is down
+            with self._lock:
+                self._verified.pop(digest, None)
+            raise
+        with self._lock:
+            self._verified[digest] = (principal, self._timer())
+            if self._cache is not None:
+                self._cache[digest] = principal
+        return principal
+
+    def _verify(self, prefix: str, digest: str) -> Principal:
+        """The key of ``prefix`` whose HMAC is ``digest``, read and checked; its use recorded."""
         with transaction(self._sessions) as session:
-            row = ApiKeyRepository(session).by_prefix(parsed.prefix)
+            row = ApiKeyRepository(session).by_prefix(prefix)
             if row is None or not secrets.compare_digest(digest, row.secret_hmac):
                 raise InvalidCredentialError("invalid API key")
             if row.revoked_at is not None:
@@ -356,10 +445,131 @@ class TenancyService:
             )
             self._check_expiry(principal)
             ApiKeyRepository(session).touch(row.id, at=self._now())
-        if self._cache is not None:
-            with self._lock:
-                self._cache[digest] = principal
         return principal
+
+    def _stale(
+        self,
+        verified: LRUCache[Any, tuple[Principal, float]],
+        key: object,
+        exc: Exception,
+    ) -> Principal:
+        """The principal verified under ``key`` at most ``auth.stale_ttl_s`` ago, the
+        database being down (``exc``); else the database's unavailability, raised."""
+        with self._lock:
+            seen = verified.get(key)
+        if seen is None or self._timer() - seen[1] >= self._stale_ttl:
+            raise unavailable(exc) from exc
+        return seen[0]
+
+    # Search tokens -------------------------------------------------------------------
+
+    def mint_token(
+        self,
+        principal: Principal,
+        *,
+        filter: object,
+        max_top_k: int | None = None,
+        expires_in_s: int | None = None,
+    ) -> MintedToken:
+        """A search token for ``principal``'s tenant, restricted to ``filter`` (required,
+        in the filter language) and ``max_top_k``, living ``expires_in_s`` (default
+        ``auth.token_default_ttl_s``, at most ``auth.token_max_ttl_s``) but never past
+        its parent key's expiry. Only a tenant's key mints (not a token, not an operator).
+
+        Raises:
+            InvalidFilterError, InvalidRequestError: a bad filter, limit or lifetime (422).
+            InsufficientScopeError: the credential is a token or an operator's (403).
+        """
+        if principal.token is not None or principal.tenant_id is None:
+            msg = "search tokens are minted with a tenant's API key (scope search or admin)"
+            raise InsufficientScopeError(msg, required=[Scope.SEARCH.value, Scope.ADMIN.value])
+        parse_token_filter(filter)
+        if max_top_k is not None and max_top_k < 1:
+            raise InvalidRequestError("max_top_k: must be at least 1")
+        ttl = self._token_default_ttl_s if expires_in_s is None else expires_in_s
+        if not 1 <= ttl <= self._token_max_ttl_s:
+            msg = (
+                f"expires_in_s: must be between 1 and {self._token_max_ttl_s} "
+                "(auth.token_max_ttl_s)"
+            )
+            raise InvalidRequestError(msg)
+        now = self._now()
+        expires_at = now + timedelta(seconds=ttl)
+        if principal.expires_at is not None:
+            expires_at = min(expires_at, principal.expires_at)
+        token = encode_token(
+            self._signing_key,
+            key_id=principal.key_id,
+            tenant_id=principal.tenant_id,
+            filter=filter,
+            limits=TokenLimits(max_top_k=max_top_k),
+            issued_at=now,
+            expires_at=expires_at,
+        )
+        # The JWT's exp is in whole seconds: report what the token says.
+        return MintedToken(token=token, expires_at=expires_at.replace(microsecond=0))
+
+    def _parent(self, token: SearchToken) -> Principal:
+        """The token's parent key as a principal: cached by id, else read."""
+        with self._lock:
+            parent = None if self._parents is None else self._parents.get(token.key_id)
+        if parent is not None:
+            return parent
+        try:
+            parent, revoked = self._read_parent(token)
+        except DATABASE_UNAVAILABLE as exc:
+            return self._stale(self._verified_parents, token.key_id, exc)
+        except AuthenticationError:  # refused now: not accepted later while it is down
+            with self._lock:
+                self._verified_parents.pop(token.key_id, None)
+            raise
+        if revoked:
+            with self._lock:
+                self._verified_parents.pop(token.key_id, None)
+            raise RevokedCredentialError(
+                f"the key that minted this token ({parent.prefix}) was revoked"
+            )
+        with self._lock:
+            self._verified_parents[token.key_id] = (parent, self._timer())
+            if self._parents is not None:
+                self._parents[token.key_id] = parent
+        return parent
+
+    def _read_parent(self, token: SearchToken) -> tuple[Principal, bool]:
+        """The token's parent key as a principal, read, and whether it was revoked."""
+        with self._sessions() as session:
+            row = ApiKeyRepository(session).get(token.key_id)
+            if row is None or row.tenant_id is None:
+                raise InvalidTokenError("invalid search token")
+            tenant = TenantRepository(session).get(row.tenant_id)
+            parent = Principal(
+                key_id=row.id,
+                prefix=row.prefix,
+                role=row.role,
+                tenant_id=row.tenant_id,
+                scopes=frozenset(Scope(s) for s in row.scopes if s in Scope._value2member_map_),
+                expires_at=_aware(row.expires_at),
+                tenant_status=None if tenant is None else tenant.status,
+            )
+            return parent, row.revoked_at is not None
+
+    def _token_principal(self, token: SearchToken, parent: Principal) -> Principal:
+        if parent.tenant_id != token.tenant_id or not parent.scopes & {Scope.SEARCH, Scope.ADMIN}:
+            raise InvalidTokenError("invalid search token")
+        self._check_expiry(parent)
+        expires_at = token.expires_at
+        if parent.expires_at is not None:
+            expires_at = min(expires_at, parent.expires_at)
+        return Principal(
+            key_id=parent.key_id,
+            prefix=parent.prefix,
+            role=CredentialRole.TENANT,
+            tenant_id=token.tenant_id,
+            scopes=frozenset({Scope.SEARCH}),
+            expires_at=expires_at,
+            tenant_status=parent.tenant_status,
+            token=token,
+        )
 
     def authorize(
         self, principal: Principal, *, accepted: Collection[Scope], named_tenant: str | None
@@ -413,6 +623,56 @@ class TenancyService:
             )
         return named_tenant
 
+    def act_for_all(self, principal: Principal, *, action: str) -> None:
+        """Record in the audit log that an operator's request reads every tenant (the
+        stats of all tenants)."""
+        if principal.role is not CredentialRole.OPERATOR:
+            msg = "act_for_all is for operator credentials"
+            raise TypeError(msg)
+        with transaction(self._sessions) as session:
+            _audit(
+                session, self._now(), principal.actor, "api.request", tenant_id=None, target=action
+            )
+
+    def operator(self, key_id: uuid.UUID) -> Principal:
+        """The operator credential ``key_id`` as it stands now, read from the database
+        (what the pages' session is checked against on every request, so a revoked or
+        expired credential ends its sessions at once).
+
+        Raises:
+            InvalidCredentialError: no such credential, or not an operator's.
+            RevokedCredentialError, ExpiredCredentialError: no longer valid.
+        """
+        with self._sessions() as session:
+            row = ApiKeyRepository(session).get(key_id)
+            if row is None or row.role is not CredentialRole.OPERATOR:
+                raise InvalidCredentialError("invalid API key")
+            if row.revoked_at is not None:
+                raise RevokedCredentialError(f"API key {row.prefix} was revoked")
+            principal = Principal(
+                key_id=row.id,
+                prefix=row.prefix,
+                role=row.role,
+                tenant_id=None,
+                scopes=frozenset(),
+                expires_at=_aware(row.expires_at),
+                tenant_status=None,
+            )
+        self._check_expiry(principal)
+        return principal
+
+    def record_action(
+        self, principal: Principal, action: str, *, target: str | None = None
+    ) -> None:
+        """Write an operator's own action (``ops.login``, ``ops.logout``) to the audit log."""
+        with transaction(self._sessions) as session:
+            _audit(session, self._now(), principal.actor, action, tenant_id=None, target=target)
+
+    def derive_secret(self, purpose: str) -> bytes:
+        """A key for ``purpose`` derived from the server key (HMAC-SHA-256), the same in
+        every process that shares the server key: what the pages sign sessions with."""
+        return hmac.new(self._server_key, f"hsearch:{purpose}".encode(), hashlib.sha256).digest()
+
     # Audit ---------------------------------------------------------------------------
 
     def audit_log(self, *, tenant_id: str | None = None, limit: int = 100) -> list[AuditView]:
@@ -429,6 +689,22 @@ class TenancyService:
                 )
                 for e in AuditRepository(session).list(tenant_id=tenant_id, limit=limit)
             ]
+
+    def record(
+        self,
+        session: Session,
+        *,
+        actor: str,
+        action: str,
+        tenant_id: str | None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write an audit event in ``session``'s transaction (for the tenant purge)."""
+        _audit(session, self._now(), actor, action, tenant_id=tenant_id, detail=detail)
+
+    def forget_tenant(self, tenant_id: str) -> None:
+        """Drop this process's cached credentials of the tenant (deleted, suspended)."""
+        self._forget(lambda p: p.tenant_id == tenant_id)
 
     # Internals -----------------------------------------------------------------------
 
@@ -479,11 +755,17 @@ class TenancyService:
             raise ExpiredCredentialError(f"API key {principal.prefix} has expired")
 
     def _forget(self, which: Callable[[Principal], bool]) -> None:
-        if self._cache is None:
-            return
         with self._lock:
-            for digest in [d for d, p in self._cache.items() if which(p)]:
-                self._cache.pop(digest, None)
+            for digest in [d for d, (p, _) in self._verified.items() if which(p)]:
+                self._verified.pop(digest, None)
+            for key_id in [k for k, (p, _) in self._verified_parents.items() if which(p)]:
+                self._verified_parents.pop(key_id, None)
+            if self._cache is not None:
+                for digest in [d for d, p in self._cache.items() if which(p)]:
+                    self._cache.pop(digest, None)
+            if self._parents is not None:
+                for key_id in [k for k, p in self._parents.items() if which(p)]:
+                    self._parents.pop(key_id, None)
 
 
 def _check_tenant_id(tenant_id: str) -> None:

@@ -18,6 +18,7 @@ def create_vector_store(settings: MilvusSettings, *, uri: str) -> MilvusVectorSt
         hnsw_max_ef=settings.hnsw_max_ef,
         exact_search_max_rows=settings.exact_search_max_rows,
         write_timeout=settings.write_timeout_s,
+        keepalive_s=settings.grpc_keepalive_s,
         leg_uris={
             leg: leg_uri
             for leg, leg_uri in (

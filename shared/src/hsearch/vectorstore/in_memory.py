@@ -16,8 +16,8 @@ from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import EncoderMismatchError
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
-from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore
-from hsearch.vectorstore.schema import OUTPUT_FIELDS, PRIMARY_FIELD, UPDATABLE_FIELDS
+from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore, require_tenant
+from hsearch.vectorstore.schema import CANDIDATE_FIELDS, PRIMARY_FIELD, UPDATABLE_FIELDS
 
 
 class InMemoryVectorStore:
@@ -63,15 +63,21 @@ class InMemoryVectorStore:
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
         for record in records:
+            require_tenant(record.tenant_id)
+        for record in records:
             self._rows[record.chunk_id] = record
 
-    def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
+    def delete_chunks(self, chunk_ids: Sequence[str], *, tenant_id: str) -> None:
+        require_tenant(tenant_id)
         for cid in chunk_ids:
-            self._rows.pop(cid, None)
+            row = self._rows.get(cid)
+            if row is not None and row.tenant_id == tenant_id:
+                del self._rows[cid]
 
     def delete_document_chunks(
         self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
     ) -> None:
+        require_tenant(tenant_id)
         keep_set = set(keep)
         for cid, row in list(self._rows.items()):
             if (
@@ -81,10 +87,17 @@ class InMemoryVectorStore:
             ):
                 del self._rows[cid]
 
+    def delete_tenant(self, *, tenant_id: str) -> None:
+        require_tenant(tenant_id)
+        for cid in [cid for cid, row in self._rows.items() if row.tenant_id == tenant_id]:
+            del self._rows[cid]
+
     def count(self, *, tenant_id: str) -> int:
+        require_tenant(tenant_id)
         return sum(1 for r in self._rows.values() if r.tenant_id == tenant_id)
 
     def chunk_ids(self, *, tenant_id: str, document_id: str) -> set[str]:
+        require_tenant(tenant_id)
         return {
             cid
             for cid, r in self._rows.items()
@@ -100,6 +113,7 @@ class InMemoryVectorStore:
     def update_fields(
         self, *, tenant_id: str, chunk_ids: Sequence[str], fields: Mapping[str, Any]
     ) -> None:
+        require_tenant(tenant_id)
         unknown = set(fields) - UPDATABLE_FIELDS
         if unknown:
             raise ValueError(f"not updatable in place: {sorted(unknown)}")
@@ -114,6 +128,7 @@ class InMemoryVectorStore:
                 )
 
     def tenant_chunk_ids(self, *, tenant_id: str) -> set[str]:
+        require_tenant(tenant_id)
         return {cid for cid, row in self._rows.items() if row.tenant_id == tenant_id}
 
     async def search_dense(
@@ -140,6 +155,14 @@ class InMemoryVectorStore:
         timeout: float,
     ) -> list[StoredHit]:
         return await self._sparse(vector, tenant_id=tenant_id, filter=filter, limit=limit)
+
+    async def texts(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, str]:
+        require_tenant(tenant_id)
+        await asyncio.sleep(0)  # a real suspension point, like a network call
+        rows = (self._rows.get(cid) for cid in chunk_ids)
+        return {r.chunk_id: r.text for r in rows if r is not None and r.tenant_id == tenant_id}
 
     async def match_sparse(
         self,
@@ -184,6 +207,7 @@ class InMemoryVectorStore:
         limit: int,
         positive_only: bool = False,
     ) -> list[StoredHit]:
+        require_tenant(tenant_id)
         await asyncio.sleep(0)  # a real suspension point, like a network call
         scored = []
         for row in self._rows.values():
@@ -210,4 +234,4 @@ def _fields(row: ChunkRecord) -> dict[str, Any]:
     data = asdict(row)
     data["tags"] = list(row.tags)
     data["metadata"] = dict(row.metadata)
-    return {k: data[k] for k in OUTPUT_FIELDS}
+    return {k: data[k] for k in CANDIDATE_FIELDS}

@@ -21,13 +21,14 @@ the only swap that is two calls, so searches may miss it for milliseconds).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import grpc
 import numpy as np
@@ -45,10 +46,10 @@ from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.milvus_filters import compile_filter, quote_string, tenant_expression
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore
 from hsearch.vectorstore.schema import (
+    CANDIDATE_FIELDS,
     DENSE_FIELD,
     METADATA_FIELD,
     OFFSET_FIELDS,
-    OUTPUT_FIELDS,
     PRIMARY_FIELD,
     SPARSE_FIELD,
     TENANT_FIELD,
@@ -62,6 +63,8 @@ from hsearch.vectorstore.schema import (
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 ENCODER_PROPERTY = "hsearch.encoder"
 SCHEMA_VERSION_PROPERTY = "hsearch.schema_version"
 SCHEMA_VERSION = "2"
@@ -69,6 +72,10 @@ SCHEMA_VERSION = "2"
 ``char_end``). A collection of an older schema is refused, naming ``hsearch reindex``."""
 # Outside every encoder's index space (term hashes < 2**31, token ids < 2**20).
 EMPTY_SPARSE_INDEX = 2**32 - 2
+COLLECTION_NOT_LOADED = 101
+"""Milvus' error code for a request on a released collection (``ErrCollectionNotLoaded``)."""
+RELOAD_PAUSE_S = 0.05
+"""First pause before a leg tries again on a collection still released after a load."""
 MAX_NAME_LENGTH = 255
 """Milvus' limit on collection and alias names."""
 REINDEX_HINT = "rebuild it with the configured encoder: `hsearch reindex`"
@@ -92,6 +99,22 @@ _SCALAR_TYPES: Mapping[FieldType, DataType] = {
 }
 
 
+def grpc_options(keepalive_s: float = 300.0) -> dict[str, int]:
+    """The gRPC channel options of every connection to Milvus: pings every
+    ``keepalive_s`` (``MilvusSettings.grpc_keepalive_s``). pymilvus pings every 10 s; a
+    gRPC server with the default policy (Milvus Lite's) takes a ping without data at
+    most every 5 min and closes the connection (GOAWAY "too_many_pings") after a few
+    more. pymilvus shares one connection per address and token, opened with the options
+    of whoever connected first, so a process's other clients pass these too.
+
+    Reconnecting after an outage waits at most 5 s between attempts (gRPC's default
+    grows to 120 s), so a Milvus back after minutes is seen within seconds."""
+    return {
+        "grpc.keepalive_time_ms": int(keepalive_s * 1000),
+        "grpc.max_reconnect_backoff_ms": 5000,
+    }
+
+
 class MilvusVectorStore:
     """A :class:`~hsearch.vectorstore.protocol.VectorStore` on Milvus (Lite, standalone
     or cluster: only the URI differs)."""
@@ -110,10 +133,12 @@ class MilvusVectorStore:
         write_timeout: float = 30.0,
         leg_uris: Mapping[str, str] | None = None,
         pinned: bool = False,
+        keepalive_s: float = 300.0,
     ) -> None:
         """``collection`` is the alias searches and writes go through; with ``pinned``,
         the name of one collection itself, never an alias (a collection being built by
-        a reindex)."""
+        a reindex); ``keepalive_s``: how often gRPC pings an idle connection
+        (``MilvusSettings.grpc_keepalive_s``)."""
         self._uri = uri
         self._token = token or ""
         self._collection = collection
@@ -124,8 +149,9 @@ class MilvusVectorStore:
         self._hnsw_max_ef = max(hnsw_max_ef, hnsw_ef)
         self._exact_max_rows = exact_search_max_rows
         self._write_timeout = write_timeout
+        self._grpc_options = grpc_options(keepalive_s)
         try:
-            self._client = MilvusClient(uri=uri, token=self._token)
+            self._client = MilvusClient(uri=uri, token=self._token, grpc_options=self._grpc_options)
         except MilvusException as exc:
             raise VectorStoreError(f"cannot connect to Milvus at {uri}: {exc}") from exc
         # Each search leg gets its own dedicated connection (optionally its own
@@ -133,6 +159,7 @@ class MilvusVectorStore:
         self._leg_uris = dict(leg_uris or {})
         self._async_clients: dict[str, AsyncMilvusClient] = {}
         self._async_loop: asyncio.AbstractEventLoop | None = None
+        self._reload_lock: asyncio.Lock | None = None
 
     @property
     def collection(self) -> str:
@@ -143,22 +170,38 @@ class MilvusVectorStore:
     def ensure_collection(self, encoder: EncoderInfo) -> None:
         """Verify the collection behind the name (an alias, or a collection from before
         aliases) was built with ``encoder`` and load it; create the first version and
-        the alias when there is nothing under the name yet."""
-        try:
-            if not self._client.has_collection(self._collection):
-                if self._pinned:
-                    self._create(self._collection, encoder)
-                else:
-                    self._create_first_version(encoder)
+        the alias when there is nothing under the name yet.
+
+        API replicas and workers start together on an empty Milvus: several processes
+        may create the same collection at once. The loser sees an error from Milvus
+        (the collection exists, or has no index yet, or is mid-load); it tries again,
+        spaced out, until the write timeout, and then finds the winner's collection."""
+        deadline = time.monotonic() + self._write_timeout
+        delay = 0.05
+        while True:
+            try:
+                self._ensure_once(encoder)
                 return
-            self._verify_encoder(encoder)
-            self._verify_schema()
-            state = self._client.get_load_state(self._collection)
-            if "Loaded" not in str(state.get("state")):
-                # A collection reopened from disk starts released.
-                self._client.load_collection(self._collection)
-        except MilvusException as exc:
-            raise VectorStoreError(f"Milvus collection set-up failed: {exc}") from exc
+            except MilvusException as exc:
+                if time.monotonic() + delay > deadline:
+                    raise VectorStoreError(f"Milvus collection set-up failed: {exc}") from exc
+                logger.info("vectorstore.setup.retry collection=%s error=%s", self._collection, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _ensure_once(self, encoder: EncoderInfo) -> None:
+        if not self._client.has_collection(self._collection):
+            if self._pinned:
+                self._create(self._collection, encoder)
+            else:
+                self._create_first_version(encoder)
+        self._verify_encoder(encoder)
+        self._verify_schema()
+        state = self._client.get_load_state(self._collection)
+        if "Loaded" not in str(state.get("state")):
+            # A collection reopened from disk starts released; one another process
+            # has just created may not be loaded yet.
+            self._client.load_collection(self._collection)
 
     def _create_first_version(self, encoder: EncoderInfo) -> None:
         physical = self._version_name(1)
@@ -236,6 +279,7 @@ class MilvusVectorStore:
             hnsw_ef=self._hnsw_ef,
             write_timeout=self._write_timeout,
             pinned=True,
+            keepalive_s=self._grpc_options["grpc.keepalive_time_ms"] / 1000,
         )
 
     def swap_in(self, built: VectorStore) -> str | None:
@@ -348,6 +392,8 @@ class MilvusVectorStore:
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
         if not records:
             return
+        for record in records:
+            tenant_expression(record.tenant_id)  # refuses a record of no tenant
         rows = [_to_row(r) for r in records]
         try:
             self._client.upsert(self._collection, rows, timeout=self._write_timeout)
@@ -357,6 +403,7 @@ class MilvusVectorStore:
     def update_fields(
         self, *, tenant_id: str, chunk_ids: Sequence[str], fields: Mapping[str, Any]
     ) -> None:
+        tenant_expression(tenant_id)  # refuses a call naming no tenant
         unknown = set(fields) - UPDATABLE_FIELDS
         if unknown:
             raise ValueError(f"not updatable in place: {sorted(unknown)}")
@@ -365,16 +412,20 @@ class MilvusVectorStore:
         try:
             for start in range(0, len(rows), 1000):
                 # A partial upsert: the fields not given (text, vectors) stay as stored.
-                self._client.upsert(
-                    self._collection,
-                    rows[start : start + 1000],
-                    timeout=self._write_timeout,
-                    partial_update=True,
+                self._loaded_sync(
+                    functools.partial(
+                        self._client.upsert,
+                        self._collection,
+                        rows[start : start + 1000],
+                        timeout=self._write_timeout,
+                        partial_update=True,
+                    )
                 )
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus partial update failed: {exc}") from exc
 
-    def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
+    def delete_chunks(self, chunk_ids: Sequence[str], *, tenant_id: str) -> None:
+        tenant_expression(tenant_id)  # refuses a call naming no tenant
         if not chunk_ids:
             return
         try:
@@ -385,14 +436,26 @@ class MilvusVectorStore:
     def delete_document_chunks(
         self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
     ) -> None:
-        expr = (
-            f"{TENANT_FIELD} == {quote_string(tenant_id)} "
-            f"and document_id == {quote_string(document_id)}"
-        )
+        expr = f"{tenant_expression(tenant_id)} and document_id == {quote_string(document_id)}"
         if keep:
             expr += f" and {PRIMARY_FIELD} not in [{', '.join(quote_string(k) for k in keep)}]"
         try:
-            self._client.delete(self._collection, filter=expr, timeout=self._write_timeout)
+            self._loaded_sync(
+                lambda: self._client.delete(
+                    self._collection, filter=expr, timeout=self._write_timeout
+                )
+            )
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus delete failed: {exc}") from exc
+
+    def delete_tenant(self, *, tenant_id: str) -> None:
+        expr = f"{tenant_expression(tenant_id)}"
+        try:
+            self._loaded_sync(
+                lambda: self._client.delete(
+                    self._collection, filter=expr, timeout=self._write_timeout
+                )
+            )
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus delete failed: {exc}") from exc
 
@@ -414,22 +477,25 @@ class MilvusVectorStore:
 
     def count(self, *, tenant_id: str) -> int:
         try:
-            res = self._client.query(
-                self._collection,
-                filter=f"{TENANT_FIELD} == {quote_string(tenant_id)}",
-                output_fields=["count(*)"],
+            res = self._loaded_sync(
+                lambda: self._client.query(
+                    self._collection,
+                    filter=f"{tenant_expression(tenant_id)}",
+                    output_fields=["count(*)"],
+                )
             )
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus count failed: {exc}") from exc
         return int(res[0]["count(*)"]) if res else 0
 
     def chunk_ids(self, *, tenant_id: str, document_id: str) -> set[str]:
-        expr = (
-            f"{TENANT_FIELD} == {quote_string(tenant_id)} "
-            f"and document_id == {quote_string(document_id)}"
-        )
+        expr = f"{tenant_expression(tenant_id)} and document_id == {quote_string(document_id)}"
         try:
-            rows = self._client.query(self._collection, filter=expr, output_fields=[PRIMARY_FIELD])
+            rows = self._loaded_sync(
+                lambda: self._client.query(
+                    self._collection, filter=expr, output_fields=[PRIMARY_FIELD]
+                )
+            )
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus query failed: {exc}") from exc
         return {str(r[PRIMARY_FIELD]) for r in rows}
@@ -437,11 +503,13 @@ class MilvusVectorStore:
     def tenant_chunk_ids(self, *, tenant_id: str) -> set[str]:
         out: set[str] = set()
         try:
-            iterator = self._client.query_iterator(
-                self._collection,
-                batch_size=1000,
-                filter=f"{TENANT_FIELD} == {quote_string(tenant_id)}",
-                output_fields=[PRIMARY_FIELD],
+            iterator = self._loaded_sync(
+                lambda: self._client.query_iterator(
+                    self._collection,
+                    batch_size=1000,
+                    filter=f"{tenant_expression(tenant_id)}",
+                    output_fields=[PRIMARY_FIELD],
+                )
             )
             try:
                 while batch := iterator.next():
@@ -451,6 +519,18 @@ class MilvusVectorStore:
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus query failed: {exc}") from exc
         return out
+
+    def _loaded_sync(self, call: Callable[[], _T]) -> _T:
+        """``call``, once more after loading a released collection: as :meth:`_loaded`,
+        for the synchronous client (the worker's reads)."""
+        try:
+            return call()
+        except MilvusException as exc:
+            if exc.code != COLLECTION_NOT_LOADED:
+                raise
+            logger.warning("vectorstore.collection.reloading collection=%s", self._collection)
+        self._client.load_collection(self._collection, timeout=self._write_timeout)
+        return call()
 
     def ping(self) -> None:
         try:
@@ -536,18 +616,20 @@ class MilvusVectorStore:
         are fetched and scored here."""
         client = self._get_async_client(DENSE_FIELD)
         try:
-            rows = await client.query(
-                self._collection,
-                filter=expr,
-                output_fields=[*OUTPUT_FIELDS, DENSE_FIELD],
-                limit=self._exact_max_rows + 1,
-                timeout=_remaining(deadline, DENSE_FIELD),
+            rows = await self._loaded(
+                client,
+                lambda: client.query(
+                    self._collection,
+                    filter=expr,
+                    output_fields=[*CANDIDATE_FIELDS, DENSE_FIELD],
+                    limit=self._exact_max_rows + 1,
+                    timeout=_remaining(deadline, DENSE_FIELD),
+                ),
+                leg=DENSE_FIELD,
+                deadline=deadline,
             )
-        except (MilvusException, grpc.RpcError, OSError) as exc:
-            if missed_deadline(exc):
-                msg = f"Milvus query on {DENSE_FIELD} missed its deadline: {exc}"
-                raise VectorStoreTimeoutError(msg) from exc
-            raise VectorStoreError(f"Milvus query on {DENSE_FIELD} failed: {exc}") from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise _read_error(f"Milvus query on {DENSE_FIELD}", exc) from exc
         if len(rows) > self._exact_max_rows:
             return None
         if not rows:
@@ -561,7 +643,7 @@ class MilvusVectorStore:
             StoredHit(
                 chunk_id=ids[i],
                 score=float(scores[i]),
-                fields=_from_entity({k: rows[i].get(k) for k in OUTPUT_FIELDS}),
+                fields=_from_entity({k: rows[i].get(k) for k in CANDIDATE_FIELDS}),
             )
             for i in order
         ]
@@ -578,6 +660,40 @@ class MilvusVectorStore:
         return await self._sparse(
             vector, tenant_id=tenant_id, filter=filter, limit=limit, timeout=timeout
         )
+
+    async def texts(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, str]:
+        """One query by primary key; rows of another tenant are dropped here.
+
+        The primary key alone, not ANDed with the tenant's condition: Milvus answers a
+        bare primary-key list from its key index (2 ms for ten chunks among 50,000 on
+        Milvus Lite) and scans every row under any other condition (60-150 ms)."""
+        tenant_expression(tenant_id)  # refuses a call naming no tenant
+        if not chunk_ids:
+            return {}
+        ids = ", ".join(quote_string(c) for c in dict.fromkeys(chunk_ids))
+        client = self._get_async_client(TEXT_FIELD)
+        deadline = time.monotonic() + timeout
+        try:
+            rows = await self._loaded(
+                client,
+                lambda: client.query(
+                    self._collection,
+                    filter=f"{PRIMARY_FIELD} in [{ids}]",
+                    output_fields=[PRIMARY_FIELD, TENANT_FIELD, TEXT_FIELD],
+                    timeout=_remaining(deadline, TEXT_FIELD),
+                ),
+                leg=TEXT_FIELD,
+                deadline=deadline,
+            )
+        except _TRANSPORT_ERRORS as exc:
+            raise _read_error("Milvus query of texts", exc, timeout=timeout) from exc
+        return {
+            str(row[PRIMARY_FIELD]): str(row[TEXT_FIELD])
+            for row in rows
+            if row.get(TENANT_FIELD) == tenant_id
+        }
 
     async def match_sparse(
         self,
@@ -607,7 +723,7 @@ class MilvusVectorStore:
         filter: FilterNode | None,
         limit: int,
         timeout: float,
-        output_fields: Sequence[str] = OUTPUT_FIELDS,
+        output_fields: Sequence[str] = CANDIDATE_FIELDS,
     ) -> list[StoredHit]:
         if len(vector) == 0:
             return []  # no known term: an empty leg, not an error
@@ -634,27 +750,28 @@ class MilvusVectorStore:
         expr: str,
         limit: int,
         timeout: float,
-        output_fields: Sequence[str] = OUTPUT_FIELDS,
+        output_fields: Sequence[str] = CANDIDATE_FIELDS,
     ) -> list[StoredHit]:
         client = self._get_async_client(anns_field)
+        deadline = time.monotonic() + timeout
         try:
-            result = await client.search(
-                self._collection,
-                data=data,
-                anns_field=anns_field,
-                filter=expr,
-                limit=limit,
-                output_fields=list(output_fields),
-                search_params=params,
-                timeout=timeout,
+            result = await self._loaded(
+                client,
+                lambda: client.search(
+                    self._collection,
+                    data=data,
+                    anns_field=anns_field,
+                    filter=expr,
+                    limit=limit,
+                    output_fields=list(output_fields),
+                    search_params=params,
+                    timeout=_remaining(deadline, anns_field),
+                ),
+                leg=anns_field,
+                deadline=deadline,
             )
-        except (MilvusException, grpc.RpcError, OSError) as exc:
-            # Transport failures surface as several types; callers see one, or its
-            # timeout subclass when the call's own deadline fired.
-            if missed_deadline(exc):
-                msg = f"Milvus search on {anns_field} missed its {timeout:.3f}s deadline: {exc}"
-                raise VectorStoreTimeoutError(msg) from exc
-            raise VectorStoreError(f"Milvus search on {anns_field} failed: {exc}") from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise _read_error(f"Milvus search on {anns_field}", exc, timeout=timeout) from exc
         hits = result[0] if result else []
         out: list[StoredHit] = []
         for h in hits:
@@ -668,16 +785,64 @@ class MilvusVectorStore:
             )
         return out
 
+    async def _loaded(
+        self,
+        client: AsyncMilvusClient,
+        call: Callable[[], Awaitable[_T]],
+        *,
+        leg: str,
+        deadline: float,
+    ) -> _T:
+        """``call``, again after loading the collection if Milvus answers that it is
+        released: a Milvus server restarted under a running process (its connections
+        come back on their own) reopens every collection released, and nothing else
+        would load it again until this process restarts.
+
+        Both legs meet the released collection at once: one load runs at a time (the
+        other leg waits for it rather than racing it), and a leg that still finds the
+        collection released just after a load tries again, briefly spaced, until its
+        deadline."""
+        try:
+            return await call()
+        except MilvusException as exc:
+            if exc.code != COLLECTION_NOT_LOADED:
+                raise
+            logger.warning(
+                "vectorstore.collection.reloading collection=%s leg=%s", self._collection, leg
+            )
+        pause = RELOAD_PAUSE_S
+        while True:
+            async with self._reload_guard():
+                await client.load_collection(self._collection, timeout=_remaining(deadline, leg))
+            try:
+                return await call()
+            except MilvusException as exc:
+                if exc.code != COLLECTION_NOT_LOADED:
+                    raise
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause *= 2
+                _remaining(deadline, leg)
+
+    def _reload_guard(self) -> asyncio.Lock:
+        # Bound to the event loop of the clients (reset with them).
+        if self._reload_lock is None:
+            self._reload_lock = asyncio.Lock()
+        return self._reload_lock
+
     def _get_async_client(self, leg: str) -> AsyncMilvusClient:
         # An AsyncMilvusClient is bound to the event loop it was created on.
         loop = asyncio.get_running_loop()
         if self._async_loop is not loop:
             self._async_clients = {}
+            self._reload_lock = None
             self._async_loop = loop
         client = self._async_clients.get(leg)
         if client is None:
             client = AsyncMilvusClient(
-                uri=self._leg_uris.get(leg, self._uri), token=self._token, dedicated=True
+                uri=self._leg_uris.get(leg, self._uri),
+                token=self._token,
+                dedicated=True,
+                grpc_options=self._grpc_options,
             )
             self._async_clients[leg] = client
         return client
@@ -689,6 +854,19 @@ class MilvusVectorStore:
 
     def close(self) -> None:
         self._client.close()
+
+
+_TRANSPORT_ERRORS = (MilvusException, grpc.RpcError, OSError)
+"""How a failed request surfaces from pymilvus and gRPC."""
+
+
+def _read_error(what: str, exc: BaseException, *, timeout: float | None = None) -> VectorStoreError:
+    """One error for a failed read, whatever type the failure surfaced as: its timeout
+    subclass when the call's own deadline fired."""
+    if missed_deadline(exc):
+        deadline = "its deadline" if timeout is None else f"its {timeout:.3f}s deadline"
+        return VectorStoreTimeoutError(f"{what} missed {deadline}: {exc}")
+    return VectorStoreError(f"{what} failed: {exc}")
 
 
 def missed_deadline(exc: BaseException) -> bool:

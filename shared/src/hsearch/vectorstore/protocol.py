@@ -7,8 +7,19 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hsearch.embedding.protocol import EncoderInfo
+from hsearch.errors import HsearchError
 from hsearch.types import DenseVector, SparseVector
 from hsearch.vectorstore.filters import FilterNode
+
+
+def require_tenant(tenant_id: object) -> str:
+    """``tenant_id`` if it names a tenant; raises HsearchError (500: a bug, never a
+    request's fault) for an empty or non-string one, so that no store call acts on
+    every tenant for want of a condition."""
+    if not isinstance(tenant_id, str) or not tenant_id:
+        msg = f"a vector store call must name a tenant, got {tenant_id!r}"
+        raise HsearchError(msg)
+    return tenant_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +49,9 @@ class ChunkRecord:
 
 @dataclass(frozen=True, slots=True)
 class StoredHit:
-    """One search-leg hit: the chunk id, the leg's raw score and the stored fields."""
+    """One search-leg hit: the chunk id, the leg's raw score and the stored fields
+    (a leg's candidates carry :data:`~hsearch.vectorstore.schema.CANDIDATE_FIELDS`: all
+    but the text)."""
 
     chunk_id: str
     score: float
@@ -51,6 +64,11 @@ class VectorStore(Protocol):
     A leg's ``filter`` is the tree :func:`~hsearch.vectorstore.filters.parse_filter`
     built from the request (``None``: no filter); a store renders or evaluates it, and
     always restricts the search to ``tenant_id`` as well.
+
+    Every call that reads, changes or deletes stored chunks names the tenant
+    (``tenant_id``; :meth:`upsert`: each record's), and a store raises
+    :class:`~hsearch.errors.HsearchError` on an empty one rather than act on every
+    tenant: fail closed.
 
     Lifecycle: :meth:`ensure_collection` once at start, :meth:`ping` for readiness,
     :meth:`aclose` on the event loop that ran the searches, then :meth:`close`.
@@ -96,14 +114,25 @@ class VectorStore(Protocol):
         leaving their text and vectors as they are (no re-encoding)."""
         ...
 
-    def delete_chunks(self, chunk_ids: Sequence[str]) -> None:
-        """Delete chunks by primary key (cheap at any collection size)."""
+    def delete_chunks(self, chunk_ids: Sequence[str], *, tenant_id: str) -> None:
+        """Delete the tenant's chunks by primary key (cheap at any collection size).
+
+        Every call names the tenant, like every other call here, and a store refuses
+        one that names none (fail closed). Milvus deletes by primary key alone (a
+        tenant condition would turn the key lookup into a scan of the partition): a
+        chunk id is a hash of its document id, itself a UUIDv5 of the tenant and the
+        external id, so no id of one tenant is another's."""
         ...
 
     def delete_document_chunks(
         self, *, tenant_id: str, document_id: str, keep: Sequence[str] = ()
     ) -> None:
         """Delete the document's chunks except the ids in ``keep`` (a filtered scan)."""
+        ...
+
+    def delete_tenant(self, *, tenant_id: str) -> None:
+        """Delete every chunk of the tenant (by the tenant condition: in Milvus, the
+        tenant is the partition key, so this touches the tenant's partition only)."""
         ...
 
     def count(self, *, tenant_id: str) -> int: ...
@@ -144,6 +173,13 @@ class VectorStore(Protocol):
         limit: int,
         timeout: float,
     ) -> list[StoredHit]: ...
+
+    async def texts(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, str]:
+        """The text of each of ``chunk_ids`` the tenant holds (a chunk deleted since, or
+        another tenant's, is left out). The legs return their candidates without it."""
+        ...
 
     async def match_sparse(
         self,

@@ -75,5 +75,9 @@ OUTPUT_FIELDS: tuple[str, ...] = (
     METADATA_FIELD,
 )
 
+# Fields a search leg returns with each candidate: every output field but the text, the
+# one large field, which is fetched for the hits of a page only (``VectorStore.texts``).
+CANDIDATE_FIELDS: tuple[str, ...] = tuple(f for f in OUTPUT_FIELDS if f != TEXT_FIELD)
+
 TITLE_MAX_LENGTH = 1024
 TEXT_MAX_LENGTH = 65535

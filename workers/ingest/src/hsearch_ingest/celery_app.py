@@ -7,7 +7,7 @@ from hsearch.ingestion.queue import create_celery
 from hsearch.logging import configure_logging
 
 settings = get_settings()
-configure_logging(settings.log_level)
+configure_logging(settings.log_level, settings.log_format.value)
 app = create_celery(
     settings.broker_url,
     name="hsearch-ingest",

@@ -1,19 +1,37 @@
 """Per-process resources: built when a pool process starts (after the fork, so torch
 and the database pool are never shared across processes; the encoder is loaded before
 the first task, not by it) and released when the process shuts down. Each pool
-process also runs the sweeper that re-sends abandoned jobs (hsearch.ingestion.leases)."""
+process also runs the sweeper that re-sends abandoned jobs (hsearch.ingestion.leases).
+
+Each task's log records carry the id of the API request that submitted its job (the
+task header :data:`~hsearch.ingestion.queue.REQUEST_ID_TASK_HEADER`). With
+``PROMETHEUS_MULTIPROC_DIR`` set, every pool process records its metrics there and is
+marked dead when it exits; ``metrics.worker_port`` serves them from the main process
+(docs/metrics.md)."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import os
 import threading
 from typing import Any
 
-from celery.signals import worker_process_init, worker_process_shutdown, worker_shutdown
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 from hsearch.config import get_settings
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.leases import JobSweeper
+from hsearch.ingestion.queue import REQUEST_ID_TASK_HEADER
+from hsearch.logging import request_id, valid_request_id
+from hsearch.metrics.exposition import multiprocess_dir, process_exited, start_worker_server
 from hsearch.runtime import Services, build_services
 
 logger = logging.getLogger(__name__)
@@ -22,6 +40,7 @@ _services: Services | None = None
 _indexing: IndexingService | None = None
 _sweeper: JobSweeper | None = None
 _stop_sweeping = threading.Event()
+_request_ids: dict[str, contextvars.Token[str | None]] = {}
 
 
 def get_services() -> Services:
@@ -55,10 +74,43 @@ def _start(**_kwargs: Any) -> None:
     ).start()
 
 
+@worker_ready.connect  # type: ignore[untyped-decorator]  # celery is untyped
+def _serve_metrics(**_kwargs: Any) -> None:
+    """The main process serves every pool process's metrics on ``metrics.worker_port``
+    (once the pool has started, so its processes do not inherit the listening socket)."""
+    settings = get_settings().metrics
+    if settings.worker_port is None:
+        return
+    if multiprocess_dir() is None:
+        logger.warning(
+            "metrics.worker.single_process: PROMETHEUS_MULTIPROC_DIR is unset, so the pool "
+            "processes' samples are not served"
+        )
+    start_worker_server(settings.worker_port, host=settings.worker_host)
+    logger.info("metrics.worker.serving port=%d", settings.worker_port)
+
+
+@task_prerun.connect  # type: ignore[untyped-decorator]  # celery is untyped
+def _bind_request_id(task_id: str, task: Any, **_kwargs: Any) -> None:
+    """The task's log records carry its job's request id (a task header)."""
+    sent = getattr(task.request, REQUEST_ID_TASK_HEADER, None) or (
+        getattr(task.request, "headers", None) or {}
+    ).get(REQUEST_ID_TASK_HEADER)
+    _request_ids[task_id] = request_id.set(valid_request_id(sent))
+
+
+@task_postrun.connect  # type: ignore[untyped-decorator]  # celery is untyped
+def _unbind_request_id(task_id: str, **_kwargs: Any) -> None:
+    token = _request_ids.pop(task_id, None)
+    if token is not None:
+        request_id.reset(token)
+
+
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]  # celery is untyped
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
 def _close(**_kwargs: Any) -> None:
     global _services, _indexing, _sweeper  # noqa: PLW0603
+    process_exited(os.getpid())
     _stop_sweeping.set()
     if _sweeper is not None:
         _sweeper.close()

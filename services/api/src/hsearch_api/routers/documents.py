@@ -14,7 +14,7 @@ from hsearch_api.deps import (
     IngestTenantDep,
     JobServiceDep,
     NdjsonBodyDep,
-    ReadTenantDep,
+    ReadCallerDep,
 )
 from hsearch_api.schemas.documents import (
     DocumentBatchCreate,
@@ -30,12 +30,13 @@ from hsearch_api.schemas.documents import (
     JobRead,
     WebhookRead,
 )
+from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
 from hsearch_api.schemas.ndjson import NDJSON_OPENAPI, parse_ndjson
 
-router = APIRouter(prefix="/v1", tags=["ingestion"])
+router = APIRouter(prefix="/v1", tags=["ingestion"], responses=COMMON_ERRORS)
 
 
-@router.post("/documents", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/documents", status_code=status.HTTP_202_ACCEPTED, responses=error_responses(413))
 def create_documents(
     body: DocumentBatchCreate, tenant: IngestTenantDep, jobs: JobServiceDep
 ) -> JobAccepted:
@@ -48,7 +49,9 @@ def create_documents(
     return job_accepted(view)
 
 
-@router.post("/documents:delete", status_code=status.HTTP_202_ACCEPTED)
+@router.post(
+    "/documents:delete", status_code=status.HTTP_202_ACCEPTED, responses=error_responses(413)
+)
 def delete_documents(
     body: DocumentDeleteByFilter, tenant: IngestTenantDep, jobs: JobServiceDep
 ) -> JobAccepted:
@@ -63,7 +66,10 @@ def delete_documents(
 
 
 @router.post(
-    "/documents:ndjson", status_code=status.HTTP_202_ACCEPTED, openapi_extra=NDJSON_OPENAPI
+    "/documents:ndjson",
+    status_code=status.HTTP_202_ACCEPTED,
+    openapi_extra=NDJSON_OPENAPI,
+    responses=error_responses(413, 415),
 )
 def upload_documents(
     tenant: IngestTenantDep,  # first: the credential is checked before the body is parsed
@@ -84,28 +90,37 @@ def upload_documents(
 
 @router.get("/documents")
 def list_documents(
-    tenant: ReadTenantDep,
+    caller: ReadCallerDep,
     documents: DocumentServiceDep,
     source: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     cursor: str | None = None,
 ) -> DocumentPageRead:
     """The tenant's indexed documents in external id order, optionally of one source."""
-    page = documents.list(tenant_id=tenant, source=source, limit=limit, cursor=cursor)
+    page = documents.list(
+        tenant_id=caller.tenant_id,
+        source=source,
+        limit=limit,
+        cursor=cursor,
+        restriction=caller.restriction,
+    )
     return DocumentPageRead(
         documents=[document_read(d) for d in page.documents], next_cursor=page.next_cursor
     )
 
 
-@router.get("/documents/{external_id:path}")
+@router.get("/documents/{external_id:path}", responses=error_responses(404))
 def read_document(
-    external_id: str, tenant: ReadTenantDep, documents: DocumentServiceDep
+    external_id: str, caller: ReadCallerDep, documents: DocumentServiceDep
 ) -> DocumentRead:
     """One document: indexed (with its chunk count) or pending in a job."""
-    return document_read(documents.get(tenant_id=tenant, external_id=external_id))
+    view = documents.get(
+        tenant_id=caller.tenant_id, external_id=external_id, restriction=caller.restriction
+    )
+    return document_read(view)
 
 
-@router.patch("/documents/{external_id:path}")
+@router.patch("/documents/{external_id:path}", responses=error_responses(404, 413))
 def update_document(
     external_id: str, body: DocumentPatch, tenant: IngestTenantDep, documents: DocumentServiceDep
 ) -> DocumentRead:
@@ -120,7 +135,7 @@ def update_document(
     return document_read(view)
 
 
-@router.delete("/documents/{external_id:path}")
+@router.delete("/documents/{external_id:path}", responses=error_responses(404))
 def delete_document(
     external_id: str, tenant: IngestTenantDep, documents: DocumentServiceDep
 ) -> DocumentDeleted:
@@ -142,13 +157,13 @@ def list_jobs(
     return JobPageRead(jobs=[job_read(j) for j in page.jobs], next_cursor=page.next_cursor)
 
 
-@router.post("/jobs/{job_id}/cancel")
+@router.post("/jobs/{job_id}/cancel", responses=error_responses(404, 409))
 def cancel_job(job_id: uuid.UUID, tenant: IngestTenantDep, jobs: JobServiceDep) -> JobRead:
     """Cancel a queued or running job: indexed documents stay, the rest are cancelled."""
     return job_read(jobs.cancel(job_id, tenant_id=tenant))
 
 
-@router.get("/jobs/{job_id}")
+@router.get("/jobs/{job_id}", responses=error_responses(404))
 def read_job(job_id: uuid.UUID, tenant: IngestTenantDep, jobs: JobServiceDep) -> JobRead:
     """Status, counters and per-document errors of an ingestion job."""
     return job_read(jobs.get(job_id, tenant_id=tenant))
@@ -189,6 +204,7 @@ def job_read(view: JobView) -> JobRead:
         started_at=view.started_at,
         finished_at=view.finished_at,
         searchable_at=view.searchable_at,
+        request_id=view.request_id,
         errors=[
             ItemErrorRead(ordinal=e.ordinal, external_id=e.external_id, error=e.error)
             for e in view.errors

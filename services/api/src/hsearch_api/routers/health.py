@@ -4,17 +4,23 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from hsearch_api.deps import ServicesDep
+from hsearch_api.schemas.errors import error_responses
+from hsearch_api.schemas.health import LivenessRead, ReadinessRead
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], responses=error_responses(500))
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=LivenessRead)
 def healthz() -> dict[str, str]:
     """Liveness: the process answers."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    response_model=ReadinessRead,
+    responses={503: {"model": ReadinessRead, "description": "Not ready: the same report."}},
+)
 async def readyz(services: ServicesDep) -> JSONResponse:
     """Readiness: 503 unless the metadata database, the vector store and the encoder
     answer; a broker that does not is reported as degraded (200), since searches do

@@ -13,7 +13,9 @@ from hsearch.config import SearchSettings
 from hsearch.search.facets import parse_facet_requests
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.service import SearchService
-from hsearch_api.deps import SearchServiceDep, SearchTenantDep
+from hsearch_api.deps import Caller, SearchCallerDep, SearchServiceDep
+from hsearch_api.limits import SearchSlotDep
+from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
 from hsearch_api.schemas.search import (
     ExplanationRead,
     FacetBasisRead,
@@ -31,25 +33,30 @@ from hsearch_api.schemas.search import (
 def create_router(settings: SearchSettings) -> APIRouter:
     """The search routes, validating requests against the limits in ``settings``."""
     request_model = search_request_model(settings)
-    router = APIRouter(prefix="/v1", tags=["search"])
+    router = APIRouter(prefix="/v1", tags=["search"], responses=COMMON_ERRORS)
 
-    @router.post("/search")
+    @router.post("/search", responses=error_responses(413))
     async def search(
         body: request_model,  # type: ignore[valid-type]  # a model built at run time
-        tenant: SearchTenantDep,
+        caller: SearchCallerDep,
         service: SearchServiceDep,
+        _slot: SearchSlotDep,  # after the credential: a refused one takes no slot
     ) -> SearchResponse:
         """Hybrid search: dense and sparse legs in parallel under deadlines, fused."""
-        return await run_search(body, tenant=tenant, service=service)
+        return await run_search(body, caller=caller, service=service)
 
     return router
 
 
-async def run_search(body: SearchRequest, *, tenant: str, service: SearchService) -> SearchResponse:
+async def run_search(
+    body: SearchRequest, *, caller: Caller, service: SearchService
+) -> SearchResponse:
     """Map the request onto a query, run it, map the result."""
     result = await service.search(
         SearchQuery(
-            tenant_id=tenant,
+            tenant_id=caller.tenant_id,
+            required_filter=caller.restriction,
+            max_top_k=caller.max_top_k,
             query=body.query,
             top_k=body.top_k,
             offset=body.offset,
@@ -63,9 +70,11 @@ async def run_search(body: SearchRequest, *, tenant: str, service: SearchService
             min_score=body.min_score,
             group_by_document=body.group_by_document,
             highlight=body.highlight,
+            track_total=body.track_total,
             rerank=body.rerank,
             facets=parse_facet_requests(body.facets),
             facet_unit=body.facet_unit,
+            cursor=body.cursor,
         )
     )
     return search_response(result)
@@ -97,6 +106,8 @@ def search_response(result: SearchResult) -> SearchResponse:
         took_ms=result.took_ms,
         rerank_ms=result.rerank_ms,
         timings=TimingsRead(**asdict(result.timings)),
+        cached=result.cached,
+        next_cursor=result.next_cursor,
         weights=result.weights,
         applied_weights=result.applied_weights,
         facets=[

@@ -32,7 +32,26 @@ class DocumentCreate(BaseModel):
 
 
 class DocumentBatchCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "documents": [
+                        {
+                            "external_id": "kb-42",
+                            "title": "Resetting a password",
+                            "text": "Open Settings, then Security, and choose Reset password.",
+                            "source": "help-center",
+                            "lang": "en",
+                            "tags": ["team-a"],
+                            "metadata": {"year": 2026},
+                        }
+                    ]
+                }
+            ]
+        },
+    )
 
     # The upper bound is a setting (ingest.max_documents_per_request), see ``text``.
     documents: list[DocumentCreate] = Field(
@@ -49,7 +68,11 @@ class DocumentBatchCreate(BaseModel):
 
 
 class DocumentDeleteByFilter(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={"examples": [{"filter": {"source": {"eq": "help-center"}}}]},
+    )
 
     filter: dict[str, Any] | None = Field(
         default=None,
@@ -111,6 +134,11 @@ class JobRead(BaseModel):
     webhook: WebhookRead | None = Field(
         default=None, description="The job's webhook delivery, when it has one."
     )
+    request_id: str | None = Field(
+        default=None,
+        description="The X-Request-Id of the request that submitted the job: the API's "
+        "and the worker's log lines about it carry the same id.",
+    )
 
 
 class JobAccepted(BaseModel):
@@ -161,7 +189,10 @@ class DocumentPatch(BaseModel):
     """Fields that change without re-encoding. The title, text and language shape the
     vectors: change them by submitting the document again."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"tags": ["team-a", "archived"]}]},
+    )
 
     source: str | None = Field(default=None, max_length=512)
     tags: list[Tag] | None = Field(default=None, max_length=64)

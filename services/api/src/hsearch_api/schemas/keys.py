@@ -19,7 +19,10 @@ class KeyCreate(BaseModel):
     )
 
     scopes: list[Scope] = Field(min_length=1, max_length=len(Scope))
-    name: str = Field(default="", max_length=256, description="What the key is for.")
+    # No NUL character: Postgres cannot store one (hsearch.ingestion.storable).
+    name: str = Field(
+        default="", max_length=256, pattern=r"^[^\x00]*$", description="What the key is for."
+    )
     expires_at: AwareDatetime | None = Field(
         default=None, description="When the key stops working (in the future); unset: never."
     )
@@ -47,3 +50,37 @@ class KeyCreated(KeyRead):
 
 class KeyList(BaseModel):
     keys: list[KeyRead]
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "filter": {"tags": {"contains_any": ["team-a"]}},
+                    "max_top_k": 20,
+                    "expires_in_s": 600,
+                }
+            ]
+        },
+    )
+
+    filter: dict[str, object] = Field(
+        description="The mandatory filter (docs/filters.md), ANDed into every search and "
+        "document read made with the token; it may not name the tenant or a chunk's ordinal."
+    )
+    max_top_k: int | None = Field(
+        default=None, ge=1, description="The largest top_k the token may ask for."
+    )
+    expires_in_s: int | None = Field(
+        default=None,
+        ge=1,
+        description="Lifetime in seconds: default auth.token_default_ttl_s, at most "
+        "auth.token_max_ttl_s, and never past the minting key's own expiry.",
+    )
+
+
+class TokenCreated(BaseModel):
+    token: str = Field(description="The search token, sent as Authorization: Bearer <token>.")
+    expires_at: datetime

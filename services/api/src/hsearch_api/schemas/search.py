@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from hsearch.config import SearchSettings
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
+from hsearch.search.planner import MAX_QUERY_CHARS
 from hsearch.types import CountScope, CountUnit, FusionMethod, Leg, LegStatus, SearchMode
 
 LegWeight = Annotated[
@@ -30,15 +31,37 @@ class SearchRequest(BaseModel):
 
     # NaN and infinities are refused in every number of the body (a NaN min_score
     # would filter out every hit, and a NaN never equals itself in a cache key).
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"query": "how do I reset my password", "top_k": 5},
+                {
+                    "query": "password reset",
+                    "mode": "hybrid",
+                    "top_k": 10,
+                    "filter": {"tags": {"contains_any": ["team-a"]}},
+                    "facets": ["source"],
+                },
+            ]
+        },
+    )
 
-    query: str = Field(min_length=1, max_length=4096)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     top_k: int = Field(default=10, ge=1, description="Hits per page.")
     offset: int = Field(
         default=0,
         ge=0,
         description="Where the page starts in the fused ranking. Pages end at the window "
         "(`candidates`): an offset at or past it is refused with 422 naming the bound.",
+    )
+    cursor: str | None = Field(
+        default=None,
+        description="Opaque: a previous response's `next_cursor`, sent with the same search: the "
+        "next page, cut from the same fused list as that response (pages neither repeat "
+        "nor skip hits across writes while it is kept; docs/api.md, Caching). Replaces "
+        "`offset`; `top_k` may change.",
     )
     mode: SearchMode = SearchMode.HYBRID
     fusion: FusionMethod | None = Field(
@@ -81,6 +104,12 @@ class SearchRequest(BaseModel):
         default=False, description="Rescore the best fused hits with the cross-encoder."
     )
     highlight: bool = Field(default=True, description="Add a snippet with query terms in <em>.")
+    track_total: bool = Field(
+        default=True,
+        description="Count every keyword match for `total` and the facets (exact up to the "
+        "server's count limit). false: count the window only (`total_basis` `window`), "
+        "one store request fewer: for infinite scroll, or when the total is not shown.",
+    )
     facets: list[str | dict[str, Any]] = Field(
         default_factory=list,
         description="Fields to count over the query's matches (`facet_basis` in the "
@@ -197,6 +226,10 @@ class TimingsRead(BaseModel):
     sum to `took_ms`."""
 
     plan_ms: float = Field(description="Validation of the request into a plan.")
+    cache_ms: float = Field(
+        description="The result cache: the lookup, and the wait for an identical search "
+        "being computed (0 when no cache is configured)."
+    )
     encode_ms: float = Field(description="Query encoding (only the sides the legs read).")
     statistics_ms: float = Field(description="The tenant's BM25 statistics applied to the query.")
     retrieval_ms: float = Field(
@@ -234,7 +267,9 @@ class SearchResponse(BaseModel):
         description="How many results pages run through (the first `candidates` of the "
         "fused ranking, or fewer when fewer were found)."
     )
-    total_candidates: int = Field(description="Deprecated: the same as `window`.")
+    total_candidates: int = Field(
+        description="Deprecated: the same as `window`.", json_schema_extra={"deprecated": True}
+    )
     degraded: list[Leg]
     legs: list[LegRead] = Field(
         description="Every leg of the mode: `ok`, `timeout`, `error`, or `skipped` (not run: "
@@ -244,6 +279,15 @@ class SearchResponse(BaseModel):
     took_ms: float = Field(description="The whole search: the sum of `timings`.")
     rerank_ms: float | None
     timings: TimingsRead
+    cached: bool = Field(
+        description="True: the result of an earlier identical search on the same data, "
+        "or a page cut from a cursor's snapshot (docs/api.md, Caching); `timings` and "
+        "`took_ms` are this request's."
+    )
+    next_cursor: str | None = Field(
+        description="Send it as `cursor` with the same search for the next page; null on "
+        "the window's last page."
+    )
     weights: dict[Leg, float] = Field(
         description="Per leg that answered: the weight the query was fused with "
         "(configured or requested; 0 for a dense encoder that cannot read the query)."

@@ -66,6 +66,9 @@ class IngestionJob(Base):
     webhook_next_at: Mapped[datetime | None] = mapped_column(default=None)
     webhook_delivered_at: Mapped[datetime | None] = mapped_column(default=None)
     webhook_error: Mapped[str | None] = mapped_column(Text, default=None)
+    # The id of the API request that submitted the job (X-Request-Id, or one the API
+    # made): its log lines, the worker's and this row share it (docs/metrics.md, Logs).
+    request_id: Mapped[str | None] = mapped_column(String(128), default=None)
 
     items: Mapped[list[JobItem]] = relationship(
         back_populates="job", order_by="JobItem.ordinal", cascade="all, delete-orphan"

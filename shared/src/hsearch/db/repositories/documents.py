@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import func, insert, select, tuple_
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import Document
@@ -22,6 +24,25 @@ class DocumentRepository:
             select(Document).where(Document.id == document_id).with_for_update()
         )
 
+    def get_many(
+        self, document_ids: Collection[uuid.UUID], *, for_update: bool = False
+    ) -> dict[uuid.UUID, Document]:
+        """The documents of ``document_ids`` that exist, by id; with ``for_update``
+        their rows locked, in id order (two workers locking overlapping sets wait for
+        each other instead of deadlocking)."""
+        if not document_ids:
+            return {}
+        stmt = select(Document).where(Document.id.in_(sorted(document_ids))).order_by(Document.id)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return {doc.id: doc for doc in self._session.scalars(stmt)}
+
+    def insert_all(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert new documents, given as their columns (attribute names), in one
+        statement (an ORM bulk insert: less than half the time of adding objects)."""
+        if rows:
+            self._session.execute(insert(Document), list(rows))
+
     def add(self, document: Document) -> None:
         self._session.add(document)
         self._session.flush()
@@ -33,6 +54,16 @@ class DocumentRepository:
             )
             or 0
         )
+
+    def totals_by_tenant(self, tenant_id: str | None = None) -> dict[str, tuple[int, int]]:
+        """``{tenant: (documents, chunks)}``, of one tenant or of every tenant that has
+        documents."""
+        stmt = select(
+            Document.tenant_id, func.count(), func.coalesce(func.sum(Document.chunk_count), 0)
+        ).group_by(Document.tenant_id)
+        if tenant_id is not None:
+            stmt = stmt.where(Document.tenant_id == tenant_id)
+        return {t: (int(n), int(c)) for t, n, c in self._session.execute(stmt)}
 
     def tenant_page(self, tenant_id: str, *, after: uuid.UUID | None, limit: int) -> list[Document]:
         """The tenant's documents in id order, the first ``limit`` after ``after``."""

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
-from hsearch.types import FINISHED_JOB_STATUSES
+from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
 
 
 class JobRepository:
@@ -24,6 +24,42 @@ class JobRepository:
         active = (JobStatus.QUEUED, JobStatus.RUNNING)
         stmt = select(func.count()).select_from(IngestionJob).where(IngestionJob.status.in_(active))
         return int(self._session.scalar(stmt) or 0)
+
+    def counts_by_status(self, tenant_id: str | None = None) -> dict[str, dict[JobStatus, int]]:
+        """``{tenant: {status: jobs}}`` of one tenant or every tenant (jobs are kept
+        ``ingest.job_retention_days`` after they end)."""
+        stmt = select(IngestionJob.tenant_id, IngestionJob.status, func.count()).group_by(
+            IngestionJob.tenant_id, IngestionJob.status
+        )
+        if tenant_id is not None:
+            stmt = stmt.where(IngestionJob.tenant_id == tenant_id)
+        out: dict[str, dict[JobStatus, int]] = {}
+        for tenant, status, n in self._session.execute(stmt):
+            out.setdefault(tenant, {})[JobStatus(status)] = int(n)
+        return out
+
+    def status_totals(self) -> dict[JobStatus, int]:
+        """Jobs of every tenant by status."""
+        stmt = select(IngestionJob.status, func.count()).group_by(IngestionJob.status)
+        return {JobStatus(status): int(n) for status, n in self._session.execute(stmt)}
+
+    def searchable_times(
+        self, tenant_id: str, *, kinds: Sequence[JobKind], limit: int
+    ) -> list[tuple[datetime, datetime]]:
+        """``(created_at, finished_at)`` of the tenant's latest ``limit`` jobs of
+        ``kinds`` that ended searchable, newest first."""
+        stmt = (
+            select(IngestionJob.created_at, IngestionJob.finished_at)
+            .where(
+                IngestionJob.tenant_id == tenant_id,
+                IngestionJob.kind.in_(kinds),
+                IngestionJob.status.in_(SEARCHABLE_JOB_STATUSES),
+                IngestionJob.finished_at.is_not(None),
+            )
+            .order_by(IngestionJob.finished_at.desc())
+            .limit(limit)
+        )
+        return [(c, f) for c, f in self._session.execute(stmt) if f is not None]
 
     def get(self, job_id: uuid.UUID, *, tenant_id: str | None = None) -> IngestionJob | None:
         stmt = select(IngestionJob).where(IngestionJob.id == job_id)
@@ -82,16 +118,25 @@ class JobRepository:
             )
         )
 
-    def unfinished_chunk_ids(self, document_id: uuid.UUID, *, exclude: int) -> set[str]:
-        """Chunk ids written for ``document_id`` by attempts that never finished."""
-        rows = self._session.scalars(
-            select(JobItem.chunk_ids).where(
-                JobItem.document_id == document_id,
+    def unfinished_chunk_ids_of(
+        self, writers: Mapping[uuid.UUID, int]
+    ) -> dict[uuid.UUID, set[str]]:
+        """Per document id, the chunk ids written for it by attempts that never finished
+        (pending or failed items), the item ``writers`` names for the document (the one
+        writing it now) left out; one query for them all."""
+        if not writers:
+            return {}
+        rows = self._session.execute(
+            select(JobItem.id, JobItem.document_id, JobItem.chunk_ids).where(
+                JobItem.document_id.in_(sorted(writers)),
                 JobItem.status.in_([JobItemStatus.PENDING, JobItemStatus.FAILED]),
-                JobItem.id != exclude,
             )
         )
-        return {cid for ids in rows if ids for cid in ids}
+        out: dict[uuid.UUID, set[str]] = {doc: set() for doc in writers}
+        for item_id, doc, ids in rows:
+            if doc is not None and ids and writers.get(doc) != item_id:
+                out[doc].update(ids)
+        return out
 
     def stale(
         self, *, now: datetime, unsent_before: datetime, limit: int = 100

@@ -1,11 +1,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from hsearch.db.models import Tenant
+from hsearch.db.base import utcnow
+from hsearch.db.models import (
+    ApiKey,
+    Document,
+    IngestionJob,
+    JobItem,
+    JobItemStatus,
+    JobStatus,
+    LexicalCorpusStats,
+    LexicalTermStats,
+    Tenant,
+)
 
 
 class TenantRepository:
@@ -38,6 +50,65 @@ class TenantRepository:
             .values(data_generation=Tenant.data_generation + 1)
         )
 
+    def data_version(self, tenant_id: str) -> str:
+        """The tenant's data generation, qualified by when the tenant was created: a
+        tenant deleted and created again, or a database rebuilt, never reuses one
+        (``"<generation>.<created_at µs>"``; ``"0.-"`` for an unknown tenant)."""
+        row = self._session.execute(
+            select(Tenant.data_generation, Tenant.created_at).where(Tenant.id == tenant_id)
+        ).first()
+        if row is None:
+            return "0.-"
+        generation, created = row
+        stamp = round(created.replace(tzinfo=UTC).timestamp() * 1e6) if created else "-"
+        return f"{int(generation or 0)}.{stamp}"
+
     def generation(self, tenant_id: str) -> int:
         value = self._session.scalar(select(Tenant.data_generation).where(Tenant.id == tenant_id))
         return int(value or 0)
+
+    def cancel_jobs(self, tenant_id: str) -> int:
+        """Cancel the tenant's queued and running jobs (their pending items too), so no
+        worker writes for it any more; returns how many."""
+        active = select(IngestionJob.id).where(
+            IngestionJob.tenant_id == tenant_id,
+            IngestionJob.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]),
+        )
+        self._session.execute(
+            update(JobItem)
+            .where(JobItem.job_id.in_(active), JobItem.status == JobItemStatus.PENDING)
+            .values(status=JobItemStatus.CANCELLED)
+        )
+        result = self._session.execute(
+            update(IngestionJob)
+            .where(IngestionJob.id.in_(active.scalar_subquery()))
+            .values(
+                status=JobStatus.CANCELLED,
+                finished_at=utcnow(),
+                lease_owner=None,
+                lease_expires_at=None,
+            )
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def purge(self, tenant_id: str) -> dict[str, int]:
+        """Delete every row of the tenant, the tenant's own included (the audit log is
+        kept: it records what was done, not the tenant's data); rows deleted by table."""
+        jobs = select(IngestionJob.id).where(IngestionJob.tenant_id == tenant_id)
+        statements = {
+            "job_items": delete(JobItem).where(JobItem.job_id.in_(jobs)),
+            "ingestion_jobs": delete(IngestionJob).where(IngestionJob.tenant_id == tenant_id),
+            "documents": delete(Document).where(Document.tenant_id == tenant_id),
+            "lexical_term_stats": delete(LexicalTermStats).where(
+                LexicalTermStats.tenant_id == tenant_id
+            ),
+            "lexical_corpus_stats": delete(LexicalCorpusStats).where(
+                LexicalCorpusStats.tenant_id == tenant_id
+            ),
+            "api_keys": delete(ApiKey).where(ApiKey.tenant_id == tenant_id),
+            "tenants": delete(Tenant).where(Tenant.id == tenant_id),
+        }
+        return {
+            table: int(self._session.execute(stmt).rowcount or 0)  # type: ignore[attr-defined]
+            for table, stmt in statements.items()
+        }

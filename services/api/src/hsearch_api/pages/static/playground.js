@@ -1,0 +1,116 @@
+// The /playground page: a search run as a chosen tenant, each hit explained.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const fmt = (v, digits = 4) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
+
+  async function loadTenants() {
+    const select = $("tenant");
+    const tenants = await hsearch.request("GET", "/ops/api/tenants");
+    select.replaceChildren(
+      ...tenants.map((t) => hsearch.el("option", `${t.id} (${t.name})${t.status === "active" ? "" : ` · ${t.status}`}`, { value: t.id })),
+    );
+  }
+
+  function row(cells, attrs = {}) {
+    const tr = hsearch.el("tr", null, attrs);
+    for (const c of cells) {
+      const td = hsearch.el("td");
+      if (c instanceof Node) td.append(c);
+      else td.textContent = String(c);
+      tr.append(td);
+    }
+    return tr;
+  }
+
+  // A snippet is escaped text with <em> around the matches: shown as text and <mark>s,
+  // never parsed as HTML.
+  function snippet(value) {
+    const cell = document.createDocumentFragment();
+    const decode = document.createElement("textarea");
+    value.split(/(<em>.*?<\/em>)/).forEach((piece) => {
+      const marked = piece.startsWith("<em>") && piece.endsWith("</em>");
+      decode.innerHTML = marked ? piece.slice(4, -5) : piece;
+      cell.append(marked ? hsearch.el("mark", decode.value) : document.createTextNode(decode.value));
+    });
+    const span = hsearch.el("span");
+    span.append(cell);
+    return span;
+  }
+
+  function show(result) {
+    const summary = $("fusion-summary");
+    const perLeg = (weights) =>
+      Object.entries(weights || {})
+        .map(([leg, w]) => `${leg} ${fmt(w, 3)}`)
+        .join(", ") || "–";
+    const items = [
+      ["method", result.method],
+      ["mode", result.mode],
+      ["weights", perLeg(result.weights)],
+      ["applied weights", perLeg(result.applied_weights)],
+      ["degraded", (result.degraded || []).join(", ") || "no"],
+      ["total", `${result.total}${result.total_exact ? "" : " (estimate)"}`],
+      ["took", `${fmt(result.took_ms, 1)} ms`],
+    ];
+    summary.replaceChildren(...items.flatMap(([k, v]) => [hsearch.el("dt", k), hsearch.el("dd", v, { "data-field": k })]));
+    $("timings").tBodies[0].replaceChildren(
+      ...Object.entries(result.timings).map(([stage, ms]) => row([stage.replace(/_ms$/, ""), fmt(ms, 2)], { "data-stage": stage })),
+    );
+    $("legs").tBodies[0].replaceChildren(
+      ...result.legs.map((l) => row([l.leg, l.status, fmt(l.took_ms, 2), l.candidates ?? "–"])),
+    );
+    $("hits").tBodies[0].replaceChildren(
+      ...result.hits.map((h, i) => {
+        const e = h.explanation;
+        const tr = row(
+          [
+            result.offset + i + 1,
+            `${h.title || h.external_id}`,
+            h.snippet ? snippet(h.snippet) : h.text.slice(0, 160),
+            fmt(e.fused_score),
+            e.dense_rank ?? "–",
+            fmt(e.dense_score),
+            e.sparse_rank ?? "–",
+            fmt(e.sparse_score),
+            fmt(e.rerank_score),
+          ],
+          { class: "hit" },
+        );
+        return tr;
+      }),
+    );
+    $("summary").hidden = false;
+    $("results").hidden = false;
+    document.body.dataset.hits = String(result.hits.length);
+  }
+
+  $("search-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const error = $("search-error");
+    hsearch.text(error, "");
+    const body = { query: $("query").value, mode: $("mode").value, top_k: Number($("top_k").value) || 10 };
+    if ($("fusion").value) body.fusion = $("fusion").value;
+    const filter = $("filter").value.trim();
+    if (filter) {
+      try {
+        body.filter = JSON.parse(filter);
+      } catch (err) {
+        hsearch.text(error, `filter: not JSON (${err.message})`);
+        return;
+      }
+    }
+    $("run").disabled = true;
+    try {
+      show(await hsearch.request("POST", "/ops/api/search", { body, headers: { "X-Hsearch-Tenant": $("tenant").value } }));
+    } catch (err) {
+      hsearch.text(error, err.message);
+    } finally {
+      $("run").disabled = false;
+    }
+  });
+
+  hsearch.header().catch(() => {});
+  loadTenants().catch((err) => hsearch.text($("search-error"), `tenants: ${err.message}`));
+})();

@@ -1,0 +1,276 @@
+"""The built-in pages in headless Chromium (Debian's ``chromium``, driven by Playwright
+through ``executable_path``), against a real stack: the API in two uvicorn processes
+and a Celery worker sharing one PROMETHEUS_MULTIPROC_DIR, on Postgres, Redis and the
+session's Milvus Lite server.
+
+An operator logs in with their credential, traffic is generated (an ingest job,
+searches, one that fails), and then the ``/ops`` charts hold data (non-zero series) and
+the playground shows a hit's explanation: each leg's rank and score, the fused score,
+the weights and the per-stage timings. Screenshots go to ``tests/artifacts/``.
+
+Without chromium (or Playwright) the tests skip, except with CI set, where they fail:
+``.ci/run`` installs chromium with apt-get.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
+from hsearch.processes import start_api
+from hsearch.tenancy.factory import open_tenancy
+from tests.integration.conftest import settings_from_env, stack_env
+from tests.integration.services import private_redis, start_test_worker
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DOCS = [
+    {
+        "external_id": f"geo-{i}",
+        "title": title,
+        "text": text,
+        "source": "atlas",
+    }
+    for i, (title, text) in enumerate(
+        [
+            ("Volcanoes", "A volcano erupts molten rock, ash and gases from the mantle."),
+            ("Glaciers", "A glacier is a slow river of ice carving its valley."),
+            ("Deserts", "A desert receives little rain; dunes move with the wind."),
+            ("Rivers", "A river carries water and sediment from mountains to the sea."),
+            ("Reefs", "A coral reef is built by colonies of tiny animals in warm seas."),
+        ]
+    )
+]
+QUERY = "volcano erupts ash"
+
+
+def chromium_path() -> str | None:
+    for candidate in ("/usr/bin/chromium", shutil.which("chromium")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set: .ci/run installs chromium)")
+    pytest.skip(reason)
+
+
+@dataclass
+class Running:
+    base: str
+    auth: dict[str, str]
+    operator_key: str
+    tenant: str
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def browser_path() -> str:
+    path = chromium_path()
+    if path is None:
+        unavailable("no chromium (apt-get install -y chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        unavailable("playwright is not installed (the dev extra)")
+    assert path is not None
+    return path
+
+
+@pytest.fixture(scope="module")
+def running(
+    browser_path: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    pg_url: str,
+    milvus_uri: str,
+    tiny_bge_m3: Path,
+) -> Iterator[Running]:
+    root = tmp_path_factory.mktemp("pages-stack")
+    # A broker of its own: neither the session's worker nor another test session
+    # beside it on the machine takes these jobs.
+    with private_redis(root / "redis") as broker:
+        env = stack_env(
+            database_url=pg_url,
+            broker_url=broker,
+            milvus_uri=milvus_uri,
+            collection=f"pg_{uuid.uuid4().hex[:8]}",
+            encoder={"kind": "bge-m3", "bge_m3_path": str(tiny_bge_m3), "max_length": "128"},
+            data_dir=root,
+        )
+        env[MULTIPROC_ENV] = str(prepare_multiprocess_dir(root / "metrics"))
+        with open_tenancy(settings_from_env(env)) as tenancy:
+            tenant = f"pg{uuid.uuid4().hex[:8]}"
+            created = tenancy.create_tenant("pages", tenant_id=tenant, actor="test")
+            operator = tenancy.create_operator_key(name="pages test", actor="test")
+        worker = start_test_worker(env, root, name="pages")
+        try:
+            api, base = start_api(env, log=root / "api.log", workers=2)
+        except BaseException:
+            worker.stop()
+            raise
+        try:
+            yield Running(
+                base=base,
+                auth={"Authorization": f"Bearer {created.key.key}"},
+                operator_key=operator.key,
+                tenant=tenant,
+                env=env,
+            )
+        finally:
+            api.stop()
+            worker.stop()
+
+
+def wait_until(check: Callable[[], Any], *, what: str, timeout: float = 45.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def generate_traffic(run: Running) -> None:
+    resp = httpx.post(
+        f"{run.base}/v1/documents", json={"documents": DOCS}, headers=run.auth, timeout=30
+    )
+    assert resp.status_code == 202, resp.text
+    status_url = run.base + resp.json()["status_url"]
+
+    def finished() -> dict[str, Any] | None:
+        job: dict[str, Any] = httpx.get(status_url, headers=run.auth, timeout=10).json()
+        return job if job["status"] in ("succeeded", "partial", "failed") else None
+
+    job = wait_until(finished, what="the ingest job", timeout=90)
+    assert job["status"] == "succeeded", job
+    for query in (QUERY, "glacier ice", "coral reef", "river sediment", QUERY):
+        answer = httpx.post(
+            f"{run.base}/v1/search", json={"query": query}, headers=run.auth, timeout=30
+        )
+        assert answer.status_code == 200, answer.text
+    # A search whose legs cannot finish in 1 ms: a failed (or degraded) search.
+    failed = httpx.post(
+        f"{run.base}/v1/search",
+        json={"query": "desert dunes", "leg_timeout_ms": 1},
+        headers=run.auth,
+        timeout=30,
+    )
+    assert failed.status_code in (200, 503), failed.text
+
+
+def test_ops_charts_and_playground_explanations_in_chromium(
+    running: Running, browser_path: str
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.set_default_timeout(30_000)
+
+            # No session: the page sends the browser to the login.
+            page.goto(f"{running.base}/ops")
+            assert page.url.endswith("/ops/login")
+            page.fill("#key", running.operator_key)
+            page.click("#login-button")
+            page.wait_for_url(f"{running.base}/ops")
+            assert running.operator_key not in page.url
+            cookies = {c["name"]: c for c in page.context.cookies()}
+            session = cookies["hsearch_ops_session"]
+            assert (session["httpOnly"], session["sameSite"]) == (True, "Strict")
+            assert running.operator_key not in session["value"]
+            page.wait_for_selector("body[data-readings]")
+
+            generate_traffic(running)
+
+            def nonzero(panel: str) -> int:
+                value = page.get_attribute(f'[data-panel="{panel}"]', "data-nonzero")
+                return int(value or 0)
+
+            for panel in ("searches", "latency", "degraded", "ingest", "jobs"):
+                wait_until(lambda p=panel: nonzero(p) > 0, what=f"the {panel} chart's data")
+
+            def points(panel: str) -> int:
+                return int(page.get_attribute(f'[data-panel="{panel}"]', "data-points") or 0)
+
+            assert points("queue") > 0  # a gauge: 0 once the worker has taken every job
+            # A few more readings, so that the screenshot shows lines rather than dots.
+            wait_until(lambda: points("searches") >= 4, what="four readings")
+            assert nonzero("searches") > 0
+            assert page.locator('[data-panel="searches"] canvas').count() == 1
+            latest = page.inner_text('[data-panel="latency"] .latest')
+            assert "dense p95" in latest
+            assert page.inner_text("#ops-error") == ""
+            page.screenshot(path=str(ARTIFACTS / "ops.png"), full_page=True)
+
+            # The playground: search as the tenant, each hit explained.
+            page.click('a[href="/playground"]')
+            page.wait_for_url(f"{running.base}/playground")
+            page.wait_for_selector(f'#tenant option[value="{running.tenant}"]', state="attached")
+            page.select_option("#tenant", running.tenant)
+            page.fill("#query", QUERY)
+            page.select_option("#fusion", "rrf")
+            page.fill("#top_k", "3")
+            page.click("#run")
+            page.wait_for_selector("#hits tbody tr.hit")
+            assert page.inner_text("#search-error") == ""
+            first = page.locator("#hits tbody tr.hit").first.locator("td").all_inner_texts()
+            # #, document, chunk, fused score, dense rank/score, sparse rank/score, rerank
+            assert first[1] == "Volcanoes"
+            # The snippet's matches are marked, its text never parsed as HTML.
+            hit = page.locator("#hits tbody tr.hit").first
+            assert hit.locator("mark").count() >= 1
+            assert "<em>" not in first[2]
+            assert float(first[3]) > 0
+            assert first[4] == "1" or first[6] == "1"
+            assert float(first[5]) != 0 or float(first[7]) != 0
+            for field in ("weights", "applied weights"):
+                weights = page.inner_text(f'dd[data-field="{field}"]')
+                assert "dense" in weights
+                assert "sparse" in weights
+            assert page.inner_text('dd[data-field="method"]') == "rrf"
+            retrieval = page.inner_text('#timings tr[data-stage="retrieval_ms"] td:nth-child(2)')
+            assert float(retrieval) > 0
+            assert page.locator("#legs tbody tr").count() == 2
+            page.screenshot(path=str(ARTIFACTS / "playground.png"), full_page=True)
+        finally:
+            browser.close()
+
+    # The playground's search is in the audit log under the operator's credential.
+    with open_tenancy(settings_from_env(running.env)) as tenancy:
+        events = tenancy.audit_log(tenant_id=running.tenant, limit=5)
+    prefix = running.operator_key[: len("hso_") + 12]
+    assert any(
+        (e.actor, e.action, e.target) == (f"key:{prefix}", "api.request", "POST /ops/api/search")
+        for e in events
+    )
+    assert (ARTIFACTS / "ops.png").stat().st_size > 10_000
+    assert (ARTIFACTS / "playground.png").stat().st_size > 10_000
