@@ -213,9 +213,11 @@ class MilvusSettings(BaseModel):
     grpc_keepalive_s: float = Field(
         default=300.0,
         ge=10,
-        description="How often the client pings an idle Milvus connection. pymilvus's 10 s "
-        "exceeds what a gRPC server with the default policy accepts (a ping without data "
-        "every 5 min; Milvus Lite's): it closes the connection with GOAWAY too_many_pings.",
+        description="How often the client pings a Milvus connection while a call is open "
+        "(never on a connection without calls). Milvus Lite, a gRPC server with the default "
+        "policy, accepts at most one ping every 5 min and closes the connection with GOAWAY "
+        "too_many_pings otherwise: below 300, use only against a Milvus server "
+        "(docs/operations.md, gRPC keepalive).",
     )
     lite_host: str = Field(default="127.0.0.1", description="`hsearch run`: Milvus Lite bind host.")
     lite_port: int = Field(default=19530, ge=1, le=65535, description="`hsearch run`: its port.")

@@ -100,17 +100,36 @@ _SCALAR_TYPES: Mapping[FieldType, DataType] = {
 
 
 def grpc_options(keepalive_s: float = 300.0) -> dict[str, int]:
-    """The gRPC channel options of every connection to Milvus: pings every
-    ``keepalive_s`` (``MilvusSettings.grpc_keepalive_s``). pymilvus pings every 10 s; a
-    gRPC server with the default policy (Milvus Lite's) takes a ping without data at
-    most every 5 min and closes the connection (GOAWAY "too_many_pings") after a few
-    more. pymilvus shares one connection per address and token, opened with the options
-    of whoever connected first, so a process's other clients pass these too.
+    """The gRPC channel options of every connection to Milvus (docs/operations.md,
+    "gRPC keepalive").
+
+    A gRPC server keeps count of the pings it thinks too frequent and, after a few such
+    strikes, closes the connection with GOAWAY ``too_many_pings``, failing any call in
+    flight on it with UNAVAILABLE. Milvus Lite is a grpcio server with gRPC's default
+    policy: at most one ping every 5 min while a call is open, and, on a connection
+    with no call open, none for 2 h. pymilvus pings every 10 s, calls or not
+    (``keepalive_permit_without_calls``): an idle connection was closed about every
+    2 min, and a call in flight when that happened (or a call held open for minutes)
+    failed "Too many pings". A longer period alone only postpones the close: on a
+    connection without calls every ping is a strike. So:
+
+    - ``keepalive_permit_without_calls`` 0: no pings on a connection without calls (an
+      idle connection is never struck; a dead one is found by the next call, within
+      its deadline, and reconnected);
+    - ``keepalive_time_ms`` ``keepalive_s`` (``MilvusSettings.grpc_keepalive_s``),
+      300 s by default: no more often than Milvus Lite accepts during a call.
+
+    Both are valid against a Milvus cluster or standalone server too: its proxy
+    accepts pings every 5 s with or without calls, and itself pings a connection idle
+    for 60 s (which keeps it open through NATs and load balancers). pymilvus shares one
+    connection per address and token, opened with the options of whoever connected
+    first, so a process's other clients pass these too.
 
     Reconnecting after an outage waits at most 5 s between attempts (gRPC's default
     grows to 120 s), so a Milvus back after minutes is seen within seconds."""
     return {
         "grpc.keepalive_time_ms": int(keepalive_s * 1000),
+        "grpc.keepalive_permit_without_calls": 0,
         "grpc.max_reconnect_backoff_ms": 5000,
     }
 
