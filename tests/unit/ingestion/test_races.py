@@ -1,0 +1,186 @@
+"""Writers racing on the same documents, interleaved deterministically.
+
+One indexer is stopped while it encodes a group: its batch is decided (the chunk ids it
+is about to write are committed on its items) and nothing of it is in the store yet.
+Meanwhile another indexer runs a whole job on the same documents, then the first one
+goes on. Whatever the order, the store holds exactly the chunks the metadata database
+records for each document, the statistics are those of the final versions alone, and
+every item ends in one state."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.db.base import utcnow
+from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.protocol import Embedding
+from hsearch.ingestion.ids import document_id
+from hsearch.ingestion.indexer import IndexingService
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.ingestion.test_indexing import TENANT, docs, get_job, make_service, stats, submit
+
+OLD = ("x", "The old version of the page. " * 30)
+FIRST = ("x", "A river runs through the valley to the sea. " * 30)
+SECOND = ("x", "Mountains rise above the clouds in winter. " * 30)
+OTHER = ("y", "Another document, written once. " * 10)
+
+
+class PausingEmbedder(FakeEmbedder):
+    """Runs ``meanwhile`` once, before encoding its first texts: what another worker
+    does while this one encodes a decided batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meanwhile: Callable[[], None] | None = None
+
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        action, self.meanwhile = self.meanwhile, None
+        if action is not None:
+            action()
+        return super().embed_documents(texts, langs=langs)
+
+
+def indexer(
+    sessions: sessionmaker[Session], store: InMemoryVectorStore, owner: str
+) -> tuple[IndexingService, PausingEmbedder]:
+    embedder = PausingEmbedder()
+    return make_service(sessions, store, embedder, owner=owner), embedder
+
+
+def run_job(service: IndexingService, job_id: uuid.UUID) -> Callable[[], None]:
+    def run() -> None:
+        assert service.process_job(job_id) is JobStatus.SUCCEEDED
+
+    return run
+
+
+def assert_consistent(sessions: sessionmaker[Session], store: InMemoryVectorStore) -> None:
+    """The store holds exactly the chunks each document records; nothing else."""
+    with sessions() as session:
+        recorded = {
+            str(doc.id): set(doc.chunk_ids)
+            for doc in session.scalars(select(Document).where(Document.tenant_id == TENANT))
+        }
+    for doc_id, chunk_ids in recorded.items():
+        assert store.chunk_ids(tenant_id=TENANT, document_id=doc_id) == chunk_ids
+    assert store.count(tenant_id=TENANT) == sum(len(ids) for ids in recorded.values())
+
+
+def final_text(sessions: sessionmaker[Session], external_id: str) -> str:
+    with sessions() as session:
+        doc = session.get_one(Document, document_id(TENANT, external_id))
+        return doc.content
+
+
+def reference_stats(
+    sessions: sessionmaker[Session], *versions: tuple[str, str]
+) -> tuple[tuple[int, int], dict[int, int]]:
+    """The statistics of ``versions`` indexed alone, in a tenant of their own."""
+    service = make_service(sessions, InMemoryVectorStore())
+    service.process_job(submit(sessions, docs(*versions), tenant="clean"))
+    return stats(sessions, "clean")
+
+
+def test_a_newer_submission_written_while_an_older_one_encodes_wins(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = InMemoryVectorStore()
+    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
+    older = submit(sessions, docs(FIRST))
+    newer = submit(sessions, docs(SECOND))
+    slow, embedder = indexer(sessions, store, "slow")
+    fast, _ = indexer(sessions, store, "fast")
+    embedder.meanwhile = run_job(fast, newer)
+
+    slow.process_job(older)
+
+    assert final_text(sessions, "x") == SECOND[1]
+    assert_consistent(sessions, store)
+    assert stats(sessions) == reference_stats(sessions, SECOND, OTHER)
+    old_job, new_job = get_job(sessions, older), get_job(sessions, newer)
+    assert (old_job.status, old_job.indexed, old_job.skipped) == (JobStatus.SUCCEEDED, 0, 1)
+    assert (new_job.status, new_job.indexed) == (JobStatus.SUCCEEDED, 1)
+
+
+def test_an_older_submission_written_while_a_newer_one_encodes_is_replaced(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = InMemoryVectorStore()
+    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
+    older = submit(sessions, docs(FIRST))
+    newer = submit(sessions, docs(SECOND))
+    slow, embedder = indexer(sessions, store, "slow")
+    fast, _ = indexer(sessions, store, "fast")
+    embedder.meanwhile = run_job(fast, older)
+
+    slow.process_job(newer)
+
+    assert final_text(sessions, "x") == SECOND[1]
+    assert_consistent(sessions, store)
+    assert stats(sessions) == reference_stats(sessions, SECOND, OTHER)
+    assert get_job(sessions, older).indexed == get_job(sessions, newer).indexed == 1
+
+
+def test_the_same_batch_submitted_twice_and_written_at_once_is_indexed_once(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = InMemoryVectorStore()
+    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
+    first = submit(sessions, docs(FIRST, OTHER))
+    again = submit(sessions, docs(FIRST, OTHER))
+    slow, embedder = indexer(sessions, store, "slow")
+    fast, _ = indexer(sessions, store, "fast")
+    embedder.meanwhile = run_job(fast, again)
+
+    slow.process_job(first)
+
+    assert final_text(sessions, "x") == FIRST[1]
+    assert_consistent(sessions, store)
+    assert stats(sessions) == reference_stats(sessions, FIRST, OTHER)
+
+
+def test_a_worker_whose_lease_expired_mid_batch_writes_nothing_twice(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The worker stalls while encoding (its lease expires), another takes the job
+    over and finishes it; the stalled one then wakes up with its encoded batch."""
+    store = InMemoryVectorStore()
+    make_service(sessions, store).process_job(submit(sessions, docs(OLD)))
+    job_id = submit(sessions, docs(FIRST, OTHER))
+    stalled, embedder = indexer(sessions, store, "stalled")
+    taker, _ = indexer(sessions, store, "taker")
+
+    def take_over() -> None:
+        with sessions.begin() as session:
+            session.execute(
+                update(IngestionJob)
+                .where(IngestionJob.id == job_id)
+                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+            )
+        assert taker.process_job(job_id) is JobStatus.SUCCEEDED
+
+    embedder.meanwhile = take_over
+
+    stalled.process_job(job_id)
+
+    assert_consistent(sessions, store)
+    assert stats(sessions) == reference_stats(sessions, FIRST, OTHER)
+    view = get_job(sessions, job_id)
+    assert (view.status, view.indexed, view.skipped, view.failed) == (
+        JobStatus.SUCCEEDED,
+        2,
+        0,
+        0,
+    )
+    with sessions() as session:
+        items = session.scalars(select(JobItem).where(JobItem.job_id == job_id)).all()
+    assert {i.status for i in items} == {JobItemStatus.INDEXED}
+    assert all(i.document_id == document_id(TENANT, i.external_id) for i in items)
