@@ -213,6 +213,18 @@ def test_jobs_commands(cli: Cli, tmp_path: Path) -> None:
     missing = cli("jobs", "show", str(uuid.uuid4()))
     assert (missing.exit_code, missing.stderr.split(":")[0]) == (1, "error (job_not_found)")
 
+    # A delete job not started yet has no total: shown as such, not as 0.
+    deleting = httpx.post(
+        f"{cli.api.url}/v1/documents:delete",
+        json={"all": True},
+        headers={"Authorization": f"Bearer {cli.api.key}"},
+    ).json()
+    assert deleting["total"] is None
+    listed = lines_of(cli("jobs", "list", "--status", "queued").stdout)
+    assert listed[1].split()[:5] == [deleting["job_id"], "delete", "queued", "0/?", "0"]
+    shown = lines_of(cli("jobs", "show", deleting["job_id"]).stdout)
+    assert "kind: delete" in shown
+
 
 def test_documents_commands(cli: Cli, tmp_path: Path) -> None:
     source = write_jsonl(

@@ -79,7 +79,8 @@ class JobItemError:
 class Job:
     id: uuid.UUID
     status: JobStatus
-    total: int
+    total: int | None
+    """``None`` for a delete job not started yet (its documents are selected then)."""
     indexed: int
     skipped: int
     failed: int
@@ -94,7 +95,7 @@ class Job:
         return cls(
             id=uuid.UUID(data["id"]),
             status=JobStatus(data["status"]),
-            total=int(data["total"]),
+            total=None if data["total"] is None else int(data["total"]),
             indexed=int(data["indexed"]),
             skipped=int(data["skipped"]),
             failed=int(data["failed"]),

@@ -159,8 +159,9 @@ class JobService:
     ) -> JobView:
         """Write a delete job for the tenant's documents ``filter`` selects (every
         document with ``everything`` and no filter) and queue it; the documents are
-        selected when a worker starts the job (:mod:`hsearch.ingestion.deletion`).
-        Raises InvalidFilterError / InvalidRequestError (422) naming the field."""
+        selected when a worker starts the job (:mod:`hsearch.ingestion.deletion`), so
+        the view's ``total`` is ``None`` until then. Raises InvalidFilterError /
+        InvalidRequestError (422) naming the field."""
         parse_delete_filter(filter, everything=everything)
         problems = list(unstorable(filter, "filter"))
         if problems:  # the job row keeps it
@@ -313,7 +314,7 @@ def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:
         tenant_id=job.tenant_id,
         kind=job.kind,
         status=job.status,
-        total=job.total,
+        total=job.known_total,
         indexed=job.indexed,
         skipped=job.skipped,
         failed=job.failed,
