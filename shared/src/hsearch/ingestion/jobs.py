@@ -1,9 +1,10 @@
-"""The API side of ingestion: ingestion jobs as clients see them.
+"""The API side of ingestion: jobs as clients see them.
 
-A job is written with one item per submitted document (the payload waits on the item
-until it is indexed, see docs/architecture.md) and queued on the unit of work, which
-sends it to the workers after the commit. The worker side is
-:mod:`hsearch.ingestion.indexer`.
+An ingest job is written with one item per submitted document (the payload waits on
+the item until it is indexed, see docs/architecture.md); a delete job with its filter
+only (its items are written when it starts, :mod:`hsearch.ingestion.deletion`). Either
+is queued on the unit of work, which sends it to the workers after the commit. The
+worker side is :mod:`hsearch.ingestion.indexer`.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ def check_page_limit(limit: int) -> None:
 
 
 class JobService:
-    """Submit a batch and read a job, inside one unit of work (the caller's transaction).
+    """A tenant's jobs, inside one unit of work (the caller's transaction): submit a
+    batch (:meth:`submit`) or a delete by filter (:meth:`submit_delete`), cancel one,
+    list them and read one. Every call is scoped to the tenant: another tenant's job
+    is not found.
 
     The service writes and flushes; the boundary that opened the unit of work commits
-    it and sends the queued jobs. Cancelling a job and listing a tenant's jobs belong
-    here too (not built yet), scoped to the tenant like :meth:`get`.
+    it and sends the queued jobs.
     """
 
     def __init__(
@@ -70,7 +73,7 @@ class JobService:
         self._webhooks = webhooks or WebhookSettings()
         self._quotas = quotas or QuotaSettings()
 
-    # Commands: submit; cancel comes here.
+    # Commands: submit, submit_delete, cancel.
 
     def submit(
         self,
