@@ -776,7 +776,17 @@ class ClientSettings(BaseModel):
         ge=0,
         le=20,
         description="Further attempts after a connection error or a 502/503/504, with "
-        "backoff (0.5 s, 1 s, 2 s, ...).",
+        "backoff (0.5 s, 1 s, 2 s, ... at most 10 s); `hsearch ingest` uses "
+        "`retry_for_s` instead.",
+    )
+    retry_for_s: float = Field(
+        default=120.0,
+        ge=0,
+        le=86_400,
+        description="`hsearch ingest` (and its `--wait`): how long a request goes on being "
+        "tried after a connection error or a 502/503/504 (an API restarting), with the "
+        "same backoff, saying on stderr that it waits. `--retry-for` overrides it; 0 "
+        "gives up at the first failure.",
     )
     batch_documents: int = Field(
         default=500,
