@@ -344,7 +344,7 @@ async def test_expired_and_revoked_credentials_are_refused(world: World, stack: 
 async def test_deleting_a_tenant_purges_its_rows_chunks_and_keys(world: World) -> None:
     services = world.services
     victim = f"del{uuid.uuid4().hex[:8]}"
-    created = services.tenancy.create_tenant("Victim", tenant_id=victim, actor="test")
+    created = services.tenancy.create_tenant(f"Victim {victim}", tenant_id=victim, actor="test")
     async with world.client(created.key.key) as c:
         await _submit(c, documents("V"))
         await _submit(c, documents("V")[:1])
@@ -380,7 +380,9 @@ async def test_deleting_a_tenant_purges_its_rows_chunks_and_keys(world: World) -
 
 async def test_hsearch_tenants_delete(world: World, stack: Stack) -> None:
     victim = f"cli{uuid.uuid4().hex[:8]}"
-    created = world.services.tenancy.create_tenant("Victim", tenant_id=victim, actor="test")
+    created = world.services.tenancy.create_tenant(
+        f"Victim {victim}", tenant_id=victim, actor="test"
+    )
     async with world.client(created.key.key) as c:
         await _submit(c, documents("V")[:2])
     assert world.services.store.count(tenant_id=victim) > 0

@@ -60,6 +60,11 @@ def test_tenants_create_prints_the_tenant_and_an_admin_key(cli: Cli) -> None:
     assert generated["tenant_id"].startswith("t_")
     again = cli("tenants", "create", "Acme", "--id", "acme")
     assert (again.exit_code, again.stderr) == (1, "error (tenant_exists): tenant 'acme' exists\n")
+    same_name = cli("tenants", "create", "Acme Corp", "--id", "acme2")
+    assert (same_name.exit_code, same_name.stderr) == (
+        1,
+        "error (tenant_exists): name: tenant 'acme' is already named 'Acme Corp'\n",
+    )
     listed = cli.json("tenants", "list")
     assert [(t["tenant_id"], t["name"], t["status"]) for t in listed] == [
         ("acme", "Acme Corp", "active"),

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from hsearch.config import FALLBACK_WEIGHTS, EncoderKind, SearchSettings, Settings
+from hsearch.errors import ConfigurationError
 from hsearch.types import FusionDefault, FusionMethod, Leg
 
 
@@ -156,3 +157,78 @@ def test_the_api_key_is_read_from_hsearch_api_key(monkeypatch: pytest.MonkeyPatc
     assert s.api_key is not None
     assert s.api_key.get_secret_value() == "hsk-live-7f3e9a"
     assert "hsk-live-7f3e9a" not in repr(s)
+
+
+def _settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> Settings:
+    for key in list(__import__("os").environ):
+        if key.startswith("HSEARCH_"):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("name", "replacement"),
+    [
+        ("HSEARCH_INGEST__CHUNK_MAX_CHARS", "HSEARCH_INGEST__CHUNK_MAX_TOKENS"),
+        ("HSEARCH_INGEST__CHUNK_OVERLAP_CHARS", "HSEARCH_INGEST__CHUNK_OVERLAP_TOKENS"),
+    ],
+)
+def test_a_variable_an_earlier_version_read_is_refused_with_its_replacement(
+    monkeypatch: pytest.MonkeyPatch, name: str, replacement: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"{name} is no longer read: use {replacement}"):
+        _settings(monkeypatch, **{name: "1200"})
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (
+            "HSEARCH_API__PROT",
+            "HSEARCH_API__PROT is not a setting: HSEARCH_API has no field 'prot'",
+        ),
+        (
+            "HSEARCH_SERACH__FUSION",
+            "HSEARCH_SERACH__FUSION is not a setting: the settings has no field 'serach'",
+        ),
+        (
+            "HSEARCH_DATA_DIR__X",
+            "HSEARCH_DATA_DIR__X is not a setting: HSEARCH_DATA_DIR takes no sub-settings",
+        ),
+        (
+            "HSEARCH_INGEST_CHUNK_MAX_TOKENS",
+            "HSEARCH_INGEST_CHUNK_MAX_TOKENS is not a setting: a section's fields take two "
+            "underscores, HSEARCH_INGEST__CHUNK_MAX_TOKENS$",
+        ),
+        ("hsearch_api__prot", "HSEARCH_API__PROT is not a setting"),
+    ],
+)
+def test_a_variable_that_sets_nothing_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, name: str, message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"^environment: {message}"):
+        _settings(monkeypatch, **{name: "1"})
+
+
+def test_known_names_and_other_tools_variables_are_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = _settings(
+        monkeypatch,
+        HSEARCH_INGEST__CHUNK_MAX_TOKENS="128",
+        HSEARCH_SEARCH__RRF_WEIGHTS='{"dense": 0.6, "sparse": 0.4}',
+        HSEARCH_API_KEY="hsk_x",
+        HSEARCH_WORKER_REPLICAS="3",  # the compose file's
+        HSEARCH_TEST_POSTGRES_URL="postgresql://x",  # the test suite's
+    )
+    assert s.ingest.chunk_max_tokens == 128
+
+
+def test_the_env_file_is_checked_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _settings(monkeypatch)
+    env_file = tmp_path / ".env"
+    env_file.write_text("HSEARCH_INGEST__CHUNK_MAX_CHARS=1200\nOTHER=1\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=r"^\.env file: HSEARCH_INGEST__CHUNK_MAX_CHARS"):
+        Settings(_env_file=env_file)  # type: ignore[call-arg]

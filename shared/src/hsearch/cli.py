@@ -220,6 +220,17 @@ def ingest(  # noqa: PLR0917 - typer reads a command's options from its paramete
             "still skips unchanged documents).",
         ),
     ] = False,
+    retry_for: Annotated[
+        float | None,
+        typer.Option(
+            "--retry-for",
+            min=0,
+            help="Seconds to keep trying a request the API does not answer (connection "
+            "refused, 502/503/504: a restart), with backoff. Default: "
+            "HSEARCH_CLIENT__RETRY_FOR_S, else 120.",
+            show_default=False,
+        ),
+    ] = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
@@ -244,7 +255,8 @@ def ingest(  # noqa: PLR0917 - typer reads a command's options from its paramete
     )
     key = _api_key(settings, api_key)
     code = 0
-    with _client(settings, url, key) as client:
+    retry_for_s = settings.client.retry_for_s if retry_for is None else retry_for
+    with _client(settings, url, key, retry_for_s=retry_for_s) as client:
         progress = create_progress()
         uploader = Uploader(
             client,
@@ -622,7 +634,11 @@ def _api_key(settings: Settings, given: str | None) -> str | None:
     return settings.api_key.get_secret_value() if settings.api_key else None
 
 
-def _client(settings: Settings, url: str | None, api_key: str | None) -> ApiClient:
+def _client(
+    settings: Settings, url: str | None, api_key: str | None, *, retry_for_s: float | None = None
+) -> ApiClient:
+    """A client of the API; with ``retry_for_s``, a request the API does not answer is
+    tried for that long, each wait said on stderr (else ``client.retries`` times)."""
     from hsearch.client.http import ApiClient  # noqa: PLC0415 - keep `--help` fast
 
     return ApiClient(
@@ -630,7 +646,13 @@ def _client(settings: Settings, url: str | None, api_key: str | None) -> ApiClie
         api_key=api_key,
         timeout_s=settings.client.timeout_s,
         retries=settings.client.retries,
+        retry_for_s=retry_for_s,
+        on_retry=None if retry_for_s is None else _say_waiting,
     )
+
+
+def _say_waiting(text: str) -> None:
+    typer.echo(text, err=True)
 
 
 @contextmanager

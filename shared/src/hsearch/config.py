@@ -16,11 +16,18 @@ from collections.abc import Mapping
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from types import MappingProxyType
+from types import MappingProxyType, UnionType
+from typing import Annotated, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
+from hsearch.errors import ConfigurationError
 from hsearch.types import (
     DEFAULT_RRF_K,
     MAX_RRF_K,
@@ -771,7 +778,17 @@ class ClientSettings(BaseModel):
         ge=0,
         le=20,
         description="Further attempts after a connection error or a 502/503/504, with "
-        "backoff (0.5 s, 1 s, 2 s, ...).",
+        "backoff (0.5 s, 1 s, 2 s, ... at most 10 s); `hsearch ingest` uses "
+        "`retry_for_s` instead.",
+    )
+    retry_for_s: float = Field(
+        default=120.0,
+        ge=0,
+        le=86_400,
+        description="`hsearch ingest` (and its `--wait`): how long a request goes on being "
+        "tried after a connection error or a 502/503/504 (an API restarting), with the "
+        "same backoff, saying on stderr that it waits. `--retry-for` overrides it; 0 "
+        "gives up at the first failure.",
     )
     batch_documents: int = Field(
         default=500,
@@ -832,6 +849,22 @@ class Settings(BaseSettings):
         "from HSEARCH_API_KEY; the key decides the tenant.",
     )
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The default sources, once no ``HSEARCH_`` variable of the environment or the
+        ``.env`` file names something that is not a setting (:func:`check_environment`)."""
+        for source, where in ((env_settings, "environment"), (dotenv_settings, ".env file")):
+            if isinstance(source, EnvSettingsSource):  # the dotenv source is one too
+                check_environment(source.env_vars, where=where)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
+
     @property
     def database_url(self) -> str:
         if self.database.url is not None:
@@ -870,6 +903,95 @@ class Settings(BaseSettings):
     @property
     def milvus_uri(self) -> str:
         return self.milvus.uri or str((self.data_dir / "milvus.db").resolve())
+
+
+ENV_PREFIX = "HSEARCH_"
+
+RENAMED_VARIABLES: Mapping[str, str] = MappingProxyType(
+    {
+        "HSEARCH_INGEST__CHUNK_MAX_CHARS": "HSEARCH_INGEST__CHUNK_MAX_TOKENS (chunks are cut "
+        "in tokens of the encoder's tokenizer now, not characters)",
+        "HSEARCH_INGEST__CHUNK_OVERLAP_CHARS": "HSEARCH_INGEST__CHUNK_OVERLAP_TOKENS (chunks "
+        "are cut in tokens of the encoder's tokenizer now, not characters)",
+    }
+)
+"""Variables of earlier versions, with what replaced them."""
+
+
+def setting_problem(name: str) -> str | None:
+    """Why the ``HSEARCH_`` variable ``name`` sets nothing, or ``None`` when it names a
+    setting or is left alone.
+
+    Refused: a name an earlier version read (:data:`RENAMED_VARIABLES`); a nested name
+    (``HSEARCH_<SECTION>__<FIELD>``, the ``__`` says it means a setting) that does not
+    resolve, below a mapping-valued field excepted (its keys are free); a name with one
+    ``_`` after a section's name (``HSEARCH_INGEST_CHUNK_MAX_TOKENS``). Other unknown
+    names without ``__`` are left alone: the compose file (``HSEARCH_WORKER_REPLICAS``)
+    and the test suite (``HSEARCH_TEST_POSTGRES_URL``) read variables of the prefix too.
+    """
+    upper = name.upper()
+    if upper in RENAMED_VARIABLES:
+        return f"{upper} is no longer read: use {RENAMED_VARIABLES[upper]}"
+    rest = upper.removeprefix(ENV_PREFIX).lower()
+    if "__" in rest:
+        return _nested_problem(upper, rest.split("__"))
+    if rest in Settings.model_fields:
+        return None
+    section, _, field = rest.partition("_")
+    holder = Settings.model_fields.get(section)
+    model = _section(holder.annotation) if holder is not None and field else None
+    if model is None:
+        return None
+    hint = f"{ENV_PREFIX}{section.upper()}__{field.upper()}"
+    known = "" if field in model.model_fields else f" (no such field: {hint} neither)"
+    return f"{upper} is not a setting: a section's fields take two underscores, {hint}{known}"
+
+
+def _nested_problem(upper: str, parts: list[str]) -> str | None:
+    model: type[BaseModel] | None = Settings
+    for depth, part in enumerate(parts):
+        where = ENV_PREFIX + "__".join(parts[:depth]).upper() if depth else "the settings"
+        if model is None:  # below a plain value
+            return f"{upper} is not a setting: {where} takes no sub-settings"
+        field = model.model_fields.get(part)
+        if field is None:
+            return f"{upper} is not a setting: {where} has no field {part!r}"
+        model = _section(field.annotation)
+        if model is None and _is_mapping(field.annotation):
+            return None  # a mapping's keys are free
+    return None
+
+
+def check_environment(variables: Mapping[str, str | None], *, where: str) -> None:
+    """Refuse ``HSEARCH_`` variables that set nothing (a typo, or a name an earlier
+    version read), rather than run without what their author meant: ConfigurationError
+    naming each, and the replacement of a renamed one."""
+    problems = sorted(
+        problem
+        for name in variables
+        if name.upper().startswith(ENV_PREFIX) and (problem := setting_problem(name)) is not None
+    )
+    if problems:
+        raise ConfigurationError(f"{where}: " + "; ".join(problems))
+
+
+def _section(annotation: object) -> type[BaseModel] | None:
+    """The settings section an annotation holds (``X`` or ``X | None``), if any."""
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _is_mapping(annotation: object) -> bool:
+    """Whether an annotation holds a mapping (through ``Annotated`` and ``| None``)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _is_mapping(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return any(_is_mapping(arg) for arg in get_args(annotation))
+    kind = origin or annotation
+    return isinstance(kind, type) and issubclass(kind, Mapping)
 
 
 @lru_cache(maxsize=1)

@@ -31,7 +31,7 @@ carries the HTTP status the API answers with and a stable machine-readable
     │   ├── TenantNotFoundError       404 tenant_not_found
     │   └── ApiKeyNotFoundError       404 api_key_not_found     (also another tenant's key)
     ├── JobFinishedError              409 job_finished
-    ├── TenantExistsError             409 tenant_exists
+    ├── TenantExistsError             409 tenant_exists         (``field``: id or name)
     ├── QuotaExceededError            429 quota_exceeded        (``quota``, ``retry_after_s``)
     ├── RateLimitedError              429 rate_limited          (``retry_after``: seconds)
     ├── ConfigurationError            500 configuration_error
@@ -252,8 +252,14 @@ class ApiKeyNotFoundError(NotFoundError):
 
 
 class TenantExistsError(HsearchError):
+    """A tenant's id or name is taken: ``field`` says which (``"id"`` or ``"name"``)."""
+
     status_code = 409
     code = "tenant_exists"
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class QuotaExceededError(HsearchError):

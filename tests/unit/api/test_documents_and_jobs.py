@@ -207,7 +207,11 @@ async def test_delete_by_filter_is_a_job_the_job_list_shows(api: Api) -> None:
         "/v1/documents:delete", json={"filter": {"source": {"eq": "atlas"}}}
     )
     assert resp.status_code == 202, resp.text
+    # Its documents are selected when it starts: until then the total is not known.
+    assert (resp.json()["status"], resp.json()["total"]) == ("queued", None)
     job_id = uuid.UUID(resp.json()["job_id"])
+    queued = (await api.client.get(f"/v1/jobs/{job_id}")).json()
+    assert (queued["status"], queued["total"], queued["processed"]) == ("queued", None, 0)
     assert api.services.indexing().process_job(job_id) == "succeeded"
     job = (await api.client.get(f"/v1/jobs/{job_id}")).json()
     assert (job["kind"], job["total"], job["deleted"], job["processed"]) == ("delete", 3, 3, 3)
@@ -227,3 +231,8 @@ async def test_delete_by_filter_is_a_job_the_job_list_shows(api: Api) -> None:
         "succeeded"
     )
     assert (await api.client.get("/v1/documents")).json()["documents"] == []
+
+    # Cancelled before it started, it never selected anything: still not known.
+    again = (await api.client.post("/v1/documents:delete", json={"all": True})).json()
+    cancelled = (await api.client.post(f"/v1/jobs/{again['job_id']}/cancel")).json()
+    assert (cancelled["status"], cancelled["total"], cancelled["deleted"]) == ("cancelled", None, 0)

@@ -130,13 +130,14 @@ class LiveApi:
 
 
 @contextlib.contextmanager
-def live_api(settings: Settings) -> Iterator[LiveApi]:
+def live_api(settings: Settings, *, port: int | None = None) -> Iterator[LiveApi]:
+    """The app served on ``port`` (default: a free one) with a worker thread."""
     queue = InMemoryJobQueue()
     services = build_services(
         settings, store=InMemoryVectorStore(), embedder=PoisonedEmbedder(), queue=queue
     )
     gate = Gate(create_app(settings, services=services))
-    port = free_port()
+    port = port or free_port()
     config = uvicorn.Config(
         gate, host="127.0.0.1", port=port, lifespan="on", log_level="warning", ws="none"
     )
@@ -187,7 +188,8 @@ class Cli:
 
 def cli_for(api: LiveApi, tmp_path: Path) -> Cli:
     """The command line for ``api``, with its key (``HSEARCH_API_KEY``): its data (and
-    upload state) in ``tmp_path``, uploads of 4 documents, no retries, quick polls."""
+        upload state) in ``tmp_path``, uploads of 4 documents, no retries (``ingest``'s
+    ``retry_for_s`` 0 too), quick polls."""
     return Cli(
         api,
         env={
@@ -196,6 +198,7 @@ def cli_for(api: LiveApi, tmp_path: Path) -> Cli:
             "HSEARCH_API_KEY": api.key,
             "HSEARCH_CLIENT__POLL_INTERVAL_S": "0.05",
             "HSEARCH_CLIENT__RETRIES": "0",
+            "HSEARCH_CLIENT__RETRY_FOR_S": "0",
             "HSEARCH_CLIENT__BATCH_DOCUMENTS": "4",
         },
     )

@@ -6,14 +6,22 @@ failed documents make a non-zero exit with a summary."""
 from __future__ import annotations
 
 import json
+import os
+import queue
 import shutil
+import subprocess
+import sys
+import threading
 import uuid
 from pathlib import Path
 
 import httpx
 
 from hsearch.config import IngestSettings
+from hsearch.db.migrate import upgrade_database
 from hsearch.processes import free_port
+from hsearch.tenancy.factory import open_tenancy
+from hsearch.types import Scope
 from tests.unit.api.conftest import api_settings
 from tests.unit.client.conftest import POISON, Cli, cli_for, live_api
 from tests.unit.client.documents import write, write_jsonl, write_pdf
@@ -213,6 +221,18 @@ def test_jobs_commands(cli: Cli, tmp_path: Path) -> None:
     missing = cli("jobs", "show", str(uuid.uuid4()))
     assert (missing.exit_code, missing.stderr.split(":")[0]) == (1, "error (job_not_found)")
 
+    # A delete job not started yet has no total: shown as such, not as 0.
+    deleting = httpx.post(
+        f"{cli.api.url}/v1/documents:delete",
+        json={"all": True},
+        headers={"Authorization": f"Bearer {cli.api.key}"},
+    ).json()
+    assert deleting["total"] is None
+    listed = lines_of(cli("jobs", "list", "--status", "queued").stdout)
+    assert listed[1].split()[:5] == [deleting["job_id"], "delete", "queued", "0/?", "0"]
+    shown = lines_of(cli("jobs", "show", deleting["job_id"]).stdout)
+    assert "kind: delete" in shown
+
 
 def test_documents_commands(cli: Cli, tmp_path: Path) -> None:
     source = write_jsonl(
@@ -251,3 +271,54 @@ def test_an_api_that_does_not_answer_exits_2(cli: Cli) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("error: GET http://127.0.0.1:")
     assert "no answer after 1 tries (ConnectError" in result.stderr
+
+
+def test_ingest_waits_for_an_api_that_is_down_then_comes_up(tmp_path: Path) -> None:
+    # The command runs in its own process against a port nobody listens on yet; the API
+    # is started only once the command has said on stderr that it waits, and the run
+    # then completes: sent, indexed, waited for, exit 0.
+    settings = api_settings(tmp_path / "server").model_copy(
+        update={"ingest": IngestSettings(flush_min_interval_s=0)}
+    )
+    settings.data_dir.mkdir(parents=True)
+    upgrade_database(settings.database_url)
+    tenant = settings.api.default_tenant
+    with open_tenancy(settings) as tenancy:
+        tenancy.ensure_tenant(tenant, actor="test")
+        key = tenancy.create_key(tenant, scopes=list(Scope), actor="test").key
+    port = free_port()
+    env = {
+        **os.environ,
+        "HSEARCH_DATA_DIR": str(tmp_path / "client"),
+        "HSEARCH_CLIENT__URL": f"http://127.0.0.1:{port}",
+        "HSEARCH_API_KEY": key,
+        "HSEARCH_CLIENT__POLL_INTERVAL_S": "0.05",
+    }
+    source = documents_of(tmp_path / "docs.jsonl", 3)
+    command = [sys.executable, "-c", "from hsearch.cli import app; app()"]
+    with subprocess.Popen(
+        [*command, "ingest", str(source), "--wait", "--retry-for", "120"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        said: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: [said.put(line) for line in process.stderr or ()])
+        reader.start()
+        try:
+            first = said.get(timeout=60)
+            assert first.startswith(
+                f"waiting for the API: POST http://127.0.0.1:{port}/v1/documents:ndjson: "
+                "ConnectError"
+            ), first
+            assert first.rstrip().endswith("s more")
+            with live_api(settings, port=port) as api:
+                assert process.wait(timeout=120) == 0
+                out = process.stdout.read() if process.stdout else ""
+                assert "documents: 3 read, 3 sent in 1 jobs, 0 already accepted" in out, out
+                assert api.services.store.count(tenant_id=tenant) == 3
+        finally:
+            if process.poll() is None:
+                process.kill()
+            reader.join(10)

@@ -58,6 +58,77 @@ def test_no_answer_after_the_retries_says_what_was_last_heard() -> None:
     assert pauses == [0.5, 1.0]
 
 
+class Clock:
+    """Time that passes only when the client pauses."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def test_with_retry_for_s_a_request_is_tried_for_that_long_saying_so() -> None:
+    clock, said = Clock(), []
+    down_until = 30.0  # an API restarting: refused, then 503, then up
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if clock.now < 10:
+            raise httpx.ConnectError("refused", request=request)
+        if clock.now < down_until:
+            return httpx.Response(503, json={"error": "overloaded", "detail": "starting"})
+        return httpx.Response(
+            200,
+            json={
+                "id": str(JOB_ID),
+                "status": "queued",
+                "total": 1,
+                "indexed": 0,
+                "skipped": 0,
+                "failed": 0,
+            },
+        )
+
+    api = ApiClient(
+        "http://api.test",
+        retries=0,  # not what counts here
+        retry_for_s=120,
+        on_retry=said.append,
+        transport=httpx.MockTransport(handler),
+        sleep=clock.sleep,
+        clock=lambda: clock.now,
+    )
+    assert api.job(JOB_ID).status == "queued"
+    # Doubling pauses, at most MAX_PAUSE_S each, until the API answered.
+    assert clock.pauses == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert said[0] == (
+        f"waiting for the API: GET http://api.test/v1/jobs/{JOB_ID}: ConnectError: refused; "
+        "trying again in 0.5 s, for 120 s more"
+    )
+    assert said[-1].endswith("503: starting; trying again in 10 s, for 94 s more")
+
+
+def test_with_retry_for_s_it_gives_up_once_that_time_has_passed() -> None:
+    clock = Clock()
+    api = ApiClient(
+        "http://api.test",
+        retry_for_s=25,
+        transport=httpx.MockTransport(lambda _: httpx.Response(503, text="down")),
+        sleep=clock.sleep,
+        clock=lambda: clock.now,
+    )
+    with pytest.raises(ApiUnavailableError) as caught:
+        api.job(JOB_ID)
+    # The last pause is cut to what was left: it gives up at 25 s, not later.
+    assert clock.pauses == [0.5, 1.0, 2.0, 4.0, 8.0, 9.5]
+    assert str(caught.value) == (
+        f"GET http://api.test/v1/jobs/{JOB_ID}: no answer after 7 tries (503: down); "
+        "gave up after 25 s (--retry-for)"
+    )
+
+
 def test_an_error_answer_carries_the_api_s_code_detail_and_fields() -> None:
     body = {
         "error": "invalid_request",

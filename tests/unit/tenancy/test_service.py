@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.db.models import ApiKey
+from hsearch.db.models import ApiKey, Tenant
+from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import (
     ApiKeyNotFoundError,
     ExpiredCredentialError,
@@ -89,7 +90,7 @@ def test_a_new_tenant_comes_with_an_admin_key_holding_every_scope(
 
 def test_tenant_ids_are_generated_unique_and_validated(tenancy: TenancyService) -> None:
     a = tenancy.create_tenant("A", actor="t").tenant.id
-    b = tenancy.create_tenant("A", actor="t").tenant.id
+    b = tenancy.create_tenant("B", actor="t").tenant.id
     assert a != b
     assert a.startswith("t_")
     with pytest.raises(TenantExistsError):
@@ -99,6 +100,50 @@ def test_tenant_ids_are_generated_unique_and_validated(tenancy: TenancyService) 
     with pytest.raises(InvalidRequestError, match="name"):
         tenancy.create_tenant("  ", actor="t")
     assert [t.id for t in tenancy.list_tenants()] == sorted([a, b])
+
+
+def test_a_name_another_tenant_has_is_refused(
+    tenancy: TenancyService, sessions: sessionmaker[Session]
+) -> None:
+    tenancy.create_tenant("Acme", tenant_id="acme", actor="t")
+    with pytest.raises(TenantExistsError, match="name: tenant 'acme' is already named 'Acme'") as e:
+        tenancy.create_tenant(" Acme ", tenant_id="acme2", actor="t")
+    assert (e.value.field, e.value.status_code) == ("name", 409)
+    with pytest.raises(TenantExistsError) as by_id:
+        tenancy.create_tenant("Other", tenant_id="acme", actor="t")
+    assert by_id.value.field == "id"
+    assert [(t.id, t.name) for t in tenancy.list_tenants()] == [("acme", "Acme")]
+    with sessions() as s:  # nothing of the refused tenant was written
+        assert s.scalars(select(ApiKey.tenant_id)).all() == ["acme"]
+
+
+def test_the_database_refuses_a_name_created_concurrently(
+    tenancy: TenancyService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other create commits between our check and our insert: the check sees no
+    # holder once, the unique constraint refuses the insert, the error names the name.
+    tenancy.create_tenant("Acme", tenant_id="acme", actor="t")
+    real = TenantRepository.get_by_name
+    calls = []
+
+    def raced(self: TenantRepository, name: str) -> Tenant | None:
+        calls.append(name)
+        return None if len(calls) == 1 else real(self, name)
+
+    monkeypatch.setattr(TenantRepository, "get_by_name", raced)
+    with pytest.raises(TenantExistsError, match="already named 'Acme'") as e:
+        tenancy.create_tenant("Acme", tenant_id="acme2", actor="t")
+    assert e.value.field == "name"
+    assert len(calls) == 2
+    assert [t.id for t in tenancy.list_tenants()] == ["acme"]
+
+
+def test_an_implicit_tenant_named_like_another_gets_its_id_appended(
+    tenancy: TenancyService,
+) -> None:
+    tenancy.create_tenant("acme", tenant_id="t_1", actor="t")
+    assert tenancy.ensure_tenant("acme", actor="t").name == "acme (acme)"
+    assert tenancy.ensure_tenant("globex", actor="t").name == "globex"
 
 
 def test_a_key_from_another_server_key_or_a_wrong_secret_is_invalid(

@@ -47,7 +47,7 @@ def job_rows(jobs: Iterable[Job]) -> list[str]:
             str(j.id),
             str(j.raw.get("kind", "ingest")),
             str(j.status),
-            f"{j.processed}/{j.total}",
+            f"{j.processed}/{'?' if j.total is None else j.total}",
             str(j.failed),
             _time(j.raw),
         )

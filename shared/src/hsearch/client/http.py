@@ -36,6 +36,8 @@ __all__ = [
 
 NDJSON = "application/x-ndjson"
 RETRIED_STATUSES = frozenset({502, 503, 504})
+MAX_PAUSE_S = 10.0
+"""The longest pause between two tries of a request."""
 FINISHED = FINISHED_JOB_STATUSES
 PAGE = 500
 """Rows per page when listing (the API's most)."""
@@ -79,7 +81,8 @@ class JobItemError:
 class Job:
     id: uuid.UUID
     status: JobStatus
-    total: int
+    total: int | None
+    """``None`` for a delete job not started yet (its documents are selected then)."""
     indexed: int
     skipped: int
     failed: int
@@ -94,7 +97,7 @@ class Job:
         return cls(
             id=uuid.UUID(data["id"]),
             status=JobStatus(data["status"]),
-            total=int(data["total"]),
+            total=None if data["total"] is None else int(data["total"]),
             indexed=int(data["indexed"]),
             skipped=int(data["skipped"]),
             failed=int(data["failed"]),
@@ -127,9 +130,12 @@ class ApiClient:
     """One connection to the API, with its credential.
 
     ``api_key`` is sent as ``Authorization: Bearer``; the API takes the tenant from
-    it, never from a request. A connection error or a 502/503/504 is tried again up to
-    ``retries`` times with doubling pauses from 0.5 s; any other error status raises
-    :class:`ApiError` at once.
+    it, never from a request. A connection error or a 502/503/504 is tried again with
+    doubling pauses from 0.5 s (at most :data:`MAX_PAUSE_S`): up to ``retries`` times,
+    or, with ``retry_for_s``, for as long as that many seconds since the request's first
+    failure (an API restarting takes longer than a few tries). ``on_retry`` hears of
+    each pause before it is taken (what failed, how long the pause is). Any other
+    error status raises :class:`ApiError` at once.
     """
 
     def __init__(
@@ -139,15 +145,21 @@ class ApiClient:
         api_key: str | None = None,
         timeout_s: float = 60.0,
         retries: int = 3,
+        retry_for_s: float | None = None,
+        on_retry: Callable[[str], None] | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(
             base_url=base_url, headers=headers, timeout=timeout_s, transport=transport
         )
         self._retries = retries
+        self._retry_for_s = retry_for_s
+        self._on_retry = on_retry
         self._sleep = sleep
+        self._clock = clock
         self.base_url = base_url
 
     def __enter__(self) -> Self:
@@ -225,28 +237,47 @@ class ApiClient:
         ndjson: bool = False,
     ) -> dict[str, Any]:
         headers = {"Content-Type": NDJSON} if ndjson else {}
-        last = ""
-        for attempt in range(self._retries + 1):
-            if attempt:
-                self._sleep(0.5 * 2 ** (attempt - 1))
+        where = f"{method} {self.base_url}{path}"
+        tries = 0
+        first_failure: float | None = None
+        while True:
+            tries += 1
             try:
                 resp = self._http.request(
                     method, path, content=content, params=params, headers=headers
                 )
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc or 'no answer'}"
-                continue
-            if resp.status_code in RETRIED_STATUSES:
+            else:
+                if resp.status_code not in RETRIED_STATUSES:
+                    if resp.is_error:
+                        code, detail, errors = _error_of(resp)
+                        raise ApiError(resp.status_code, code, detail, errors=errors)
+                    data: dict[str, Any] = resp.json()
+                    return data
                 last = f"{resp.status_code}: {_error_of(resp)[1]}"
-                continue
-            if resp.is_error:
-                code, detail, errors = _error_of(resp)
-                raise ApiError(resp.status_code, code, detail, errors=errors)
-            data: dict[str, Any] = resp.json()
-            return data
-        tries = self._retries + 1
-        msg = f"{method} {self.base_url}{path}: no answer after {tries} tries ({last})"
-        raise ApiUnavailableError(msg)
+            pause = min(MAX_PAUSE_S, 0.5 * 2 ** (tries - 1))
+            if self._retry_for_s is None:
+                if tries > self._retries:
+                    raise ApiUnavailableError(f"{where}: no answer after {tries} tries ({last})")
+                until = ""
+            else:
+                now = self._clock()
+                first_failure = now if first_failure is None else first_failure
+                left = self._retry_for_s - (now - first_failure)
+                if left <= 0:
+                    msg = (
+                        f"{where}: no answer after {tries} tries ({last}); gave up after "
+                        f"{now - first_failure:.0f} s (--retry-for)"
+                    )
+                    raise ApiUnavailableError(msg)
+                pause = min(pause, left)
+                until = f", for {left:.0f} s more"
+            if self._on_retry is not None:
+                self._on_retry(
+                    f"waiting for the API: {where}: {last}; trying again in {pause:g} s{until}"
+                )
+            self._sleep(pause)
 
 
 def _path(segment: str) -> str:

@@ -289,8 +289,9 @@ class Uploader:
                     self._record(job_id, job)
                     self.report.waited[job_id] = job
                     self._collect_failures(job)
-            done = sum(j.processed if not j.finished else j.total for j in latest.values())
-            total = sum(j.total for j in latest.values())
+            # Ingest jobs know their total from the start (only a delete job's is None).
+            done = sum(j.processed if not j.finished else (j.total or 0) for j in latest.values())
+            total = sum(j.total or 0 for j in latest.values())
             failed = sum(j.failed for j in latest.values())
             self._progress.indexing(done=done, total=total, failed=failed)
             if not unfinished:
@@ -311,7 +312,7 @@ class Uploader:
         for error in job.errors:
             self.report.failures.append(Failure(error.external_id, "failed", error.error))
         self.report.unlisted_failures += max(0, job.failed - len(job.errors))
-        left = job.total - job.processed  # never reached by a worker
+        left = (job.total or 0) - job.processed  # never reached by a worker
         if job.status is JobStatus.CANCELLED:
             self.report.cancelled += left
         elif left:

@@ -7,7 +7,11 @@ store has, :func:`hsearch.vectorstore.filters.matches`) and writes one job item 
 match, in the transaction that takes the job's lease. From there it is a job like an
 ingest job: batches under the lease, progress per batch, resumable after a crash
 (items already deleted are done, the rest are redone), cancellable, with a webhook.
-Documents indexed after the job started are not deleted by it.
+Documents indexed after the job started are not deleted by it. Until it starts its total
+is not known, and the API says so (``total: null``) rather than 0; counting at
+submission would mean evaluating the filter on every document of the tenant in the
+request (the filter language is evaluated in Python, not in SQL), and the count could
+still change before the job starts.
 
 Removing a document takes its row lock (the lock a worker indexing it takes), counts it
 out of the tenant's statistics, deletes its row and its chunks by primary key; the

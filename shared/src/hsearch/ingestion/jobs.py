@@ -1,9 +1,10 @@
-"""The API side of ingestion: ingestion jobs as clients see them.
+"""The API side of ingestion: jobs as clients see them.
 
-A job is written with one item per submitted document (the payload waits on the item
-until it is indexed, see docs/architecture.md) and queued on the unit of work, which
-sends it to the workers after the commit. The worker side is
-:mod:`hsearch.ingestion.indexer`.
+An ingest job is written with one item per submitted document (the payload waits on
+the item until it is indexed, see docs/architecture.md); a delete job with its filter
+only (its items are written when it starts, :mod:`hsearch.ingestion.deletion`). Either
+is queued on the unit of work, which sends it to the workers after the commit. The
+worker side is :mod:`hsearch.ingestion.indexer`.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ def check_page_limit(limit: int) -> None:
 
 
 class JobService:
-    """Submit a batch and read a job, inside one unit of work (the caller's transaction).
+    """A tenant's jobs, inside one unit of work (the caller's transaction): submit a
+    batch (:meth:`submit`) or a delete by filter (:meth:`submit_delete`), cancel one,
+    list them and read one. Every call is scoped to the tenant: another tenant's job
+    is not found.
 
     The service writes and flushes; the boundary that opened the unit of work commits
-    it and sends the queued jobs. Cancelling a job and listing a tenant's jobs belong
-    here too (not built yet), scoped to the tenant like :meth:`get`.
+    it and sends the queued jobs.
     """
 
     def __init__(
@@ -70,7 +73,7 @@ class JobService:
         self._webhooks = webhooks or WebhookSettings()
         self._quotas = quotas or QuotaSettings()
 
-    # Commands: submit; cancel comes here.
+    # Commands: submit, submit_delete, cancel.
 
     def submit(
         self,
@@ -159,8 +162,9 @@ class JobService:
     ) -> JobView:
         """Write a delete job for the tenant's documents ``filter`` selects (every
         document with ``everything`` and no filter) and queue it; the documents are
-        selected when a worker starts the job (:mod:`hsearch.ingestion.deletion`).
-        Raises InvalidFilterError / InvalidRequestError (422) naming the field."""
+        selected when a worker starts the job (:mod:`hsearch.ingestion.deletion`), so
+        the view's ``total`` is ``None`` until then. Raises InvalidFilterError /
+        InvalidRequestError (422) naming the field."""
         parse_delete_filter(filter, everything=everything)
         problems = list(unstorable(filter, "filter"))
         if problems:  # the job row keeps it
@@ -313,7 +317,7 @@ def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:
         tenant_id=job.tenant_id,
         kind=job.kind,
         status=job.status,
-        total=job.total,
+        total=job.known_total,
         indexed=job.indexed,
         skipped=job.skipped,
         failed=job.failed,

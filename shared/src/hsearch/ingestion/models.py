@@ -49,7 +49,9 @@ class JobView:
     tenant_id: str
     kind: JobKind
     status: JobStatus
-    total: int
+    total: int | None
+    """Documents the job holds; ``None`` for a delete job not started yet (its filter
+    is evaluated when it starts)."""
     indexed: int
     skipped: int
     failed: int

@@ -109,7 +109,7 @@ def job_event(job: IngestionJob, *, now: datetime) -> dict[str, Any]:
             "job_id": str(job.id),
             "kind": job.kind.value,
             "status": job.status.value,
-            "total": job.total,
+            "total": job.known_total,
             "indexed": job.indexed,
             "skipped": job.skipped,
             "failed": job.failed,

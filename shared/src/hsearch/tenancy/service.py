@@ -52,7 +52,7 @@ from hsearch.db.base import utcnow
 from hsearch.db.engine import DATABASE_UNAVAILABLE, transaction, unavailable
 from hsearch.db.models import ApiKey, AuditEvent, Tenant
 from hsearch.db.repositories.api_keys import ApiKeyRepository, AuditRepository
-from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.db.repositories.tenants import NAME_LENGTH, TenantRepository
 from hsearch.errors import (
     ApiKeyNotFoundError,
     AuthenticationError,
@@ -229,20 +229,23 @@ class TenancyService:
     ) -> CreatedTenant:
         """A new active tenant and its first key (every scope, ``admin`` included).
 
+        Names are unique (compared exactly, after trimming), and so are ids; the
+        database enforces both, so of two concurrent creates one is refused.
+
         Raises:
             InvalidRequestError: ``name`` is empty or ``tenant_id`` is malformed.
-            TenantExistsError: ``tenant_id`` is taken.
+            TenantExistsError: ``tenant_id`` is taken (``field`` ``"id"``), or another
+                tenant has this ``name`` (``field`` ``"name"``).
         """
         name = name.strip()
-        if not name or len(name) > 256:
-            raise InvalidRequestError("name: 1 to 256 characters")
+        if not name or len(name) > NAME_LENGTH:
+            raise InvalidRequestError(f"name: 1 to {NAME_LENGTH} characters")
         tenant_id = tenant_id or f"t_{secrets.token_hex(6)}"
         _check_tenant_id(tenant_id)
         try:
             with transaction(self._sessions) as session:
                 tenants = TenantRepository(session)
-                if tenants.get(tenant_id) is not None:
-                    raise TenantExistsError(f"tenant {tenant_id!r} exists")
+                self._refuse_taken(tenants, tenant_id=tenant_id, name=name)
                 tenant = Tenant(id=tenant_id, name=name, status=TenantStatus.ACTIVE)
                 tenants.add(tenant)
                 _audit(
@@ -262,8 +265,22 @@ class TenancyService:
                     actor=actor,
                 )
                 return CreatedTenant(tenant=_tenant_view(tenant), key=key)
-        except IntegrityError as exc:  # created concurrently under the same id
-            raise TenantExistsError(f"tenant {tenant_id!r} exists") from exc
+        except IntegrityError as exc:  # created concurrently under the same id or name
+            with self._sessions() as session:
+                self._refuse_taken(TenantRepository(session), tenant_id=tenant_id, name=name)
+            raise TenantExistsError(
+                f"tenant {tenant_id!r} or the name {name!r} is taken", field="id"
+            ) from exc
+
+    @staticmethod
+    def _refuse_taken(tenants: TenantRepository, *, tenant_id: str, name: str) -> None:
+        if tenants.get(tenant_id) is not None:
+            raise TenantExistsError(f"tenant {tenant_id!r} exists", field="id")
+        holder = tenants.get_by_name(name)
+        if holder is not None:
+            raise TenantExistsError(
+                f"name: tenant {holder.id!r} is already named {name!r}", field="name"
+            )
 
     def ensure_tenant(self, tenant_id: str, *, actor: str) -> TenantView:
         """The tenant ``tenant_id``, created (active, named after its id) if missing."""

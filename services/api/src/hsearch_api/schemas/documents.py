@@ -115,7 +115,11 @@ class JobRead(BaseModel):
         "documents a filter selected when the job started)."
     )
     status: JobStatus
-    total: int
+    total: int | None = Field(
+        description="Documents the job holds. null for a delete job that has not started: "
+        "its filter selects the documents when a worker starts it, so the number is "
+        "known then (documents indexed after that are not deleted by it)."
+    )
     indexed: int
     skipped: int
     failed: int
@@ -144,7 +148,11 @@ class JobRead(BaseModel):
 class JobAccepted(BaseModel):
     job_id: uuid.UUID
     status: JobStatus
-    total: int
+    total: int | None = Field(
+        description="Documents submitted; null for a delete job (`POST "
+        "/v1/documents:delete`), whose documents are selected when it starts: poll "
+        "`status_url` for the number."
+    )
     status_url: str
 
 

@@ -74,6 +74,14 @@ class IngestionJob(Base):
         back_populates="job", order_by="JobItem.ordinal", cascade="all, delete-orphan"
     )
 
+    @property
+    def known_total(self) -> int | None:
+        """``total`` as the API reports it: ``None`` for a delete job that has not
+        started, whose documents are selected (and counted) when it starts."""
+        if self.kind is JobKind.DELETE and self.started_at is None:
+            return None
+        return self.total
+
 
 class JobItem(Base):
     """One submitted document: the payload waits here until it is indexed."""

@@ -27,7 +27,9 @@ class Tenant(Base):
     __tablename__ = "tenants"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    name: Mapped[str] = mapped_column(String(256))
+    # Unique, so two concurrent ``hsearch tenants create`` of one name cannot both succeed
+    # (compared as stored: exactly, after trimming).
+    name: Mapped[str] = mapped_column(String(256), unique=True)
     status: Mapped[TenantStatus] = mapped_column(
         _enum(TenantStatus, "tenant_status"), default=TenantStatus.ACTIVE
     )

@@ -19,6 +19,15 @@ from hsearch.db.models import (
     Tenant,
 )
 
+NAME_LENGTH = 256
+
+
+def disambiguated_name(name: str, tenant_id: str) -> str:
+    """``name`` made unique by its tenant's id: ``"Acme (t_1f2e)"``, cut to fit the
+    column (ids are unique, so this one is too unless someone chose it by hand)."""
+    suffix = f" ({tenant_id})"
+    return name[: NAME_LENGTH - len(suffix)] + suffix
+
 
 class TenantRepository:
     def __init__(self, session: Session) -> None:
@@ -34,10 +43,19 @@ class TenantRepository:
     def list(self) -> Sequence[Tenant]:
         return self._session.scalars(select(Tenant).order_by(Tenant.id)).all()
 
+    def get_by_name(self, name: str) -> Tenant | None:
+        return self._session.scalars(select(Tenant).where(Tenant.name == name)).first()
+
     def ensure(self, tenant_id: str, *, name: str | None = None) -> Tenant:
+        """The tenant ``tenant_id``, created if missing, named ``name`` (default: its
+        id); a name another tenant holds gets the id appended (``"acme (t_1f2e)"``, as
+        migration 0008 renamed duplicates), since names are unique."""
         tenant = self._session.get(Tenant, tenant_id)
         if tenant is None:
-            tenant = Tenant(id=tenant_id, name=name or tenant_id, data_generation=0)
+            wanted = name or tenant_id
+            if self.get_by_name(wanted) is not None:
+                wanted = disambiguated_name(wanted, tenant_id)
+            tenant = Tenant(id=tenant_id, name=wanted, data_generation=0)
             self._session.add(tenant)
             self._session.flush()
         return tenant
