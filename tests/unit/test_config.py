@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -232,3 +235,35 @@ def test_the_env_file_is_checked_too(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     env_file.write_text("HSEARCH_INGEST__CHUNK_MAX_CHARS=1200\nOTHER=1\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match=r"^\.env file: HSEARCH_INGEST__CHUNK_MAX_CHARS"):
         Settings(_env_file=env_file)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "named"),
+    [
+        ("HSEARCH_API__PROT", "8001", "HSEARCH_API__PROT"),
+        ("HSEARCH_INGEST__CHUNK_MAX_CHARS", "900", "HSEARCH_INGEST__CHUNK_MAX_TOKENS"),
+        ("HSEARCH_API__PORT", "eighty", "api.port"),
+    ],
+)
+def test_the_command_says_what_is_wrong_with_its_settings_in_one_line(
+    tmp_path: Path, variable: str, value: str, named: str
+) -> None:
+    """`hsearch` started with settings it cannot use: exit 2 and one line naming the
+    variable or field on stderr, no traceback."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HSEARCH_")}
+    env.update({"HSEARCH_DATA_DIR": str(tmp_path), variable: value})
+    done = subprocess.run(
+        [sys.executable, "-m", "hsearch.cli", "db", "upgrade"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error (configuration): ")
+    assert named in lines[0]
+    assert list(tmp_path.iterdir()) == []  # nothing was started, nothing created

@@ -673,5 +673,28 @@ def _api(url: str | None, api_key: str | None) -> Iterator[ApiClient]:
         raise typer.Exit(2) from exc
 
 
+def main() -> None:
+    """The ``hsearch`` command: settings the process cannot start with (a value out of
+    range, an ``HSEARCH_`` variable that sets nothing) are one line naming the variable
+    or field on stderr and exit 2, not a traceback."""
+    from pydantic import ValidationError  # noqa: PLC0415 - keep `--help` fast
+
+    from hsearch.errors import ConfigurationError  # noqa: PLC0415
+
+    try:
+        app()
+    except ConfigurationError as exc:
+        typer.echo(f"error (configuration): {exc}", err=True)
+        raise SystemExit(2) from exc
+    except ValidationError as exc:
+        if exc.title != Settings.__name__:
+            raise
+        problems = "; ".join(
+            f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in exc.errors()
+        )
+        typer.echo(f"error (configuration): settings: {problems}", err=True)
+        raise SystemExit(2) from exc
+
+
 if __name__ == "__main__":
-    app()
+    main()
