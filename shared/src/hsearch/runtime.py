@@ -418,6 +418,10 @@ def build_services(
     counters = CacheCounters()
     # Every cache lookup in the metrics (hsearch_cache_requests_total).
     counters.subscribe(lambda cache, outcome: instruments.record_cache(cache.value, outcome.value))
+    # The tenants' data versions, on which results and counts are reused.
+    generations = GenerationReader(
+        sessions, ttl_s=settings.cache.generation_ttl_s, stale_s=settings.database.stale_s
+    )
     guarded: GuardedCache | None = None
     results: ResultCache | None = None
     snapshots: PageSnapshots | None = None
@@ -454,11 +458,7 @@ def build_services(
         if settings.cache.result_ttl_s > 0:
             results = ResultCache(
                 guarded,
-                generations=GenerationReader(
-                    sessions,
-                    ttl_s=settings.cache.generation_ttl_s,
-                    stale_s=settings.database.stale_s,
-                ),
+                generations=generations,
                 settings=settings.cache,
                 identity=_server_identity(settings, embedder, reranker),
                 counters=counters,
@@ -473,6 +473,8 @@ def build_services(
         results=results,
         queries=queries,
         snapshots=snapshots,
+        generations=generations,
+        settle_s=settings.cache.settle_s,
     )
     return Services(
         settings=settings,

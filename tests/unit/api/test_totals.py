@@ -8,6 +8,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from hsearch.cache.memory import InMemoryCacheBackend
 from tests.unit.api.conftest import Api, api_settings, serve
 
 WINDOW = 8
@@ -132,3 +135,35 @@ async def test_track_total_false_counts_the_window_only(tmp_path: Path) -> None:
         assert body["facet_basis"] == {"unit": "document", "scope": "window", "exact": False}
         assert sum(b["count"] for b in body["facets"][0]["buckets"]) == WINDOW
         assert len(body["hits"]) == 3
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["no-result-cache", "result-cache"])
+async def test_a_write_is_counted_by_the_next_search(tmp_path: Path, cached: bool) -> None:
+    """Totals and facets reused between pages are those of the tenant's current data:
+    after an ingest, a delete or a metadata change, the same query counts afresh, and
+    a result cache keeps what was counted last, never what was counted before."""
+    settings = api_settings(tmp_path, candidates=WINDOW, max_top_k=WINDOW)
+    assert settings.search.totals_cache_ttl_s > 0  # counts are reused between pages
+    async with serve(settings, cache=InMemoryCacheBackend() if cached else None) as api:
+        await ingest(api, OTHER)
+        query = {"query": "zeppelin", "mode": "keyword", "top_k": 5, "facets": ["source"]}
+
+        async def zeppelin() -> tuple[int, list[str], dict[str, int]]:
+            resp = await api.client.post("/v1/search", json=query)
+            assert resp.status_code == 200, resp.text
+            body = resp.json()
+            buckets = {b["value"]: b["count"] for b in body["facets"][0]["buckets"]}
+            return body["total"], [h["external_id"] for h in body["hits"]], buckets
+
+        assert await zeppelin() == (0, [], {})
+        await ingest(api, [{"external_id": "z1", "text": "The zeppelin.", "source": "news"}])
+        assert await zeppelin() == (1, ["z1"], {"news": 1})
+        assert await zeppelin() == (1, ["z1"], {"news": 1})  # reused, or served, as is
+
+        resp = await api.client.patch("/v1/documents/z1", json={"source": "atlas"})
+        assert resp.status_code == 200, resp.text
+        assert await zeppelin() == (1, ["z1"], {"atlas": 1})
+
+        resp = await api.client.delete("/v1/documents/z1")
+        assert resp.status_code in (200, 204), resp.text
+        assert await zeppelin() == (0, [], {})

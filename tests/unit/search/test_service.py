@@ -23,6 +23,7 @@ from hsearch.errors import (
 )
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.fake import FakeReranker
+from hsearch.search.caching import GenerationReader
 from hsearch.search.fusion import LegHit, fuse_explained
 from hsearch.search.models import SearchQuery
 from hsearch.search.ranking import query_weights
@@ -433,6 +434,7 @@ def counting_service(
     *,
     ttl: float = 30.0,
     rows: ScriptedStore | None = None,
+    settle_s: float = 0.0,
     **behaviour: str | float,
 ) -> tuple[SearchService, ScriptedStore]:
     embedder = FakeEmbedder()
@@ -441,7 +443,12 @@ def counting_service(
     # A window of one chunk: the sparse leg fills it, so the keyword matches are counted.
     settings = SearchSettings(candidates=1, max_top_k=1, totals_cache_ttl_s=ttl)
     service = SearchService(
-        embedder=embedder, store=store, statistics=LexicalStatistics(sessions), settings=settings
+        embedder=embedder,
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        settings=settings,
+        generations=GenerationReader(sessions),
+        settle_s=settle_s,
     )
     return service, store
 
@@ -465,6 +472,17 @@ async def test_the_other_pages_of_a_query_reuse_its_count(sessions: sessionmaker
     await fresh.search(query(mode=SearchMode.KEYWORD))
     await fresh.search(query(mode=SearchMode.KEYWORD))
     assert fresh_store.match_calls == 2, "ttl 0: counted for every request"
+
+
+async def test_a_count_made_before_the_data_settled_is_not_reused(
+    sessions: sessionmaker[Session],
+) -> None:
+    """Counted on a data version younger than ``settle_s`` (Milvus may not show its
+    latest writes yet): every request counts again until the version has settled."""
+    service, store = counting_service(sessions, settle_s=60.0)
+    await service.search(query(mode=SearchMode.KEYWORD))
+    await service.search(query(mode=SearchMode.KEYWORD))
+    assert store.match_calls == 2
 
 
 async def test_track_total_false_counts_the_window_only(sessions: sessionmaker[Session]) -> None:

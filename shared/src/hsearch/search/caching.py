@@ -83,6 +83,17 @@ result_codec: TypeAdapter[SearchResult] = TypeAdapter(SearchResult)
 (never pickle: whoever can write to Redis must not be able to run code)."""
 
 
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """A tenant's data version as a search read it: ``generation`` (changed by every
+    committed write of its data) and ``age_s``, how long this process has seen it (0
+    the first time). What was computed on a version younger than ``cache.settle_s`` may
+    miss writes Milvus does not show yet, and is not kept for other requests."""
+
+    generation: str
+    age_s: float
+
+
 class GenerationReader:
     """Reads a tenant's ``data_generation``, optionally reusing it for ``ttl_s``, and
     remembers when this process first saw each tenant's current generation. While the
@@ -165,10 +176,11 @@ class ResultCache:
         plan: SearchPlan,
         *,
         clock: StageClock,
-        compute: Callable[[], Awaitable[SearchResult]],
+        compute: Callable[[DataVersion | None], Awaitable[SearchResult]],
     ) -> SearchResult:
         """The cached result of ``plan`` (``cached`` true, this request's timings), or
-        ``compute()``'s, stored for the searches that follow."""
+        that of ``compute`` (given the tenant's data version, ``None`` when it could
+        not be read), stored for the searches that follow."""
         try:
             generation, age = await self._generations.read(plan.tenant_id)
         except SQLAlchemyError as exc:
@@ -178,7 +190,7 @@ class ResultCache:
         try:
             raw = await self._store.get(key)
         except CacheUnavailableError:
-            return await self._bypass(clock, compute)
+            return await self._bypass(clock, compute, DataVersion(generation, age))
         if raw is not None and (hit := self._decode(raw)) is not None:
             return self._hit(hit, plan=plan, clock=clock)
         lock = f"{key}:lock"
@@ -190,7 +202,7 @@ class ResultCache:
         self._count(CacheOutcome.MISS)
         clock.lap(Stage.CACHE)
         try:
-            result = await compute()
+            result = await compute(DataVersion(generation, age))
             if not result.degraded and age >= self._settings.settle_s:
                 await self._store.set(
                     key,
@@ -232,11 +244,14 @@ class ResultCache:
         return None
 
     async def _bypass(
-        self, clock: StageClock, compute: Callable[[], Awaitable[SearchResult]]
+        self,
+        clock: StageClock,
+        compute: Callable[[DataVersion | None], Awaitable[SearchResult]],
+        version: DataVersion | None = None,
     ) -> SearchResult:
         self._count(CacheOutcome.ERROR)
         clock.lap(Stage.CACHE)
-        return await compute()
+        return await compute(version)
 
     def _hit(self, cached: SearchResult, *, plan: SearchPlan, clock: StageClock) -> SearchResult:
         self._count(CacheOutcome.HIT)

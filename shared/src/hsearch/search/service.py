@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio.to_thread
 from cachetools import TTLCache
+from sqlalchemy.exc import SQLAlchemyError
 
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import SearchSettings
@@ -33,7 +34,13 @@ from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableE
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.metrics import instruments
 from hsearch.rerank.protocol import Reranker
-from hsearch.search.caching import Cursor, PageSnapshots, ResultCache
+from hsearch.search.caching import (
+    Cursor,
+    DataVersion,
+    GenerationReader,
+    PageSnapshots,
+    ResultCache,
+)
 from hsearch.search.fusion import FusedHit
 from hsearch.search.highlight import make_snippet
 from hsearch.search.models import Explanation, SearchHit, SearchQuery, SearchResult
@@ -61,6 +68,8 @@ class SearchService:
         results: ResultCache | None = None,
         queries: QueryEncoder | None = None,
         snapshots: PageSnapshots | None = None,
+        generations: GenerationReader | None = None,
+        settle_s: float = 0.0,
     ) -> None:
         self._planner = QueryPlanner(
             settings, encoder=embedder.info, can_rerank=reranker is not None
@@ -74,10 +83,15 @@ class SearchService:
         self._reranker = reranker
         self._rerank_depth = rerank_depth
         self._count_limit = settings.count_limit
-        # A query's total and facets, reused by its other pages for a short while.
-        self._counted: TTLCache[SearchPlan, Counted] | None = (
+        # A query's total and facets, reused by its other pages for a short while, on
+        # the tenant's data version they were counted on: a write changes the version,
+        # so the next page counts afresh. Without a way to read versions, nothing is
+        # reused.
+        self._generations = generations
+        self._settle_s = settle_s
+        self._counted: TTLCache[tuple[SearchPlan, str], Counted] | None = (
             TTLCache(maxsize=settings.totals_cache_size, ttl=settings.totals_cache_ttl_s)
-            if settings.totals_cache_ttl_s > 0
+            if settings.totals_cache_ttl_s > 0 and generations is not None
             else None
         )
 
@@ -100,7 +114,7 @@ class SearchService:
                 return await self._page_of(window, plan=plan, snapshot=cursor.snapshot, clock=clock)
             logger.info("search.snapshot.gone: the page is cut from the live list")
         if self._results is None:
-            return await self._compute(plan, clock)
+            return await self._compute(plan, clock, await self._version(plan))
         result = await self._results.serve(
             plan, clock=clock, compute=partial(self._compute, plan, clock)
         )
@@ -108,10 +122,24 @@ class SearchService:
             _record(plan, (), outcome="ok")
         return result
 
-    async def _compute(self, plan: SearchPlan, clock: StageClock) -> SearchResult:
-        """Retrieve, rank, count and hydrate ``plan``: the search itself."""
-        key = plan.counting_key()
-        cached = self._counted.get(key) if self._counted is not None else None
+    async def _version(self, plan: SearchPlan) -> DataVersion | None:
+        """The tenant's data version, for reusing counts (no result cache read it)."""
+        if self._counted is None or self._generations is None:
+            return None
+        try:
+            generation, age = await self._generations.read(plan.tenant_id)
+        except SQLAlchemyError as exc:
+            logger.warning("search.totals.version_unavailable error=%s", type(exc).__name__)
+            return None
+        return DataVersion(generation, age)
+
+    async def _compute(
+        self, plan: SearchPlan, clock: StageClock, version: DataVersion | None
+    ) -> SearchResult:
+        """Retrieve, rank, count and hydrate ``plan``: the search itself, on the
+        tenant's data ``version`` (``None``: unknown, nothing counted is reused)."""
+        key = (plan.counting_key(), version.generation) if version is not None else None
+        cached = self._counted.get(key) if self._counted is not None and key else None
         matches = (
             None
             if cached is not None or not plan.track_total
@@ -137,7 +165,8 @@ class SearchService:
             complete = not any(n is None for n in legs.values()) and (
                 counted.totals.scope is CountScope.MATCHES or plan.ranking.min_score is not None
             )
-            if self._counted is not None and complete:
+            settled = version is not None and version.age_s >= self._settle_s
+            if self._counted is not None and key is not None and complete and settled:
                 self._counted[key] = counted
         clock.lap(Stage.FACETS)
         texts: dict[str, str] = {}
