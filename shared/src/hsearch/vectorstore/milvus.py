@@ -226,6 +226,8 @@ class MilvusVectorStore:
         physical = self._version_name(1)
         if not self._client.has_collection(physical):
             self._create(physical, encoder)
+        if self.live_collection() == physical:
+            return  # another process (API and worker start together) made the alias
         try:
             self._client.create_alias(physical, self._collection)
         except MilvusException:
