@@ -103,8 +103,11 @@ def test_an_interrupted_run_resumes_without_sending_accepted_documents(
     # Stopped at the ninth document, which sends the second batch (5 to 8): no API.
     assert lines_of(stopped.stdout)[-2:] == [
         "documents: 9 read, 4 sent in 1 jobs, 0 already accepted",
-        f"jobs sent (not waited for; run again with --wait): {job['id']}",
+        # --wait was given: the command says to run it again, not to add the flag.
+        f"jobs not waited for to the end (run the same command again to resume waiting): "
+        f"{job['id']}",
     ]
+    assert "--wait" not in stopped.output
     assert cli.api.gate.uploads == [4]
 
     cli.api.gate.fail_after = None
