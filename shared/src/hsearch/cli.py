@@ -226,7 +226,8 @@ def ingest(  # noqa: PLR0917 - typer reads a command's options from its paramete
             "--retry-for",
             min=0,
             help="Seconds to keep trying a request the API does not answer (connection "
-            "refused, 502/503/504: a restart), with backoff. Default: "
+            "refused, 502/503/504: a restart), with backoff, or refuses with 429 (rate "
+            "limit: after its Retry-After). Default: "
             "HSEARCH_CLIENT__RETRY_FOR_S, else 120.",
             show_default=False,
         ),
@@ -637,8 +638,9 @@ def _api_key(settings: Settings, given: str | None) -> str | None:
 def _client(
     settings: Settings, url: str | None, api_key: str | None, *, retry_for_s: float | None = None
 ) -> ApiClient:
-    """A client of the API; with ``retry_for_s``, a request the API does not answer is
-    tried for that long, each wait said on stderr (else ``client.retries`` times)."""
+    """A client of the API; with ``retry_for_s``, a request the API does not answer (or
+    answers 429) is tried for that long (else ``client.retries`` times), each wait said
+    on stderr."""
     from hsearch.client.http import ApiClient  # noqa: PLC0415 - keep `--help` fast
 
     return ApiClient(
@@ -647,7 +649,7 @@ def _client(
         timeout_s=settings.client.timeout_s,
         retries=settings.client.retries,
         retry_for_s=retry_for_s,
-        on_retry=None if retry_for_s is None else _say_waiting,
+        on_retry=_say_waiting,
     )
 
 

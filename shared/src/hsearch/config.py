@@ -778,8 +778,8 @@ class ClientSettings(BaseModel):
         ge=0,
         le=20,
         description="Further attempts after a connection error or a 502/503/504, with "
-        "backoff (0.5 s, 1 s, 2 s, ... at most 10 s); `hsearch ingest` uses "
-        "`retry_for_s` instead.",
+        "backoff (0.5 s, 1 s, 2 s, ... at most 10 s), or a 429 after its Retry-After "
+        "(up to 60 s); `hsearch ingest` uses `retry_for_s` instead.",
     )
     retry_for_s: float = Field(
         default=120.0,
@@ -787,8 +787,8 @@ class ClientSettings(BaseModel):
         le=86_400,
         description="`hsearch ingest` (and its `--wait`): how long a request goes on being "
         "tried after a connection error or a 502/503/504 (an API restarting), with the "
-        "same backoff, saying on stderr that it waits. `--retry-for` overrides it; 0 "
-        "gives up at the first failure.",
+        "same backoff, or a 429 (after its Retry-After), saying on stderr that it waits. "
+        "`--retry-for` overrides it; 0 gives up at the first failure.",
     )
     batch_documents: int = Field(
         default=500,
@@ -804,7 +804,12 @@ class ClientSettings(BaseModel):
         "api.max_request_bytes (32 MiB by default).",
     )
     poll_interval_s: float = Field(
-        default=1.0, gt=0, le=60, description="`--wait`: how often jobs are read."
+        default=1.0,
+        gt=0,
+        le=60,
+        description="`--wait`: the pause per request while jobs are read (at most one "
+        "request per this interval on average, however many jobs); it grows up to tenfold "
+        "while no document finishes.",
     )
     state_dir: Path | None = Field(
         default=None,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from hsearch.config import IngestSettings
+from hsearch.config import IngestSettings, RateLimitSettings
 from hsearch.db.migrate import upgrade_database
 from hsearch.processes import free_port
 from hsearch.tenancy.factory import open_tenancy
@@ -103,8 +103,11 @@ def test_an_interrupted_run_resumes_without_sending_accepted_documents(
     # Stopped at the ninth document, which sends the second batch (5 to 8): no API.
     assert lines_of(stopped.stdout)[-2:] == [
         "documents: 9 read, 4 sent in 1 jobs, 0 already accepted",
-        f"jobs sent (not waited for; run again with --wait): {job['id']}",
+        # --wait was given: the command says to run it again, not to add the flag.
+        f"jobs not waited for to the end (run the same command again to resume waiting): "
+        f"{job['id']}",
     ]
+    assert "--wait" not in stopped.output
     assert cli.api.gate.uploads == [4]
 
     cli.api.gate.fail_after = None
@@ -322,3 +325,24 @@ def test_ingest_waits_for_an_api_that_is_down_then_comes_up(tmp_path: Path) -> N
             if process.poll() is None:
                 process.kill()
             reader.join(10)
+
+
+def test_ingest_waits_out_the_api_s_rate_limit(tmp_path: Path) -> None:
+    # The real limiter's 429 (Retry-After, in the ingest budget that uploads and job
+    # reads share): the run waits as asked, says so, and completes.
+    settings = api_settings(tmp_path / "server").model_copy(
+        update={
+            "ingest": IngestSettings(flush_min_interval_s=0),
+            "ratelimit": RateLimitSettings(default="5/second"),
+        }
+    )
+    with live_api(settings) as api:
+        cli = cli_for(api, tmp_path)
+        result = cli(
+            "ingest", str(documents_of(tmp_path / "docs.jsonl", 40)), "--wait", "--retry-for", "60"
+        )
+        assert result.exit_code == 0, result.output
+        assert "rate limited: POST http://127.0.0.1:" in result.stderr
+        assert "429 rate_limited: rate limit of 5/second per key" in result.stderr
+        assert "documents: 40 read, 40 sent in 10 jobs, 0 already accepted" in result.stdout
+        assert api.gate.uploads == [4] * 10

@@ -173,3 +173,84 @@ def test_lists_follow_the_cursor_up_to_the_limit() -> None:
     asked.clear()
     assert [d["external_id"] for d in api.documents(limit=3)] == ["a", "b", "c"]
     assert asked == [(None, "3"), ("c1", "1")]
+
+
+def rate_limited(retry_after: str | None = "2", detail: str = "limit reached") -> httpx.Response:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    return httpx.Response(429, headers=headers, json={"error": "rate_limited", "detail": detail})
+
+
+JOB = {"id": str(JOB_ID), "status": "queued", "total": 1, "indexed": 0, "skipped": 0, "failed": 0}
+
+
+def test_a_429_is_tried_again_after_its_retry_after_saying_so() -> None:
+    answers = iter([rate_limited("3"), rate_limited("1"), httpx.Response(200, json=JOB)])
+    said: list[str] = []
+    pauses: list[float] = []
+    api = ApiClient(
+        "http://api.test",
+        retries=3,
+        on_retry=said.append,
+        transport=httpx.MockTransport(lambda _: next(answers)),
+        sleep=pauses.append,
+    )
+    assert api.job(JOB_ID).status == "queued"
+    assert pauses == [3.0, 1.0], "the pauses the API asked for, not the backoff"
+    assert said[0] == (
+        f"rate limited: GET http://api.test/v1/jobs/{JOB_ID}: 429 rate_limited: limit "
+        "reached; trying again in 3 s"
+    )
+    assert api.requests == 3
+
+
+def test_a_429_without_the_header_waits_as_long_as_its_detail_says() -> None:
+    # A proxy may drop the header; the API's detail names the wait too.
+    detail = "rate limit of 600/minute ...; retry after 4 s"
+    answers = iter([rate_limited(None, detail), httpx.Response(200, json=JOB)])
+    api, pauses = client(lambda _: next(answers))
+    api.job(JOB_ID)
+    assert pauses == [4.0]
+
+
+def test_a_429_that_names_no_wait_is_an_error_at_once() -> None:
+    # A quota that no wait lifts (quota_exceeded without Retry-After).
+    api, pauses = client(lambda _: rate_limited(None, "at most 1000 documents"))
+    with pytest.raises(ApiError) as caught:
+        api.upload(b"{}\n")
+    assert (caught.value.status, pauses) == (429, [])
+
+
+def test_a_429_is_waited_for_within_client_retries_then_raised() -> None:
+    api, pauses = client(lambda _: rate_limited("2"), retries=2)
+    with pytest.raises(ApiError) as caught:
+        api.job(JOB_ID)
+    assert pauses == [2.0, 2.0]
+    assert (caught.value.status, caught.value.code) == (429, "rate_limited")
+    assert caught.value.detail == "limit reached (not waited for: 3 tries, client.retries 2)"
+
+
+def test_a_429_asking_for_longer_than_a_minute_is_not_waited_for_without_retry_for() -> None:
+    api, pauses = client(lambda _: rate_limited("3600"))
+    with pytest.raises(ApiError) as caught:
+        api.job(JOB_ID)
+    assert pauses == []
+    assert caught.value.detail == "limit reached (not waited for: over 60 s)"
+
+
+def test_with_retry_for_s_a_429_is_waited_for_until_that_time_is_spent() -> None:
+    clock = Clock()
+    api = ApiClient(
+        "http://api.test",
+        retry_for_s=10,
+        transport=httpx.MockTransport(lambda _: rate_limited("4")),
+        sleep=clock.sleep,
+        clock=lambda: clock.now,
+    )
+    with pytest.raises(ApiError) as caught:
+        api.job(JOB_ID)
+    # 4 s twice; a third wait would end past the 10 s: not begun.
+    assert clock.pauses == [4.0, 4.0]
+    assert (
+        caught.value.detail
+        == "limit reached (not waited for: 4 s more would pass --retry-for 10 s)"
+    )

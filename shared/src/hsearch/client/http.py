@@ -5,12 +5,16 @@ service raises and the API answers with; these report what an answer said (its s
 code, detail and fields) or that no answer came.
 
     ClientError
-    ├── ApiError              the API answered with an error (status, code, detail, errors)
+    ├── ApiError              the API answered with an error (status, code, detail, errors);
+    │                         a 429 only once its waits are used up
     └── ApiUnavailableError   no usable answer: connection failed, or 502/503/504, after retries
 """
 
 from __future__ import annotations
 
+import email.utils
+import math
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,8 +40,16 @@ __all__ = [
 
 NDJSON = "application/x-ndjson"
 RETRIED_STATUSES = frozenset({502, 503, 504})
+RATE_LIMITED = 429
 MAX_PAUSE_S = 10.0
-"""The longest pause between two tries of a request."""
+"""The longest pause between two tries of a request, but a 429's."""
+MAX_RATE_LIMIT_PAUSE_S = 60.0
+"""Without ``retry_for_s``, the longest ``Retry-After`` of a 429 that is waited out (a
+per-day limit can say hours: a command that gives up says so instead of hanging)."""
+MIN_RATE_LIMIT_PAUSE_S = 0.5
+_RETRY_AFTER_DETAIL = re.compile(r"retry after (\d+(?:\.\d+)?) s")
+"""How the API's 429 detail says it (``hsearch.ratelimit.limiter``), for a proxy that
+drops the header."""
 FINISHED = FINISHED_JOB_STATUSES
 PAGE = 500
 """Rows per page when listing (the API's most)."""
@@ -133,9 +145,16 @@ class ApiClient:
     it, never from a request. A connection error or a 502/503/504 is tried again with
     doubling pauses from 0.5 s (at most :data:`MAX_PAUSE_S`): up to ``retries`` times,
     or, with ``retry_for_s``, for as long as that many seconds since the request's first
-    failure (an API restarting takes longer than a few tries). ``on_retry`` hears of
-    each pause before it is taken (what failed, how long the pause is). Any other
-    error status raises :class:`ApiError` at once.
+    failure (an API restarting takes longer than a few tries). A 429 (the key's rate
+    limit, or a quota that lifts in time) is tried again after the pause its
+    ``Retry-After`` header asks for (else the one its detail names), within the same
+    bound; a 429 that names no wait, or one the bound cannot hold, is raised as
+    :class:`ApiError` at once.
+    ``on_retry`` hears of each pause before it is taken (what failed, how long the
+    pause is). Any other error status raises :class:`ApiError` at once.
+
+    ``requests`` counts the HTTP requests made, tries included (``--wait`` paces its
+    polling by it).
     """
 
     def __init__(
@@ -161,6 +180,7 @@ class ApiClient:
         self._sleep = sleep
         self._clock = clock
         self.base_url = base_url
+        self.requests = 0
 
     def __enter__(self) -> Self:
         return self
@@ -242,48 +262,135 @@ class ApiClient:
         first_failure: float | None = None
         while True:
             tries += 1
-            try:
-                resp = self._http.request(
-                    method, path, content=content, params=params, headers=headers
-                )
-            except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}: {exc or 'no answer'}"
-            else:
-                if resp.status_code not in RETRIED_STATUSES:
-                    if resp.is_error:
-                        code, detail, errors = _error_of(resp)
-                        raise ApiError(resp.status_code, code, detail, errors=errors)
-                    data: dict[str, Any] = resp.json()
-                    return data
-                last = f"{resp.status_code}: {_error_of(resp)[1]}"
-            pause = min(MAX_PAUSE_S, 0.5 * 2 ** (tries - 1))
+            answer = self._once(method, path, content=content, params=params, headers=headers)
+            if not isinstance(answer, _Failure):
+                return answer
             if self._retry_for_s is None:
-                if tries > self._retries:
-                    raise ApiUnavailableError(f"{where}: no answer after {tries} tries ({last})")
-                until = ""
+                pause, until = self._counted_pause(where, tries, answer), ""
             else:
                 now = self._clock()
                 first_failure = now if first_failure is None else first_failure
-                left = self._retry_for_s - (now - first_failure)
-                if left <= 0:
-                    msg = (
-                        f"{where}: no answer after {tries} tries ({last}); gave up after "
-                        f"{now - first_failure:.0f} s (--retry-for)"
-                    )
-                    raise ApiUnavailableError(msg)
-                pause = min(pause, left)
+                pause, left = self._timed_pause(
+                    where, tries, answer, retry_for_s=self._retry_for_s, waited=now - first_failure
+                )
                 until = f", for {left:.0f} s more"
             if self._on_retry is not None:
-                self._on_retry(
-                    f"waiting for the API: {where}: {last}; trying again in {pause:g} s{until}"
-                )
+                what = "waiting for the API" if answer.limited is None else "rate limited"
+                again = f"trying again in {pause:g} s{until}"
+                self._on_retry(f"{what}: {where}: {answer.last}; {again}")
             self._sleep(pause)
+
+    def _once(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes | None,
+        params: dict[str, str | int] | None,
+        headers: dict[str, str],
+    ) -> dict[str, Any] | _Failure:
+        """One try: the answer's body, or what failed when it may pass another time."""
+        self.requests += 1
+        try:
+            resp = self._http.request(method, path, content=content, params=params, headers=headers)
+        except httpx.TransportError as exc:
+            return _Failure(f"{type(exc).__name__}: {exc or 'no answer'}")
+        if resp.status_code not in RETRIED_STATUSES | {RATE_LIMITED}:
+            if resp.is_error:
+                code, detail, errors = _error_of(resp)
+                raise ApiError(resp.status_code, code, detail, errors=errors)
+            data: dict[str, Any] = resp.json()
+            return data
+        code, detail, errors = _error_of(resp)
+        if resp.status_code != RATE_LIMITED:
+            return _Failure(f"{resp.status_code}: {detail}")
+        limited = ApiError(resp.status_code, code, detail, errors=errors)
+        asked = _retry_after(resp, detail)
+        if asked is None:  # a quota that no wait lifts
+            raise limited
+        return _Failure(f"{resp.status_code} {code}: {detail}", limited=limited, asked=asked)
+
+    def _counted_pause(self, where: str, tries: int, failure: _Failure) -> float:
+        """The pause before another try, within ``retries``; else raises."""
+        pause = _backoff(tries) if failure.asked is None else failure.asked
+        if failure.limited is not None:
+            if pause > MAX_RATE_LIMIT_PAUSE_S:
+                raise _gave_up(failure.limited, f"over {MAX_RATE_LIMIT_PAUSE_S:g} s")
+            if tries > self._retries:
+                raise _gave_up(failure.limited, f"{tries} tries, client.retries {self._retries}")
+        elif tries > self._retries:
+            raise ApiUnavailableError(f"{where}: no answer after {tries} tries ({failure.last})")
+        return pause
+
+    @staticmethod
+    def _timed_pause(
+        where: str, tries: int, failure: _Failure, *, retry_for_s: float, waited: float
+    ) -> tuple[float, float]:
+        """The pause before another try and the time left, within ``retry_for_s`` of the
+        first failure; else raises."""
+        left = retry_for_s - waited
+        if failure.limited is not None:
+            asked = failure.asked or _backoff(tries)
+            if asked > left:
+                bound = f"{asked:g} s more would pass --retry-for {retry_for_s:g} s"
+                raise _gave_up(failure.limited, bound)
+            return asked, left
+        if left <= 0:
+            msg = (
+                f"{where}: no answer after {tries} tries ({failure.last}); gave up after "
+                f"{waited:.0f} s (--retry-for)"
+            )
+            raise ApiUnavailableError(msg)
+        return min(_backoff(tries), left), left
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """A try that may pass another time."""
+
+    last: str
+    """What was heard (said when waiting, and when giving up)."""
+    limited: ApiError | None = None
+    """A 429: raised when the bound ends the waits."""
+    asked: float | None = None
+    """The 429's ``Retry-After``, in seconds."""
+
+
+def _backoff(tries: int) -> float:
+    return min(MAX_PAUSE_S, 0.5 * 2.0 ** (tries - 1))
 
 
 def _path(segment: str) -> str:
     """A path segment as sent: every character escaped but ``/`` (external ids are
     paths, and the API's document routes take them whole)."""
     return quote(segment, safe="/")
+
+
+def _gave_up(limited: ApiError, bound: str) -> ApiError:
+    """``limited`` (a 429), saying that the retries' bound ends the wait."""
+    detail = f"{limited.detail} (not waited for: {bound})"
+    return ApiError(limited.status, limited.code, detail, errors=limited.errors)
+
+
+def _retry_after(resp: httpx.Response, detail: str) -> float | None:
+    """The seconds a 429 asks to wait: its ``Retry-After`` (seconds or an HTTP date),
+    else the ``retry after N s`` of its detail; ``None`` when it names none."""
+    header = resp.headers.get("Retry-After", "").strip()
+    seconds: float | None = None
+    if header:
+        try:
+            seconds = float(header)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(header)
+            except (TypeError, ValueError):
+                when = None
+            if when is not None and when.tzinfo is not None:
+                seconds = float(math.ceil(when.timestamp() - time.time()))
+    if seconds is None and (found := _RETRY_AFTER_DETAIL.search(detail)):
+        seconds = float(found.group(1))
+    # At least a moment: "0" (or a date just past) must not make a busy loop.
+    return None if seconds is None else max(MIN_RATE_LIMIT_PAUSE_S, seconds)
 
 
 def _error_of(resp: httpx.Response) -> tuple[str, str, tuple[FieldError, ...]]:

@@ -11,15 +11,24 @@ A request the server refuses as invalid or too large, naming lines (``errors[].l
 loses those documents (reported as refused) and is sent again without them; one refused
 without lines (over the server's request or batch limit) is sent again in halves, down
 to single documents. Documents a job fails are reported with the job's error for them.
+
+Waiting reads the jobs at a bounded total rate, however many there are
+(:meth:`Uploader._poll`): on average at most one request per ``client.poll_interval_s``,
+and fewer while nothing finishes. Those reads are charged to the key's ``ingest`` rate
+limit like the uploads. Ctrl-C once an upload's answer is read waits until its job is
+recorded in the report and the state files alike.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +46,14 @@ SHOWN_ERRORS = 10
 
 STALL_NOTE_S = 60.0
 """Waiting this long without a document finishing prints a hint (no worker running?)."""
+
+UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
+"""The statuses listed to poll many jobs at once, in this order: a job that moves from
+one to the next between the two lists is in the second."""
+
+SLOWEST_POLL = 10.0
+"""While no document finishes, the pause between polls grows (x1.5 a round) up to this
+many times ``poll_interval_s``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +80,15 @@ class IngestReport:
     read: int = 0
     sent: int = 0
     already_accepted: int = 0
+    wait: bool = False
+    """Whether the run was to wait for its jobs (``--wait``)."""
     jobs: list[uuid.UUID] = field(default_factory=list)
     """The jobs this run sent, in order."""
+    unconfirmed: int = 0
+    """Documents of the upload that Ctrl-C interrupted before its answer was read: the
+    server may have accepted them (a job this run does not know)."""
+    unfinished: dict[uuid.UUID, None] = field(default_factory=dict)
+    """Jobs holding this run's documents that were not seen to finish (in order)."""
     waited: dict[uuid.UUID, Job] = field(default_factory=dict)
     """With ``--wait``: every job holding this run's documents, as it finished."""
     failures: list[Failure] = field(default_factory=list)
@@ -88,8 +112,14 @@ class IngestReport:
 
     def summary(self) -> list[str]:
         """The closing lines: counts, then the first errors by external id."""
+        maybe = (
+            f" (and maybe {self.unconfirmed} more: the request interrupted before its "
+            "answer may have been accepted)"
+            if self.unconfirmed
+            else ""
+        )
         lines = [
-            f"documents: {self.read} read, {self.sent} sent in {len(self.jobs)} jobs, "
+            f"documents: {self.read} read, {self.sent} sent in {len(self.jobs)} jobs{maybe}, "
             f"{self.already_accepted} already accepted"
         ]
         stages = {s: sum(f.stage == s for f in self.failures) for s in _STAGES}
@@ -101,9 +131,16 @@ class IngestReport:
                 f"{stages['failed'] + self.unlisted_failures} failed, "
                 f"{self.cancelled} cancelled"
             )
-        elif self.jobs:
-            ids = " ".join(str(j) for j in self.jobs[:3]) + (" ..." if len(self.jobs) > 3 else "")
-            lines.append(f"jobs sent (not waited for; run again with --wait): {ids}")
+        if self.unfinished:
+            left = list(self.unfinished)
+            ids = " ".join(str(j) for j in left[:3]) + (" ..." if len(left) > 3 else "")
+            if self.wait:  # stopped or interrupted while sending or waiting
+                lines.append(
+                    f"jobs not waited for to the end (run the same command again to resume "
+                    f"waiting): {ids}"
+                )
+            else:
+                lines.append(f"jobs sent (not waited for; run again with --wait): {ids}")
         if self.failed:
             counts = [f"{n} {s}" for s, n in stages.items() if n]
             if self.unlisted_failures:
@@ -151,7 +188,7 @@ class Uploader:
         self._options = options
         self._clock = clock
         self._sleep = sleep
-        self.report = IngestReport()
+        self.report = IngestReport(wait=options.wait)
         self._batch: list[_Pending] = []
         self._batch_ids: set[str] = set()
         self._batch_bytes = 0
@@ -165,6 +202,9 @@ class Uploader:
         is recorded, so running again resumes."""
         paths = _each_once(paths)
         states = [self._open(path) for path in paths]
+        for job_id, job in self._poll(set(self._states)).items():
+            if job is None or job.finished:
+                self._record(job_id, job)
         for path, state in zip(paths, states, strict=True):
             for item in read_documents(path, source=self._options.source):
                 if isinstance(item, ReadFailure):
@@ -190,11 +230,8 @@ class Uploader:
         )
         if state.warning:
             self._note(state.warning)
-        for job_id in state.unfinished_jobs():
+        for job_id in state.unfinished_jobs():  # read at once, after every input is open
             self._states.setdefault(job_id, []).append(state)
-            job = self._read_job(job_id)
-            if job is None or job.finished:
-                self._record(job_id, job)
         return state
 
     def _consider(self, item: SourceDocument, state: UploadState) -> None:
@@ -205,6 +242,7 @@ class Uploader:
             self.report.already_accepted += 1
             if not state.finished(holder):
                 self._in_flight.add(holder)
+                self.report.unfinished[holder] = None
             return
         pending = _Pending(source=item, line=line, digest=digest, state=state)
         full = len(self._batch) >= self._options.batch_documents
@@ -226,21 +264,37 @@ class Uploader:
 
     def _send(self, batch: list[_Pending]) -> None:
         try:
-            accepted = self._client.upload(b"".join(p.line for p in batch))
+            self._upload(batch)
         except ApiError as exc:
             if exc.status not in (413, 422):
                 raise
             self._refused(batch, exc)
-            return
-        job_id = accepted.job_id
+
+    def _upload(self, batch: list[_Pending]) -> None:
+        """Sends ``batch`` and records its job in the report and the state files. Ctrl-C
+        while the request is under way leaves the batch counted as perhaps accepted
+        (``unconfirmed``); once the answer is read, it waits until both records agree."""
+        recorded = False
+        try:
+            accepted = self._client.upload(b"".join(p.line for p in batch))
+            with _interrupts_deferred():
+                self._accepted(batch, accepted.job_id)
+                recorded = True
+        except KeyboardInterrupt:
+            if not recorded:
+                self.report.unconfirmed = len(batch)
+            raise
+        self._progress.sent(documents=self.report.sent, jobs=len(self.report.jobs))
+
+    def _accepted(self, batch: list[_Pending], job_id: uuid.UUID) -> None:
+        self.report.jobs.append(job_id)
+        self.report.unfinished[job_id] = None
+        self.report.sent += len(batch)
         for state in {id(p.state): p.state for p in batch}.values():
+            self._states.setdefault(job_id, []).append(state)
             state.record_sent(
                 job_id, [(p.source.external_id, p.digest) for p in batch if p.state is state]
             )
-            self._states.setdefault(job_id, []).append(state)
-        self.report.jobs.append(job_id)
-        self.report.sent += len(batch)
-        self._progress.sent(documents=self.report.sent, jobs=len(self.report.jobs))
 
     def _refused(self, batch: list[_Pending], exc: ApiError) -> None:
         named: dict[int, list[str]] = {}
@@ -276,9 +330,10 @@ class Uploader:
         last_change = self._clock()
         last_done = -1
         noted = False
+        stretch = 1.0
         while True:
-            for job_id in sorted(unfinished):
-                job = self._read_job(job_id)
+            requests = self._client.requests
+            for job_id, job in sorted(self._poll(unfinished).items()):
                 if job is None:  # gone (purged): its documents were not all accepted
                     unfinished.discard(job_id)
                     self._record(job_id, None)
@@ -298,15 +353,33 @@ class Uploader:
                 return
             now = self._clock()
             if done != last_done:
-                last_done, last_change = done, now
-            elif not noted and now - last_change >= STALL_NOTE_S:
+                last_done, last_change, stretch = done, now, 1.0
+            else:
+                stretch = min(SLOWEST_POLL, stretch * 1.5)
+            if not noted and now - last_change >= STALL_NOTE_S:
                 self._note(
                     f"no document finished for {STALL_NOTE_S:.0f} s: is an ingest worker "
                     "running? (Ctrl-C stops waiting; the jobs go on, and running this "
                     "again resumes waiting)"
                 )
                 noted = True
-            self._sleep(self._options.poll_interval_s)
+            spent = max(1, self._client.requests - requests)
+            self._sleep(self._options.poll_interval_s * spent * stretch)
+
+    def _poll(self, job_ids: set[uuid.UUID]) -> dict[uuid.UUID, Job | None]:
+        """Each of ``job_ids`` as the API has it now (``None``: it no longer knows it),
+        in few requests: a read per job for one or two jobs; for more, the lists of the
+        tenant's queued and running jobs (a request per 500), then a read of each job
+        in neither (it has finished, and only a job's own read lists its failed
+        documents)."""
+        if len(job_ids) <= len(UNFINISHED):
+            return {job_id: self._read_job(job_id) for job_id in job_ids}
+        found: dict[uuid.UUID, Job | None] = {}
+        for status in UNFINISHED:
+            found |= {job.id: job for job in self._client.jobs(status=status) if job.id in job_ids}
+        for job_id in job_ids - found.keys():
+            found[job_id] = self._read_job(job_id)
+        return found
 
     def _collect_failures(self, job: Job) -> None:
         for error in job.errors:
@@ -329,6 +402,7 @@ class Uploader:
             raise
 
     def _record(self, job_id: uuid.UUID, job: Job | None) -> None:
+        self.report.unfinished.pop(job_id, None)
         status = "missing" if job is None else str(job.status)
         failed = None if job is None else job.failed_ids
         for state in self._states.get(job_id, ()):
@@ -337,6 +411,27 @@ class Uploader:
     def _note(self, text: str) -> None:
         self.report.notes.append(text)
         self._progress.note(text)
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) held back until the block has run, then raised: what the block
+    records (the report, the state files) ends whole. Only the main thread receives
+    signals; elsewhere the block simply runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:  # None: a handler not set from Python, which cannot be set back
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+    if caught:
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
 
 
 def _each_once(paths: Sequence[Path]) -> list[Path]:
