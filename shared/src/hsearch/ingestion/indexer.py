@@ -408,43 +408,68 @@ class IndexingService:
                 upcoming = next(groups, None)
                 if upcoming is not None:
                     encoding = encoder.submit(self._embed_items, upcoming)
-                changed |= self._write(job_id, tenant_id, current, embedded)
+                changed |= self._process_group(job_id, tenant_id, current, embedded)
                 current = upcoming
         finally:
             encoding.cancel()  # a group not yet encoding when this one failed
         return changed
 
-    def _write(
+    def _process_group(
         self,
         job_id: uuid.UUID,
         tenant_id: str,
         group: list[_PreparedItem],
         embedded: tuple[dict[int, list[Embedding]], dict[int, HsearchError]],
     ) -> bool:
-        """Write ``group`` in one transaction, under its documents' row locks: fail the
-        items the encoder refused, upsert every chunk of the others, delete the stale
-        ones by primary key, update statistics and the documents, mark the items
-        (:meth:`_write_group`). Returns whether any document changed.
+        """1. encoded (``embedded``), with no transaction open (the slow part);
+        2. record the chunk ids about to be written on each item (committed before
+           Milvus sees them, so a crash can never leave chunks nobody knows of);
+        3. in one transaction, under the documents' row locks: upsert every chunk of
+           the group, delete the stale ones by primary key, update statistics and the
+           documents, mark the items (:meth:`_write`).
+        """
+        embeddings, errors = embedded
+        with transaction(self._sessions) as session:
+            job = self._lock(session, job_id)
+            items = _by_id(JobRepository(session).items([p.item_id for p in group]))
+            for prepared in group:
+                item = items[prepared.item_id]
+                if not _pending(item):
+                    continue  # its job was cancelled while it was being encoded
+                if prepared.item_id in errors:
+                    self._fail(job, item, errors[prepared.item_id])
+                    continue
+                item.document_id = prepared.document_id
+                item.chunk_ids = list(prepared.chunk_ids)
+        ready = [p for p in group if p.item_id not in errors]
+        return self._write(job_id, tenant_id, ready, embeddings) if ready else False
 
-        The chunk ids were recorded on the items when the batch was decided (committed
-        before Milvus sees them, so a crash can never leave chunks nobody knows of).
+    def _write(
+        self,
+        job_id: uuid.UUID,
+        tenant_id: str,
+        ready: list[_PreparedItem],
+        embeddings: dict[int, list[Embedding]],
+    ) -> bool:
+        """Write ``ready`` in one transaction; returns whether any document changed.
+
         A store error that is not transient (the store refused the records) rolls the
         group back and writes its documents one by one, so that the document at fault
         fails alone and the others are indexed.
         """
         try:
             with transaction(self._sessions) as session:
-                documents, chunks = self._write_group(session, job_id, tenant_id, group, embedded)
+                documents, chunks = self._write_group(session, job_id, tenant_id, ready, embeddings)
             # Counted once committed: a group rolled back is indexed again, counted then.
             instruments.record_ingest(outcome="indexed", documents=documents, chunks=chunks)
             return documents > 0
         except _StoreRefusedError as refused:
-            if len(group) > 1:
-                written = [self._write(job_id, tenant_id, [p], embedded) for p in group]
+            if len(ready) > 1:
+                written = [self._write(job_id, tenant_id, [p], embeddings) for p in ready]
                 return any(written)
             with transaction(self._sessions) as session:
                 job = self._lock(session, job_id)
-                item = session.get_one(JobItem, group[0].item_id)
+                item = session.get_one(JobItem, ready[0].item_id)
                 if _pending(item):
                     self._fail(job, item, refused.error)
             return False
@@ -459,9 +484,8 @@ class IndexingService:
     def _decide(
         self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]
     ) -> list[_PreparedItem]:
-        """Skip what needs no work (unchanged or superseded documents), chunk the rest
-        and record on each of their items the chunk ids it is about to write; the
-        batch's items and documents read in one query each, one commit."""
+        """Skip what needs no work (unchanged or superseded documents), chunk the rest;
+        the batch's items and documents read in one query each."""
         fingerprint = self._embedder.info.fingerprint
         todo: list[_PreparedItem] = []
         with transaction(self._sessions) as session:
@@ -497,20 +521,17 @@ class IndexingService:
                 except (ValueError, InvalidRequestError) as exc:
                     self._fail(job, item, exc)
                     continue
-                prepared = _PreparedItem(
-                    item_id=item.id,
-                    document_id=doc_id,
-                    title=item.title,
-                    lang=item.lang,
-                    chunks=tuple(c.text for c in chunks),
-                    offsets=tuple((c.start, c.end) for c in chunks),
-                    chunk_ids=tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks)),
+                todo.append(
+                    _PreparedItem(
+                        item_id=item.id,
+                        document_id=doc_id,
+                        title=item.title,
+                        lang=item.lang,
+                        chunks=tuple(c.text for c in chunks),
+                        offsets=tuple((c.start, c.end) for c in chunks),
+                        chunk_ids=tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks)),
+                    )
                 )
-                # The chunk ids about to be written, committed with this decision,
-                # before Milvus sees them: a crash can never leave chunks nobody knows of.
-                item.document_id = doc_id
-                item.chunk_ids = list(prepared.chunk_ids)
-                todo.append(prepared)
         return todo
 
     def _embed_items(
@@ -545,8 +566,8 @@ class IndexingService:
         session: Session,
         job_id: uuid.UUID,
         tenant_id: str,
-        group: list[_PreparedItem],
-        embedded: tuple[dict[int, list[Embedding]], dict[int, HsearchError]],
+        ready: list[_PreparedItem],
+        embeddings: dict[int, list[Embedding]],
     ) -> tuple[int, int]:
         """The group's statements, one per kind rather than one per document: the
         items, the documents (locked, in id order: two workers writing overlapping
@@ -556,12 +577,12 @@ class IndexingService:
         together. Each document is weighed as the tenant's corpus stands once the
         documents before it in the group are counted in, as if they were written one
         by one."""
-        embeddings, errors = embedded
         job = self._lock(session, job_id)
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
-        items = _by_id(jobs.items([p.item_id for p in group]))
-        todo = self._to_write(job, items, group, errors)
+        items = _by_id(jobs.items([p.item_id for p in ready]))
+        # Cancelled meanwhile: nothing of it is written.
+        todo = sorted((p for p in ready if _pending(items[p.item_id])), key=lambda p: p.document_id)
         existing = docs.get_many({p.document_id for p in todo}, for_update=True)
         live: list[_PreparedItem] = []
         for prepared in todo:
@@ -638,26 +659,6 @@ class IndexingService:
                 deleted,
             )
         return len(written), sum(count for _, count, _ in written)
-
-    def _to_write(
-        self,
-        job: IngestionJob,
-        items: dict[int, JobItem],
-        group: list[_PreparedItem],
-        errors: dict[int, HsearchError],
-    ) -> list[_PreparedItem]:
-        """The group's items to write, in document id order: those still pending (a
-        job cancelled meanwhile writes nothing) and encoded (the others fail here)."""
-        todo: list[_PreparedItem] = []
-        for prepared in group:
-            item = items[prepared.item_id]
-            if not _pending(item):
-                continue
-            if prepared.item_id in errors:
-                self._fail(job, item, errors[prepared.item_id])
-            else:
-                todo.append(prepared)
-        return sorted(todo, key=lambda p: p.document_id)
 
     def _document_write(
         self,
