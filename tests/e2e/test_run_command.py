@@ -78,8 +78,8 @@ def test_run_serves_the_sample_and_stops_cleanly(tmp_path: Path) -> None:
         assert "celery" in names
         assert "uvicorn" in names
 
-        # A worker killed outright (its main process and pool child) is started again,
-        # and the API keeps serving meanwhile.
+        # A worker killed outright (one process: it runs its tasks itself) is started
+        # again, and the API keeps serving meanwhile.
         (worker,) = [c for c in children if c.ppid() == proc.pid and "celery" in c.cmdline()]
         os.killpg(worker.pid, signal.SIGKILL)
         wait_until(

@@ -193,7 +193,7 @@ def test_traffic_moves_the_scraped_figures_across_processes(
     assert moved("hsearch_search_leg_duration_seconds_count", leg="sparse", tenant="other") == sent
     assert moved("hsearch_search_stage_duration_seconds_count", stage="retrieval") == sent
     assert moved("hsearch_cache_requests_total", cache="result", result="miss") == sent
-    # The worker's pool process recorded the ingest into the same directory.
+    # The worker recorded the ingest into the same directory.
     assert moved("hsearch_ingest_documents_total", outcome="indexed") == len(DOCS)
     assert moved("hsearch_ingest_chunks_total") >= len(DOCS)
     assert moved("hsearch_time_to_searchable_seconds_count") == 1
@@ -203,7 +203,7 @@ def test_traffic_moves_the_scraped_figures_across_processes(
     for component in ("database", "milvus", "encoder", "broker"):
         assert get(after, "hsearch_dependency_up", component=component) == 1.0
 
-    # The worker serves its pool processes' samples on its own port too (one per pod).
+    # The worker serves its samples on its own port too (one per pod).
     own = httpx.get(f"http://127.0.0.1:{running.worker_port}/metrics", timeout=10).text
     worker_indexed = next(
         s.value

@@ -1,21 +1,26 @@
-"""A worker killed mid-job (kill -9 of its whole process group: the main process and its
-pool child) loses nothing and leaves nothing stuck: a new worker finishes the job
-within the lease plus 30 s of its start, with exact counts, and Milvus and the metadata
-database agree chunk for chunk. Run per profile: the embedded one (SQLite metadata and
-SQLite broker, where the SQLite broker never re-delivers the message the dead worker
-held), Postgres + Redis, and Postgres + RabbitMQ (which re-delivers the message at once,
-to a worker that finds the dead one's lease still held). The fake encoder: the encoder
-is not what is tested."""
+"""A worker killed mid-job (kill -9 of its process group) loses nothing and leaves
+nothing stuck: a new worker finishes the job within the lease plus 30 s of its start,
+with exact counts, and Milvus and the metadata database agree chunk for chunk. Run per
+profile: the embedded one (SQLite metadata and SQLite broker, where the SQLite broker
+never re-delivers the message the dead worker held), Postgres + Redis, and Postgres +
+RabbitMQ (which re-delivers the message at once, to a worker that finds the dead one's
+lease still held). The fake encoder: the encoder is not what is tested.
+
+A second test kills the process that runs a task just after the worker received it
+(the embedded profile, where a worker that lived on without consuming was reported)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from sqlalchemy import func, select
 
@@ -143,6 +148,86 @@ async def test_a_killed_worker_job_finishes_after_a_restart(
             assert store.count(tenant_id=tenant) == recorded
         finally:
             store.close()
+    finally:
+        first.stop()
+        engine.dispose()
+
+
+def task_process(worker: Child) -> int | None:
+    """The pid of the process that runs the worker's tasks: the one that loaded the
+    encoder (``worker.resources.ready``, logged when the pool starts), once logged."""
+    for line in worker.log_text().splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("event") == "worker.resources.ready":
+                return int(record["process"])
+    return None
+
+
+async def test_killing_the_process_running_a_task_leaves_no_worker_stuck(
+    tmp_path: Path, milvus_uri: str
+) -> None:
+    """kill -9 of the process that runs the tasks, 0.1 s after the worker received one.
+
+    With the prefork pool that process was a child, and its parent did not always
+    notice the loss: it kept the task as running and consumed nothing more, yet lived
+    on, so nothing restarted it and every job waited. The worker is one process now:
+    the task's process is the worker, its kill is the worker's exit (the supervisor's
+    cue), and the worker started in its place finishes the interrupted job and the
+    next one within the lease plus 30 s. The embedded profile, where it was reported.
+    """
+    database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
+    upgrade_database(database)
+    broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
+    env = _profile_env("embedded", tmp_path, milvus_uri, database, broker)
+    settings = settings_from_env(env)
+    engine = create_db_engine(settings.database_url)
+    sessions = create_session_factory(engine)
+
+    def status(job_id: uuid.UUID) -> JobStatus:
+        with sessions() as session:
+            return session.get_one(IngestionJob, job_id).status
+
+    documents = [
+        {"external_id": f"d{i}", "text": f"Document {i} on rivers and the sea. " * 20}
+        for i in range(DOCUMENTS)
+    ]
+    first = start_test_worker(env, tmp_path, name="first")
+    try:
+        worker = psutil.Process(first.proc.pid)
+        first.wait_until(
+            lambda: task_process(first) is not None, timeout=60, what="the pool started"
+        )
+        runs_tasks = task_process(first)
+        assert (runs_tasks, worker.children(recursive=True)) == (first.proc.pid, []), (
+            "the worker is one process: none of its own can die while it lives on"
+        )
+        async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
+            resp = await client.post("/v1/documents", json={"documents": documents})
+            assert resp.status_code == 202, resp.text
+            interrupted = uuid.UUID(resp.json()["job_id"])
+            first.wait_until(
+                lambda: "] received" in first.log_text(), timeout=60, what="a task received"
+            )
+            await asyncio.sleep(0.1)
+            os.kill(runs_tasks, signal.SIGKILL)
+            assert first.proc.wait(10) == -signal.SIGKILL, "the worker is gone"
+            first.stop()  # closes its log
+
+            second = start_test_worker(env, tmp_path, name="second")
+            try:
+                resp = await client.post(
+                    "/v1/documents", json={"documents": [{"external_id": "x", "text": "one"}]}
+                )
+                assert resp.status_code == 202, resp.text
+                following = uuid.UUID(resp.json()["job_id"])
+                second.wait_until(
+                    lambda: {status(interrupted), status(following)} == {JobStatus.SUCCEEDED},
+                    timeout=LEASE_S + 30,
+                    what="the interrupted job and the next one finished",
+                )
+            finally:
+                second.stop()
     finally:
         first.stop()
         engine.dispose()

@@ -263,3 +263,17 @@ def test_app_commands_name_the_api_worker_and_cli() -> None:
     assert "hsearch_api.main:create_app" in refs
     assert "hsearch_ingest.celery_app:app" in refs
     assert pyproject()["project"]["scripts"]["hsearch"] in refs
+
+
+def test_the_worker_runs_tasks_in_its_own_process_and_is_probed_there() -> None:
+    """No prefork child that could die while the container's process lives on; the
+    health check is answered during a task (a solo worker answers `celery inspect
+    ping` only between tasks)."""
+    worker = load_compose()["services"]["worker"]
+    argv = as_argv(worker["command"])
+    assert "--pool=solo" in argv
+    assert not any(arg.startswith("--concurrency") for arg in argv)
+    check = " ".join(worker["healthcheck"]["test"])
+    port = worker["environment"]["HSEARCH_METRICS__WORKER_PORT"]
+    assert f"http://127.0.0.1:{port}/metrics" in check
+    assert "inspect ping" not in check

@@ -638,3 +638,13 @@ def test_the_agreed_metrics_are_the_ones_the_code_records() -> None:
     assert set(METRICS) == set(recorded) | scraped
     source = Path(exposition.__file__).read_text()
     assert all(f'"{name}"' in source for name in scraped)
+
+
+def test_workers_run_tasks_in_their_own_process_and_are_probed_there() -> None:
+    """No prefork child that could die while the pod's process lives on; liveness is
+    answered during a task (a solo worker answers `celery inspect ping` only between
+    tasks)."""
+    (container,) = containers(of_kind("Deployment")["hsearch-worker"])
+    assert "--pool=solo" in container["command"]
+    assert not any(arg.startswith("--concurrency") for arg in container["command"])
+    assert container["livenessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -118,9 +119,21 @@ def test_commands() -> None:
     assert worker[1:6] == ["-m", "celery", "-A", "hsearch_ingest.celery_app:app", "worker"]
     assert worker[-2:] == ["-n", "w1@%h"]
     assert "--without-gossip" not in worker
+    # Tasks run in the worker process: no pool child that could die while it lives on.
+    assert worker[worker.index("--pool") + 1] == "solo"
+    assert "--concurrency" not in worker
     standalone = worker_command("w1@%h", loglevel="INFO", standalone=True)
     assert standalone[-3:] == ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     assert api_command(host="127.0.0.1", port=8000)[1:] == [
         "-m", "uvicorn", "hsearch_api.main:create_app", "--factory",
         "--host", "127.0.0.1", "--port", "8000",
     ]  # fmt: skip
+
+
+def test_the_worker_app_runs_tasks_in_the_worker_process() -> None:
+    """Whatever command starts it (compose, Kubernetes, by hand): Celery's CLI takes the
+    app's ``worker_pool`` over its ``prefork`` default. In a subprocess, since importing
+    the app configures logging."""
+    code = "from hsearch_ingest.celery_app import app; print(app.conf.worker_pool)"
+    done = subprocess.run(python(code), capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["solo"]

@@ -166,7 +166,11 @@ def milvus_lite_command(data_dir: Path, *, host: str, port: int) -> list[str]:
 
 def worker_command(node: str, *, loglevel: str, standalone: bool = False) -> list[str]:
     """A Celery ingest worker named ``node`` (``name@%h``): one task at a time, no
-    prefetch (tasks acknowledge late).
+    prefetch (tasks acknowledge late), run by the worker process itself (the ``solo``
+    pool). A prefork pool's child can be killed while its parent lives on, and the
+    parent does not always notice: it keeps the lost task as running and consumes
+    nothing more (docs/architecture.md, One process per worker). With no child, a
+    ``kill -9`` of the worker is the death of the process its supervisor watches.
 
     ``standalone`` leaves out gossip, mingle and heartbeats: a worker that never talks
     to other workers starts faster (the test suite's).
@@ -180,8 +184,8 @@ def worker_command(node: str, *, loglevel: str, standalone: bool = False) -> lis
         "worker",
         "-Q",
         "ingest",
-        "--concurrency",
-        "1",
+        "--pool",
+        "solo",
         "--prefetch-multiplier",
         "1",
         "--loglevel",

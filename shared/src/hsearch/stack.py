@@ -7,11 +7,13 @@ the bundled sample corpus on first start (through the API, with that key) and pr
 key and a search to paste.
 
 A worker that dies is started again (at most :data:`MAX_RESTARTS` times in
-:data:`RESTART_WINDOW_S`), and the API keeps serving meanwhile; the job it held is sent
-again once its lease expires (:mod:`hsearch.ingestion.leases`). If the API or Milvus
-dies, the stack stops. SIGINT/SIGTERM stop every child within :data:`STOP_TIMEOUT_S`
-seconds, even in the middle of a job (the interrupted batch is redone after a restart);
-children also die with this process (``PR_SET_PDEATHSIG``), so nothing is left behind.
+:data:`RESTART_WINDOW_S`; a worker is one process, which runs its tasks itself, so a
+``kill -9`` of any worker process is seen here), and the API keeps serving meanwhile;
+the job it held is sent again once its lease expires
+(:mod:`hsearch.ingestion.leases`). If the API or Milvus dies, the stack stops.
+SIGINT/SIGTERM stop every child within :data:`STOP_TIMEOUT_S` seconds, even in the
+middle of a job (the interrupted batch is redone after a restart); children also die
+with this process (``PR_SET_PDEATHSIG``), so nothing is left behind.
 """
 
 from __future__ import annotations

@@ -13,8 +13,14 @@ app = create_celery(
     name="hsearch-ingest",
     visibility_timeout_s=2 * settings.ingest.lease_s,
 )
-# A pool process loads the encoder when it starts (signals.py), before it takes a task.
-app.conf.worker_proc_alive_timeout = 300
+# Tasks run in the worker process itself, whatever the command line says (a ``-P
+# prefork`` is replaced by this): a prefork child killed outright (kill -9, the OOM
+# killer) can leave its parent alive, holding the lost task as running and consuming
+# nothing more, while its liveness probe still answers (docs/architecture.md, One
+# process per worker). With no child, a killed worker is a dead process, which the
+# supervisor (`hsearch run`, compose, Kubernetes) starts again. It loads the encoder
+# when the pool starts (signals.py), before it takes a task.
+app.conf.worker_pool = "solo"
 app.conf.include = ["hsearch_ingest.tasks.ingest"]
 
 from hsearch_ingest import signals  # noqa: E402,F401 - connects the process signals

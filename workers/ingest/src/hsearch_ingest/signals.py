@@ -1,13 +1,14 @@
-"""Per-process resources: built when a pool process starts (after the fork, so torch
-and the database pool are never shared across processes; the encoder is loaded before
-the first task, not by it) and released when the process shuts down. Each pool
-process also runs the sweeper that re-sends abandoned jobs (hsearch.ingestion.leases).
+"""Per-process resources: built when the worker's pool starts (``worker_process_init``;
+the solo pool, celery_app.py, runs tasks in the worker process itself, and a prefork
+child would send it after the fork, so torch and the database pool are never shared
+across processes; the encoder is loaded before the first task, not by it) and released
+when the process shuts down. Each worker process also runs the sweeper that re-sends
+abandoned jobs (hsearch.ingestion.leases).
 
 Each task's log records carry the id of the API request that submitted its job (the
 task header :data:`~hsearch.ingestion.queue.REQUEST_ID_TASK_HEADER`). With
-``PROMETHEUS_MULTIPROC_DIR`` set, every pool process records its metrics there and is
-marked dead when it exits; ``metrics.worker_port`` serves them from the main process
-(docs/metrics.md)."""
+``PROMETHEUS_MULTIPROC_DIR`` set, the worker records its metrics there and is marked
+dead when it exits; ``metrics.worker_port`` serves them (docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import REQUEST_ID_TASK_HEADER
 from hsearch.logging import request_id, valid_request_id
-from hsearch.metrics.exposition import multiprocess_dir, process_exited, start_worker_server
+from hsearch.metrics.exposition import process_exited, start_worker_server
 from hsearch.runtime import Services, build_services
 
 logger = logging.getLogger(__name__)
@@ -76,16 +77,11 @@ def _start(**_kwargs: Any) -> None:
 
 @worker_ready.connect  # type: ignore[untyped-decorator]  # celery is untyped
 def _serve_metrics(**_kwargs: Any) -> None:
-    """The main process serves every pool process's metrics on ``metrics.worker_port``
-    (once the pool has started, so its processes do not inherit the listening socket)."""
+    """The worker serves its metrics on ``metrics.worker_port`` (once the pool has
+    started, so that a forked pool process could not inherit the listening socket)."""
     settings = get_settings().metrics
     if settings.worker_port is None:
         return
-    if multiprocess_dir() is None:
-        logger.warning(
-            "metrics.worker.single_process: PROMETHEUS_MULTIPROC_DIR is unset, so the pool "
-            "processes' samples are not served"
-        )
     start_worker_server(settings.worker_port, host=settings.worker_host)
     logger.info("metrics.worker.serving port=%d", settings.worker_port)
 
