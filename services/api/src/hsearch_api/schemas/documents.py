@@ -204,4 +204,11 @@ class DocumentPatch(BaseModel):
 
     source: str | None = Field(default=None, max_length=512)
     tags: list[Tag] | None = Field(default=None, max_length=64)
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON Merge Patch (RFC 7396) of the stored metadata: a key set here "
+        "is set, a key set to null is deleted, keys not named are kept, and objects are "
+        "merged key by key at any depth (other values, lists included, replace). "
+        "`source` and `tags` are replaced whole.",
+        examples=[{"rank": None, "reviewed": True}],
+    )
