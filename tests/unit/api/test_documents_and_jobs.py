@@ -202,6 +202,25 @@ async def test_metadata_patch_is_a_json_merge_patch(api: Api) -> None:
     assert (await api.client.get(f"/v1/jobs/{job}")).json()["skipped"] == 1
 
 
+async def test_a_lang_the_analyzer_does_not_read_is_refused(api: Api) -> None:
+    documents = [
+        {**DOCS[0], "lang": "en-GB"},
+        {**DOCS[1], "lang": "und"},
+        {**DOCS[2], "lang": "english"},
+        {**DOCS[3], "lang": "klingon"},
+    ]
+    resp = await api.client.post("/v1/documents", json={"documents": documents})
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert [e["field"] for e in body["errors"]] == ["documents[2].lang", "documents[3].lang"]
+    assert "did you mean 'en'" in body["errors"][0]["message"]
+    assert "ISO 639-1" in body["errors"][1]["message"]
+    assert body["detail"].startswith("documents[2].lang: ")
+    assert api.queue.sent == [], "nothing is accepted"
+    accepted = await api.client.post("/v1/documents", json={"documents": documents[:2]})
+    assert accepted.status_code == 202, accepted.text
+
+
 async def test_a_webhook_needs_a_server_secret_and_the_job_shows_its_delivery(
     api: Api, tmp_path: Path
 ) -> None:
