@@ -91,7 +91,30 @@ async def test_page_larger_than_the_candidates_names_candidates(api: Api) -> Non
     assert resp.json() == {
         "error": "invalid_request",
         "detail": "candidates: must be between top_k (5) and 500",
+        "errors": [{"field": "candidates", "message": "must be between top_k (5) and 500"}],
     }
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t\n"])
+async def test_an_empty_or_blank_query_is_refused_in_one_shape(api: Api, query: str) -> None:
+    # The schema refuses "", the planner a blank query: the client sees the same body.
+    resp = await api.client.post("/v1/search", json={"query": query})
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert set(body) == {"error", "detail", "errors"}
+    assert body["error"] == "invalid_request"
+    assert [e["field"] for e in body["errors"]] == ["query"]
+    assert body["detail"] == f"query: {body['errors'][0]['message']}"
+
+
+async def test_a_service_refusal_lists_the_field_its_message_names(api: Api) -> None:
+    # Services name the field first in their messages (no errors list of their own).
+    resp = await api.client.post(
+        "/v1/search", json={"query": "x", "filter": {"and": [{"tags": {"gt": 1}}]}}
+    )
+    assert resp.status_code == 422
+    [error] = resp.json()["errors"]
+    assert resp.json()["detail"] == f"{error['field']}: {error['message']}"
 
 
 async def test_weights_that_silence_the_mode_name_weights(api: Api) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -48,6 +49,19 @@ def _field_error(error: FieldError) -> dict[str, object]:
     if error.line is not None:
         out["line"] = error.line
     return out
+
+
+_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+|\[\d+\])*): (.+)", re.DOTALL)
+"""A message that names its field first (``offset: pages end at ...``), as the services'
+messages do."""
+
+
+def _named_field(message: str) -> FieldError:
+    """The field a service's message names first; ``request`` when it names none."""
+    named = _NAMED.fullmatch(message)
+    if named is None:
+        return FieldError(field="request", message=message)
+    return FieldError(field=named.group(1), message=named.group(2))
 
 
 INTERNAL_ERROR_DETAIL = "the server failed to answer this request; it has been logged"
@@ -96,6 +110,9 @@ def install_error_handlers(app: FastAPI) -> None:
         content: dict[str, object] = {"error": exc.code, "detail": exc.message}
         if isinstance(exc, InvalidRequestError) and exc.errors:
             content["errors"] = [_field_error(e) for e in exc.errors]
+        elif isinstance(exc, InvalidRequestError) and exc.status_code == 422:
+            # Every 422 lists its fields, whether pydantic or a service found the problem.
+            content["errors"] = [_field_error(_named_field(exc.message))]
         return JSONResponse(status_code=exc.status_code, content=content, headers=_headers(exc))
 
     for kind in DATABASE_UNAVAILABLE:
