@@ -53,15 +53,18 @@ class SearchRequest(BaseModel):
     offset: int = Field(
         default=0,
         ge=0,
-        description="Where the page starts in the fused ranking. Pages end at the window "
-        "(`candidates`): an offset at or past it is refused with 422 naming the bound.",
+        description="Where the page starts in the fused ranking. An offset at or past "
+        "`candidates` (the depth asked for) is refused with 422 naming `offset`; one below "
+        "it but at or past the results found (the response's `window`) is an empty page "
+        "(200, no hits, `next_cursor` null). Not with `cursor`: both are a 422.",
     )
     cursor: str | None = Field(
         default=None,
         description="Opaque: a previous response's `next_cursor`, sent with the same search: the "
         "next page, cut from the same fused list as that response (pages neither repeat "
         "nor skip hits across writes while it is kept; docs/api.md, Caching). Replaces "
-        "`offset`; `top_k` may change.",
+        "`offset`: sending both (even `offset: 0`) is a 422 naming both; `top_k` may "
+        "change.",
     )
     mode: SearchMode = SearchMode.HYBRID
     fusion: FusionMethod | None = Field(
