@@ -34,6 +34,16 @@ def assert_names(body: dict[str, Any], field: str, *, code: str = "invalid_reque
         ({"query": "x", "rrf_k": 0}, "rrf_k"),
         ({"query": "x", "colour": "red"}, "colour"),
         ({"top_k": 3}, "query"),
+        # Strict numbers: a boolean or a string is not a number (lax parsing took true as 1).
+        ({"query": "x", "top_k": True}, "top_k"),
+        ({"query": "x", "top_k": "5"}, "top_k"),
+        ({"query": "x", "top_k": 5.5}, "top_k"),
+        ({"query": "x", "offset": True}, "offset"),
+        ({"query": "x", "candidates": True}, "candidates"),
+        ({"query": "x", "rrf_k": True}, "rrf_k"),
+        ({"query": "x", "leg_timeout_ms": True}, "leg_timeout_ms"),
+        ({"query": "x", "min_score": True}, "min_score"),
+        ({"query": "x", "weights": {"dense": True}}, "weights.dense"),
     ],
 )
 async def test_invalid_searches_name_the_field(
@@ -70,6 +80,12 @@ async def test_non_finite_numbers_are_refused_naming_the_field(
     assert field in body["detail"], resp.text
     if not field.startswith(("facets", "filter")):  # typed numbers: the schema refuses them
         assert any(field in e["field"] for e in body["errors"]), body
+
+
+async def test_whole_numbers_still_pass_where_a_float_is_expected(api: Api) -> None:
+    body = {"query": "x", "min_score": 0, "weights": {"dense": 1, "sparse": 0}}
+    resp = await api.client.post("/v1/search", json=body)
+    assert resp.status_code == 200, resp.text
 
 
 async def test_unknown_fusion_and_leg_list_what_is_allowed(api: Api) -> None:

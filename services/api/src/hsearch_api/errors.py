@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -73,6 +75,21 @@ _UNPARSABLE_BODY = "There was an error parsing the body"
 """FastAPI's words for a body it could not decode (fastapi.routing)."""
 
 
+def _invalid_json(error: Mapping[str, Any], body: object) -> dict[str, object]:
+    """FastAPI's error for a body it could not parse as JSON, whose location is the
+    character the parser stopped at (``("body", 0)``, which would read as ``[0]``): said
+    as the body's fault, with the line and column, as editors count them."""
+    loc = tuple(error.get("loc", ()))
+    reason = str(error.get("ctx", {}).get("error", "")) or "not JSON"
+    message = f"the body is not valid JSON: {reason}"
+    if len(loc) == 2 and isinstance(loc[1], int) and isinstance(body, str):
+        pos = loc[1]
+        line = body.count("\n", 0, pos) + 1
+        column = pos - (body.rfind("\n", 0, pos) + 1) + 1
+        message += f" at line {line}, column {column} (character {pos})"
+    return {"field": "request", "message": message}
+
+
 def _headers(exc: HsearchError) -> dict[str, str] | None:
     headers = _challenge(exc) or {}
     retry_after = getattr(exc, "retry_after", None)
@@ -124,7 +141,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            {"field": field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
+            _invalid_json(e, exc.body)
+            if e.get("type") == "json_invalid"
+            else {"field": field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
             for e in exc.errors()
         ]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
