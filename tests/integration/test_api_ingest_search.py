@@ -137,6 +137,34 @@ async def test_reingest_is_idempotent_and_changes_replace_chunks(
     assert resp.json()["hits"][0]["text"] == changed["text"]
 
 
+async def test_a_metadata_patch_merges_into_milvus_and_the_row(
+    client: httpx.AsyncClient, worker: Child
+) -> None:
+    doc = {**DOCS[0], "metadata": {"year": 2001, "rank": 3, "author": {"name": "Ada"}}}
+    assert (await ingest(client, [doc]))["indexed"] == 1
+
+    async def hits(flt: dict[str, object]) -> list[dict[str, object]]:
+        body = {"query": exact_query(doc), "top_k": 3, "filter": flt}
+        found = await client.post("/v1/search", json=body)
+        assert found.status_code == 200, found.text
+        return list(found.json()["hits"])
+
+    assert len(await hits({"metadata.rank": {"exists": True}})) == 1
+    patch = {"metadata": {"rank": None, "author": {"org": "Uni"}}}
+    resp = await client.patch("/v1/documents/fox", json=patch)
+    assert resp.status_code == 200, resp.text
+    merged = {"year": 2001, "author": {"name": "Ada", "org": "Uni"}}
+    assert resp.json()["metadata"] == merged
+    assert (await client.get("/v1/documents/fox")).json()["metadata"] == merged
+
+    # The chunks in Milvus carry the merged metadata: what filters and hits read.
+    [hit] = await hits({"metadata.year": {"eq": 2001}})
+    assert hit["metadata"] == merged
+    assert await hits({"metadata.rank": {"exists": True}}) == []
+    assert len(await hits({"metadata.author.name": {"eq": "Ada"}})) == 1
+    assert len(await hits({"metadata.author.org": {"eq": "Uni"}})) == 1
+
+
 async def test_tenants_do_not_see_each_other(
     client: httpx.AsyncClient, worker: Child, stack: Stack
 ) -> None:

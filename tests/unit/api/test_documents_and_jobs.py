@@ -172,6 +172,55 @@ async def test_update_fields_without_reencoding(api: Api) -> None:
     assert missing.status_code == 404
 
 
+async def test_metadata_patch_is_a_json_merge_patch(api: Api) -> None:
+    meta = {"year": 2001, "rank": 3, "author": {"name": "Ada", "org": "Lab"}}
+    await submit(api, [{**DOCS[0], "metadata": meta}, DOCS[1]])
+
+    patch = {"metadata": {"rank": None, "topic": "geology", "author": {"org": "Uni"}}}
+    resp = await api.client.patch("/v1/documents/doc/00", json=patch)
+    assert resp.status_code == 200, resp.text
+    merged = {"year": 2001, "topic": "geology", "author": {"name": "Ada", "org": "Uni"}}
+    assert resp.json()["metadata"] == merged
+    assert (await api.client.get("/v1/documents/doc/00")).json()["metadata"] == merged
+    rows = api.services.store._rows.values()  # type: ignore[attr-defined]
+    assert [r.metadata for r in rows if r.external_id == "doc/00"] == [merged], "the chunks"
+
+    async def found(flt: dict[str, Any]) -> set[str]:
+        body = {"query": "Volcano", "filter": flt}
+        resp = await api.client.post("/v1/search", json=body)
+        assert resp.status_code == 200, resp.text
+        return {h["external_id"] for h in resp.json()["hits"]}
+
+    assert await found({"metadata.year": {"eq": 2001}}) == {"doc/00"}, "a key not named stays"
+    assert await found({"metadata.rank": {"eq": 3}}) == set(), "a null removes the key"
+    assert await found({"metadata.topic": {"eq": "geology"}}) == {"doc/00"}
+    assert await found({"metadata.author.org": {"eq": "Uni"}}) == {"doc/00"}
+    # An empty object changes nothing; the stored content hash follows the merged value.
+    same = await api.client.patch("/v1/documents/doc/00", json={"metadata": {}})
+    assert same.json()["metadata"] == merged
+    job = await submit(api, [{**DOCS[0], "metadata": merged}])
+    assert (await api.client.get(f"/v1/jobs/{job}")).json()["skipped"] == 1
+
+
+async def test_a_lang_the_analyzer_does_not_read_is_refused(api: Api) -> None:
+    documents = [
+        {**DOCS[0], "lang": "en-GB"},
+        {**DOCS[1], "lang": "und"},
+        {**DOCS[2], "lang": "english"},
+        {**DOCS[3], "lang": "klingon"},
+    ]
+    resp = await api.client.post("/v1/documents", json={"documents": documents})
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert [e["field"] for e in body["errors"]] == ["documents[2].lang", "documents[3].lang"]
+    assert "did you mean 'en'" in body["errors"][0]["message"]
+    assert "ISO 639-1" in body["errors"][1]["message"]
+    assert body["detail"].startswith("documents[2].lang: ")
+    assert api.queue.sent == [], "nothing is accepted"
+    accepted = await api.client.post("/v1/documents", json={"documents": documents[:2]})
+    assert accepted.status_code == 202, accepted.text
+
+
 async def test_a_webhook_needs_a_server_secret_and_the_job_shows_its_delivery(
     api: Api, tmp_path: Path
 ) -> None:

@@ -111,6 +111,27 @@ async def test_a_body_that_is_not_json_is_a_422_in_the_contract(api: Api) -> Non
     assert resp.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (b"{not json", "at line 1, column 2 (character 1)"),
+        (b'{"query": "x",\n "top_k": }', "at line 2, column 11 (character 25)"),
+        (b"[1, 2", "at line 1, column 6 (character 5)"),
+    ],
+)
+async def test_a_body_that_is_not_json_says_so_and_where(api: Api, body: bytes, where: str) -> None:
+    resp = await api.client.post(
+        "/v1/search", content=body, headers={"content-type": "application/json"}
+    )
+    assert resp.status_code == 422, resp.text
+    [error] = resp.json()["errors"]
+    assert error["field"] == "request"
+    assert error["message"].startswith("the body is not valid JSON: ")
+    assert error["message"].endswith(where)
+    assert resp.json()["detail"] == f"request: {error['message']}"
+    assert "[0]" not in resp.text
+
+
 async def test_an_unexpected_exception_is_a_500_that_reveals_nothing(tmp_path: Path) -> None:
     settings = api_settings(tmp_path)
     services = build_services(settings, store=InMemoryVectorStore())

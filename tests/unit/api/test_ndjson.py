@@ -212,3 +212,14 @@ async def test_a_json_batch_lists_its_documents_problems_by_position(limited: Ap
     ]
     assert all("line" not in e for e in resp.json()["errors"])
     await nothing_written(limited)
+
+
+async def test_a_lang_the_analyzer_does_not_read_names_its_line(api: Api) -> None:
+    good = {"external_id": "a", "text": "Volcanoes erupt.", "lang": "en"}
+    bad = {"external_id": "b", "text": "Volcanoes erupt.", "lang": "eng"}
+    resp = await upload(api, ndjson(line(good), "\n", line(bad)))
+    assert resp.status_code == 422, resp.text
+    [error] = resp.json()["errors"]
+    assert (error["line"], error["field"]) == (3, "lang")
+    assert "did you mean 'en'" in error["message"]
+    await nothing_written(api)

@@ -84,8 +84,10 @@ def probe(field: str, kind: str, keyword: str, bound: float) -> tuple[object, ob
         length = int(bound)
         past = length + 1 if keyword == "maxLength" else length - 1
         return "x" * length, "x" * past
-    step = 1 if kind == "integer" else 0.001
-    past = bound + step if keyword == "maximum" else bound - step
+    if kind == "integer":  # integers are strict: 100.0 is not one
+        at = int(bound)
+        return at, at + 1 if keyword == "maximum" else at - 1
+    past = bound + 0.001 if keyword == "maximum" else bound - 0.001
     return bound, past
 
 

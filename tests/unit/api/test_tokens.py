@@ -131,9 +131,12 @@ async def test_a_token_only_searches_and_reads(api: Api, anon: Any) -> None:
         ("GET", "/v1/keys", None),
         ("POST", "/v1/keys", {"scopes": ["admin"]}),
         ("POST", "/v1/tokens", {"filter": {"tags": {"contains": "team-b"}}}),
+        ("GET", "/v1/stats", None),
     ]:
         resp = await anon.request(method, path, json=body, headers=bearer(token))
         assert (resp.status_code, resp.json()["error"]) == (403, "insufficient_scope"), path
+        # About tokens, whichever route: not "the key has search" (a token is no key).
+        assert resp.json()["detail"].startswith("a search token may only search"), path
     assert (await api.client.get("/v1/documents/a1")).json()["tags"] == ["team-a"]
 
 
@@ -211,6 +214,8 @@ async def test_an_ingest_key_does_not_mint(api: Api) -> None:
         ({"filter": {"ordinal": {"eq": 0}}}, "ordinal"),
         ({"filter": TEAM_A, "expires_in_s": 3601}, "auth.token_max_ttl_s"),
         ({"filter": TEAM_A, "tenant_id": "other"}, "tenant_id"),
+        ({"filter": TEAM_A, "max_top_k": True}, "max_top_k"),
+        ({"filter": TEAM_A, "expires_in_s": "600"}, "expires_in_s"),
     ],
 )
 async def test_minting_validates_the_request(api: Api, body: dict[str, Any], fragment: str) -> None:

@@ -1,5 +1,6 @@
 """Totals, facets and pages through the API (embedded parts): what a query counts does not
-move with ``top_k`` or ``offset``, and a page past the window is refused, not empty."""
+move with ``top_k`` or ``offset``, and a page past ``candidates`` is refused (one past
+the results found is empty: test_search_pages.py)."""
 
 from __future__ import annotations
 

@@ -34,6 +34,16 @@ def assert_names(body: dict[str, Any], field: str, *, code: str = "invalid_reque
         ({"query": "x", "rrf_k": 0}, "rrf_k"),
         ({"query": "x", "colour": "red"}, "colour"),
         ({"top_k": 3}, "query"),
+        # Strict numbers: a boolean or a string is not a number (lax parsing took true as 1).
+        ({"query": "x", "top_k": True}, "top_k"),
+        ({"query": "x", "top_k": "5"}, "top_k"),
+        ({"query": "x", "top_k": 5.5}, "top_k"),
+        ({"query": "x", "offset": True}, "offset"),
+        ({"query": "x", "candidates": True}, "candidates"),
+        ({"query": "x", "rrf_k": True}, "rrf_k"),
+        ({"query": "x", "leg_timeout_ms": True}, "leg_timeout_ms"),
+        ({"query": "x", "min_score": True}, "min_score"),
+        ({"query": "x", "weights": {"dense": True}}, "weights.dense"),
     ],
 )
 async def test_invalid_searches_name_the_field(
@@ -72,6 +82,12 @@ async def test_non_finite_numbers_are_refused_naming_the_field(
         assert any(field in e["field"] for e in body["errors"]), body
 
 
+async def test_whole_numbers_still_pass_where_a_float_is_expected(api: Api) -> None:
+    body = {"query": "x", "min_score": 0, "weights": {"dense": 1, "sparse": 0}}
+    resp = await api.client.post("/v1/search", json=body)
+    assert resp.status_code == 200, resp.text
+
+
 async def test_unknown_fusion_and_leg_list_what_is_allowed(api: Api) -> None:
     resp = await api.client.post("/v1/search", json={"query": "x", "fusion": "magic"})
     assert resp.status_code == 422
@@ -91,7 +107,30 @@ async def test_page_larger_than_the_candidates_names_candidates(api: Api) -> Non
     assert resp.json() == {
         "error": "invalid_request",
         "detail": "candidates: must be between top_k (5) and 500",
+        "errors": [{"field": "candidates", "message": "must be between top_k (5) and 500"}],
     }
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t\n"])
+async def test_an_empty_or_blank_query_is_refused_in_one_shape(api: Api, query: str) -> None:
+    # The schema refuses "", the planner a blank query: the client sees the same body.
+    resp = await api.client.post("/v1/search", json={"query": query})
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert set(body) == {"error", "detail", "errors"}
+    assert body["error"] == "invalid_request"
+    assert [e["field"] for e in body["errors"]] == ["query"]
+    assert body["detail"] == f"query: {body['errors'][0]['message']}"
+
+
+async def test_a_service_refusal_lists_the_field_its_message_names(api: Api) -> None:
+    # Services name the field first in their messages (no errors list of their own).
+    resp = await api.client.post(
+        "/v1/search", json={"query": "x", "filter": {"and": [{"tags": {"gt": 1}}]}}
+    )
+    assert resp.status_code == 422
+    [error] = resp.json()["errors"]
+    assert resp.json()["detail"] == f"{error['field']}: {error['message']}"
 
 
 async def test_weights_that_silence_the_mode_name_weights(api: Api) -> None:

@@ -26,7 +26,12 @@ from hsearch.ingestion.queue import JobQueue
 from hsearch.ratelimit.policy import charged_scope
 from hsearch.runtime import Services
 from hsearch.search.service import SearchService
-from hsearch.tenancy.service import TENANT_HEADER, Principal, TenancyService
+from hsearch.tenancy.service import (
+    NOT_FOR_SEARCH_TOKENS,
+    TENANT_HEADER,
+    Principal,
+    TenancyService,
+)
 from hsearch.tenancy.sessions import (
     CSRF_HEADER,
     SESSION_COOKIE,
@@ -185,11 +190,9 @@ async def get_tenant(
     else:
         if principal.token is not None:
             if TOKEN_SCOPE not in security_scopes.scopes:
-                msg = (
-                    "a search token may only search and read documents "
-                    "(POST /v1/search, GET /v1/documents); use an API key"
+                raise InsufficientScopeError(
+                    NOT_FOR_SEARCH_TOKENS, required=[s.value for s in accepted]
                 )
-                raise InsufficientScopeError(msg, required=[s.value for s in accepted])
             # In the request's own scope: request.state is the lifespan's, shared by
             # requests.
             request.scope[_TOKEN_KEY] = principal.token

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -50,6 +53,19 @@ def _field_error(error: FieldError) -> dict[str, object]:
     return out
 
 
+_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+|\[\d+\])*): (.+)", re.DOTALL)
+"""A message that names its field first (``offset: pages end at ...``), as the services'
+messages do."""
+
+
+def _named_field(message: str) -> FieldError:
+    """The field a service's message names first; ``request`` when it names none."""
+    named = _NAMED.fullmatch(message)
+    if named is None:
+        return FieldError(field="request", message=message)
+    return FieldError(field=named.group(1), message=named.group(2))
+
+
 INTERNAL_ERROR_DETAIL = "the server failed to answer this request; it has been logged"
 """The 500 answer's message: the same for every unexpected error, so nothing of the cause
 (a stack trace, a query, a path on the server) reaches a client."""
@@ -57,6 +73,21 @@ INTERNAL_ERROR_DETAIL = "the server failed to answer this request; it has been l
 
 _UNPARSABLE_BODY = "There was an error parsing the body"
 """FastAPI's words for a body it could not decode (fastapi.routing)."""
+
+
+def _invalid_json(error: Mapping[str, Any], body: object) -> dict[str, object]:
+    """FastAPI's error for a body it could not parse as JSON, whose location is the
+    character the parser stopped at (``("body", 0)``, which would read as ``[0]``): said
+    as the body's fault, with the line and column, as editors count them."""
+    loc = tuple(error.get("loc", ()))
+    reason = str(error.get("ctx", {}).get("error", "")) or "not JSON"
+    message = f"the body is not valid JSON: {reason}"
+    if len(loc) == 2 and isinstance(loc[1], int) and isinstance(body, str):
+        pos = loc[1]
+        line = body.count("\n", 0, pos) + 1
+        column = pos - (body.rfind("\n", 0, pos) + 1) + 1
+        message += f" at line {line}, column {column} (character {pos})"
+    return {"field": "request", "message": message}
 
 
 def _headers(exc: HsearchError) -> dict[str, str] | None:
@@ -96,6 +127,9 @@ def install_error_handlers(app: FastAPI) -> None:
         content: dict[str, object] = {"error": exc.code, "detail": exc.message}
         if isinstance(exc, InvalidRequestError) and exc.errors:
             content["errors"] = [_field_error(e) for e in exc.errors]
+        elif isinstance(exc, InvalidRequestError) and exc.status_code == 422:
+            # Every 422 lists its fields, whether pydantic or a service found the problem.
+            content["errors"] = [_field_error(_named_field(exc.message))]
         return JSONResponse(status_code=exc.status_code, content=content, headers=_headers(exc))
 
     for kind in DATABASE_UNAVAILABLE:
@@ -107,7 +141,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            {"field": field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
+            _invalid_json(e, exc.body)
+            if e.get("type") == "json_invalid"
+            else {"field": field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
             for e in exc.errors()
         ]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)

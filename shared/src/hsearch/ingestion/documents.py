@@ -28,6 +28,7 @@ from hsearch.errors import DocumentNotFoundError, InvalidRequestError
 from hsearch.ingestion.deletion import remove_document
 from hsearch.ingestion.ids import content_hash, document_id
 from hsearch.ingestion.jobs import check_page_limit
+from hsearch.ingestion.merge import merge_patch
 from hsearch.ingestion.storable import unstorable
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.filters import FilterNode, matches
@@ -190,7 +191,11 @@ class DocumentService:
     ) -> DocumentView:
         """Change the indexed document's ``source``, ``tags`` or ``metadata`` (the fields
         given) on its row and its chunks, without re-encoding it: filters and facets see
-        the new values at once. Raises DocumentNotFoundError (404)."""
+        the new values at once. Raises DocumentNotFoundError (404).
+
+        ``source`` and ``tags`` replace the stored values; ``metadata`` is a JSON Merge
+        Patch (RFC 7396, :func:`~hsearch.ingestion.merge.merge_patch`) applied to the
+        stored metadata under the row lock, so two patches of different keys both hold."""
         problems = [
             problem
             for name, value in (("source", source), ("tags", tags), ("metadata", metadata))
@@ -203,12 +208,14 @@ class DocumentService:
             changes["source"] = source
         if tags is not None:
             changes["tags"] = list(tags)
-        if metadata is not None:
-            changes["metadata"] = dict(metadata)
         with transaction(self._sessions) as session:
             doc = DocumentRepository(session).get_for_update(document_id(tenant_id, external_id))
             if doc is None:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
+            if metadata is not None:
+                # The merged whole goes to the chunks and the row: a partial update of the
+                # store replaces the JSON field, it does not merge it.
+                changes["metadata"] = merge_patch(doc.metadata_, metadata)
             if changes:
                 self._store.update_fields(
                     tenant_id=tenant_id, chunk_ids=list(doc.chunk_ids), fields=changes

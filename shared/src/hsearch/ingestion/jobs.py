@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView,
 from hsearch.ingestion.quotas import check_submission
 from hsearch.ingestion.storable import unstorable
 from hsearch.ingestion.webhooks import check_webhook_url
+from hsearch.lexical.languages import lang_problem
 from hsearch.logging import current_request_id
 from hsearch.types import JobKind
 
@@ -293,9 +294,7 @@ class JobService:
                     f"only white space (external_id {doc.external_id!r}): there is nothing to index"
                 )
                 invalid.append(error(i, "text", msg))
-            for name in ("external_id", "title", "text", "source", "lang", "tags", "metadata"):
-                for problem in unstorable(getattr(doc, name), name):
-                    invalid.append(error(i, problem.field, problem.message))
+            invalid.extend(error(i, p.field, p.message) for p in _field_problems(doc))
             if doc.external_id in seen:
                 msg = (
                     f"{doc.external_id!r} repeats {position(seen[doc.external_id])} "
@@ -309,6 +308,16 @@ class JobService:
             raise PayloadTooLargeError.of(too_large + invalid)
         if invalid:
             raise InvalidRequestError.of(invalid)
+
+
+def _field_problems(doc: DocumentInput) -> Iterator[FieldError]:
+    """What no store can keep in a document's fields, and a ``lang`` the analyzer does
+    not read (``hsearch.lexical.languages``), each naming its field."""
+    for name in ("external_id", "title", "text", "source", "lang", "tags", "metadata"):
+        yield from unstorable(getattr(doc, name), name)
+    lang = lang_problem(doc.lang)
+    if lang is not None:
+        yield FieldError(field="lang", message=lang)
 
 
 def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:

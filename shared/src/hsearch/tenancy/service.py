@@ -81,6 +81,7 @@ from hsearch.tenancy.tokens import (
 from hsearch.types import CredentialRole, Scope, TenantStatus
 
 __all__ = [
+    "NOT_FOR_SEARCH_TOKENS",
     "AuditView",
     "CreatedKey",
     "CreatedTenant",
@@ -95,6 +96,11 @@ TENANT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TENANT_HEADER = "X-Hsearch-Tenant"
 """The header an operator's credential names the tenant it acts for in."""
 OPERATOR_SCOPES = ("operator",)
+NOT_FOR_SEARCH_TOKENS = (
+    "a search token may only search and read documents "
+    "(POST /v1/search, GET /v1/documents); use an API key"
+)
+"""Why a route other than those refuses a search token (403 ``insufficient_scope``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,6 +614,10 @@ class TenancyService:
         if principal.tenant_status is not TenantStatus.ACTIVE:
             raise TenantSuspendedError(f"tenant {principal.tenant_id!r} is suspended")
         if accepted and not principal.scopes & set(accepted):
+            if principal.token is not None:  # its scope is implied, not held: say what it is
+                raise InsufficientScopeError(
+                    NOT_FOR_SEARCH_TOKENS, required=sorted(s.value for s in accepted)
+                )
             wanted = " or ".join(sorted(s.value for s in accepted))
             held = ", ".join(sorted(s.value for s in principal.scopes)) or "none"
             msg = f"this route needs a key with scope {wanted}; the key has {held}"

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from fastapi import APIRouter
 
 from hsearch.config import SearchSettings
+from hsearch.errors import FieldError, InvalidRequestError
 from hsearch.search.facets import parse_facet_requests
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.service import SearchService
@@ -52,6 +53,14 @@ async def run_search(
     body: SearchRequest, *, caller: Caller, service: SearchService
 ) -> SearchResponse:
     """Map the request onto a query, run it, map the result."""
+    if body.cursor is not None and "offset" in body.model_fields_set:
+        # A cursor carries its own offset: with both, which page was meant is unknown.
+        raise InvalidRequestError.of(
+            [
+                FieldError("offset", "send either offset or cursor (a cursor holds its offset)"),
+                FieldError("cursor", "send either cursor or offset (a cursor holds its offset)"),
+            ]
+        )
     result = await service.search(
         SearchQuery(
             tenant_id=caller.tenant_id,

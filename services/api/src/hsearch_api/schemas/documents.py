@@ -26,7 +26,15 @@ class DocumentCreate(BaseModel):
         description="At most `ingest.max_document_chars` characters (a server setting).",
     )
     source: str = Field(default="", max_length=512)
-    lang: str = Field(default="", max_length=16)
+    lang: str = Field(
+        default="",
+        max_length=16,
+        description="The text's language as a BCP 47 tag whose language is an ISO 639-1 "
+        "code (`en`, `en-GB`, `ja`, `pt-BR`); `und` or empty: undetermined (the script "
+        "decides; Latin words are read as English). Only `en` gets English stop words and "
+        "stems (docs/analyzer.md); any other tag (`english`, `eng`) is refused with a 422.",
+        examples=["en"],
+    )
     tags: list[Tag] = Field(default_factory=list, max_length=64)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -204,4 +212,11 @@ class DocumentPatch(BaseModel):
 
     source: str | None = Field(default=None, max_length=512)
     tags: list[Tag] | None = Field(default=None, max_length=64)
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON Merge Patch (RFC 7396) of the stored metadata: a key set here "
+        "is set, a key set to null is deleted, keys not named are kept, and objects are "
+        "merged key by key at any depth (other values, lists included, replace). "
+        "`source` and `tags` are replaced whole.",
+        examples=[{"rank": None, "reviewed": True}],
+    )

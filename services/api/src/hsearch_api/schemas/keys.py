@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt
 
 from hsearch.types import Scope
 
@@ -70,10 +70,10 @@ class TokenCreate(BaseModel):
         description="The mandatory filter (docs/filters.md), ANDed into every search and "
         "document read made with the token; it may not name the tenant or a chunk's ordinal."
     )
-    max_top_k: int | None = Field(
+    max_top_k: StrictInt | None = Field(
         default=None, ge=1, description="The largest top_k the token may ask for."
     )
-    expires_in_s: int | None = Field(
+    expires_in_s: StrictInt | None = Field(
         default=None,
         ge=1,
         description="Lifetime in seconds: default auth.token_default_ttl_s, at most "

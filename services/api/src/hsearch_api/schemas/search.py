@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, create_model
 
 from hsearch.config import SearchSettings
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.planner import MAX_QUERY_CHARS
 from hsearch.types import CountScope, CountUnit, FusionMethod, Leg, LegStatus, SearchMode
 
+# Numbers are strict: JSON's true is not the number 1, nor "5" the number 5 (lax
+# validation would take both). A whole number is still a valid float.
 LegWeight = Annotated[
-    float,
+    StrictFloat,
     Field(
         ge=0.0,
         le=1.0,
@@ -49,19 +51,22 @@ class SearchRequest(BaseModel):
     )
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    top_k: int = Field(default=10, ge=1, description="Hits per page.")
-    offset: int = Field(
+    top_k: StrictInt = Field(default=10, ge=1, description="Hits per page.")
+    offset: StrictInt = Field(
         default=0,
         ge=0,
-        description="Where the page starts in the fused ranking. Pages end at the window "
-        "(`candidates`): an offset at or past it is refused with 422 naming the bound.",
+        description="Where the page starts in the fused ranking. An offset at or past "
+        "`candidates` (the depth asked for) is refused with 422 naming `offset`; one below "
+        "it but at or past the results found (the response's `window`) is an empty page "
+        "(200, no hits, `next_cursor` null). Not with `cursor`: both are a 422.",
     )
     cursor: str | None = Field(
         default=None,
         description="Opaque: a previous response's `next_cursor`, sent with the same search: the "
         "next page, cut from the same fused list as that response (pages neither repeat "
         "nor skip hits across writes while it is kept; docs/api.md, Caching). Replaces "
-        "`offset`; `top_k` may change.",
+        "`offset`: sending both (even `offset: 0`) is a 422 naming both; `top_k` may "
+        "change.",
     )
     mode: SearchMode = SearchMode.HYBRID
     fusion: FusionMethod | None = Field(
@@ -69,7 +74,7 @@ class SearchRequest(BaseModel):
         description="Fusion method; unset: the server's default (the encoder's unless "
         "HSEARCH_SEARCH__FUSION is set; docs/fusion.md).",
     )
-    rrf_k: int | None = Field(
+    rrf_k: StrictInt | None = Field(
         default=None,
         ge=MIN_RRF_K,
         le=MAX_RRF_K,
@@ -82,21 +87,21 @@ class SearchRequest(BaseModel):
         "server's for the method).",
     )
     filter: dict[str, Any] | None = None
-    candidates: int | None = Field(
+    candidates: StrictInt | None = Field(
         default=None,
         ge=1,
         description="The window: candidates each leg fetches, at least top_k (default: the "
         "configured one, whatever top_k and offset). Pages run through the first "
         "`candidates` fused results; the total and facets count the dense leg's window.",
     )
-    leg_timeout_ms: int | None = Field(
+    leg_timeout_ms: StrictInt | None = Field(
         default=None,
         ge=1,
         description="Time budget of the retrieval, from the start of the request: query "
         "encoding and the legs (which run in parallel) share it, and a leg still running "
         "when it is spent is reported `timeout` (default: the configured one).",
     )
-    min_score: float | None = Field(
+    min_score: StrictFloat | None = Field(
         default=None, description="Drop fused candidates scoring below this (finite)."
     )
     group_by_document: bool = False
@@ -132,13 +137,16 @@ def search_request_model(settings: SearchSettings) -> type[SearchRequest]:
         "SearchRequest",
         __base__=SearchRequest,
         __module__=__name__,
-        top_k=(Annotated[int, Field(le=settings.max_top_k)], fields["top_k"]),
+        top_k=(Annotated[StrictInt, Field(le=settings.max_top_k)], fields["top_k"]),
         # The planner refuses an offset past the request's own window with a 422 that
         # names it; this is the bound no window can exceed.
-        offset=(Annotated[int, Field(le=settings.max_candidates - 1)], fields["offset"]),
-        candidates=(Annotated[int | None, Field(le=settings.max_candidates)], fields["candidates"]),
+        offset=(Annotated[StrictInt, Field(le=settings.max_candidates - 1)], fields["offset"]),
+        candidates=(
+            Annotated[StrictInt | None, Field(le=settings.max_candidates)],
+            fields["candidates"],
+        ),
         leg_timeout_ms=(
-            Annotated[int | None, Field(le=max_leg_timeout_ms(settings))],
+            Annotated[StrictInt | None, Field(le=max_leg_timeout_ms(settings))],
             fields["leg_timeout_ms"],
         ),
     )
