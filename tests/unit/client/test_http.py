@@ -11,6 +11,7 @@ import pytest
 
 from hsearch.client.http import ApiClient, ApiError, ApiUnavailableError
 from hsearch.errors import FieldError
+from tests.unit.client.clock import Clock
 
 JOB_ID = uuid.UUID(int=7)
 
@@ -56,18 +57,6 @@ def test_no_answer_after_the_retries_says_what_was_last_heard() -> None:
         f"GET http://api.test/v1/jobs/{JOB_ID}: no answer after 3 tries (502: bad gateway)"
     )
     assert pauses == [0.5, 1.0]
-
-
-class Clock:
-    """Time that passes only when the client pauses."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.pauses: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.pauses.append(seconds)
-        self.now += seconds
 
 
 def test_with_retry_for_s_a_request_is_tried_for_that_long_saying_so() -> None:

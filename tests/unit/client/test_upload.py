@@ -19,21 +19,10 @@ import pytest
 from hsearch.client.http import ApiClient, ApiError
 from hsearch.client.state import UploadState
 from hsearch.client.upload import IngestOptions, IngestReport, Uploader
+from tests.unit.client.clock import Clock
 from tests.unit.client.documents import write_jsonl
 
 URL = "http://api.test"
-
-
-class Clock:
-    """Time that passes only when the client pauses."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.pauses: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.pauses.append(seconds)
-        self.now += seconds
 
 
 @dataclass

@@ -22,6 +22,7 @@ from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.models import DocumentInput
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import TENANT, docs, get_job, make_service, stats, submit
 
@@ -89,18 +90,34 @@ def reference_stats(
     return stats(sessions, "clean")
 
 
+def race(
+    sessions: sessionmaker[Session],
+    store: InMemoryVectorStore,
+    *,
+    slow: list[DocumentInput],
+    fast: list[DocumentInput],
+    slow_first: bool,
+) -> tuple[uuid.UUID, uuid.UUID]:
+    """Submit ``slow`` and ``fast`` (in that order unless ``slow_first`` is false) on
+    top of an indexed version of the documents; the slow job's indexer runs the whole
+    fast job while it encodes its decided batch. Returns the two jobs' ids."""
+    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
+    if slow_first:
+        slow_job, fast_job = submit(sessions, slow), submit(sessions, fast)
+    else:
+        fast_job, slow_job = submit(sessions, fast), submit(sessions, slow)
+    slow_indexer, embedder = indexer(sessions, store, "slow")
+    fast_indexer, _ = indexer(sessions, store, "fast")
+    embedder.meanwhile = run_job(fast_indexer, fast_job)
+    assert slow_indexer.process_job(slow_job) is JobStatus.SUCCEEDED
+    return slow_job, fast_job
+
+
 def test_a_newer_submission_written_while_an_older_one_encodes_wins(
     sessions: sessionmaker[Session],
 ) -> None:
     store = InMemoryVectorStore()
-    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
-    older = submit(sessions, docs(FIRST))
-    newer = submit(sessions, docs(SECOND))
-    slow, embedder = indexer(sessions, store, "slow")
-    fast, _ = indexer(sessions, store, "fast")
-    embedder.meanwhile = run_job(fast, newer)
-
-    slow.process_job(older)
+    older, newer = race(sessions, store, slow=docs(FIRST), fast=docs(SECOND), slow_first=True)
 
     assert final_text(sessions, "x") == SECOND[1]
     assert_consistent(sessions, store)
@@ -114,14 +131,7 @@ def test_an_older_submission_written_while_a_newer_one_encodes_is_replaced(
     sessions: sessionmaker[Session],
 ) -> None:
     store = InMemoryVectorStore()
-    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
-    older = submit(sessions, docs(FIRST))
-    newer = submit(sessions, docs(SECOND))
-    slow, embedder = indexer(sessions, store, "slow")
-    fast, _ = indexer(sessions, store, "fast")
-    embedder.meanwhile = run_job(fast, older)
-
-    slow.process_job(newer)
+    newer, older = race(sessions, store, slow=docs(SECOND), fast=docs(FIRST), slow_first=False)
 
     assert final_text(sessions, "x") == SECOND[1]
     assert_consistent(sessions, store)
@@ -133,14 +143,7 @@ def test_the_same_batch_submitted_twice_and_written_at_once_is_indexed_once(
     sessions: sessionmaker[Session],
 ) -> None:
     store = InMemoryVectorStore()
-    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
-    first = submit(sessions, docs(FIRST, OTHER))
-    again = submit(sessions, docs(FIRST, OTHER))
-    slow, embedder = indexer(sessions, store, "slow")
-    fast, _ = indexer(sessions, store, "fast")
-    embedder.meanwhile = run_job(fast, again)
-
-    slow.process_job(first)
+    race(sessions, store, slow=docs(FIRST, OTHER), fast=docs(FIRST, OTHER), slow_first=True)
 
     assert final_text(sessions, "x") == FIRST[1]
     assert_consistent(sessions, store)
