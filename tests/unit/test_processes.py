@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -11,11 +12,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hsearch import processes
 from hsearch.errors import ConfigurationError
 from hsearch.processes import (
+    MILVUS_LITE_PORT_TAKEN,
     Child,
     api_command,
     free_port,
+    milvus_lite_command,
     port_open,
     start_milvus_lite,
     wait_until,
@@ -102,7 +106,7 @@ def milvus_lite_children() -> set[int]:
     pids = set()
     for proc in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):  # exited meanwhile
-            if "milvus_lite" in proc.cmdline():
+            if any("milvus_lite" in part for part in proc.cmdline()):
                 pids.add(proc.pid)
     return pids
 
@@ -137,3 +141,47 @@ def test_the_worker_app_runs_tasks_in_the_worker_process() -> None:
     code = "from hsearch_ingest.celery_app import app; print(app.conf.worker_pool)"
     done = subprocess.run(python(code), capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.split() == ["solo"]
+
+
+def test_a_second_milvus_lite_on_a_taken_port_fails_instead_of_sharing_it(
+    tmp_path: Path,
+) -> None:
+    """gRPC binds with SO_REUSEPORT by default: a second server on a port one serves
+    would start and get half the connections. Ours refuses the port (and exits)."""
+    first, uri = start_milvus_lite(tmp_path / "a", log=tmp_path / "a.log")
+    try:
+        port = int(uri.rsplit(":", 1)[1])
+        second = Child(
+            "milvus",
+            argv=milvus_lite_command(tmp_path / "b", host="127.0.0.1", port=port),
+            env=os.environ,
+            log=tmp_path / "b.log",
+        )
+        assert second.proc.wait(60) == MILVUS_LITE_PORT_TAKEN
+        second.stop()
+        assert "cannot listen on" in (tmp_path / "b.log").read_text()
+        assert first.alive()
+    finally:
+        first.stop()
+
+
+def test_a_free_port_taken_before_the_bind_is_chosen_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process takes the free port between its choice and the server's bind:
+    the server's start fails on it, and a new free port is chosen."""
+    taken, uri = start_milvus_lite(tmp_path / "a", log=tmp_path / "a.log")
+    try:
+        taken_port = int(uri.rsplit(":", 1)[1])
+        choices = iter([taken_port])
+        monkeypatch.setattr(
+            processes, "free_port", lambda host="127.0.0.1": next(choices, None) or free_port(host)
+        )
+        child, second_uri = start_milvus_lite(tmp_path / "b", log=tmp_path / "b.log")
+        try:
+            assert second_uri != uri
+            assert "cannot listen on" in (tmp_path / "b.log").read_text()
+        finally:
+            child.stop()
+    finally:
+        taken.stop()

@@ -147,14 +147,28 @@ def port_open(port: int, *, host: str = LOCALHOST) -> bool:
 # -- commands ---------------------------------------------------------------------------
 
 
+MILVUS_LITE_PORT_TAKEN = 3
+"""The exit status of :func:`milvus_lite_command`'s server when its port is taken."""
+
+FREE_PORT_TRIES = 3
+"""Starts of a service on a free port of the OS's choice: another process may take the
+port between the choice and the bind."""
+
+
+def listening_line(pid: int, address: str) -> str:
+    """What :func:`milvus_lite_command`'s server prints once it serves ``address``."""
+    return f"milvus lite: pid {pid} listening on {address}"
+
+
 def milvus_lite_command(data_dir: Path, *, host: str, port: int) -> list[str]:
     """The command that serves Milvus Lite over gRPC from ``data_dir`` (the embedded
-    profile's Milvus)."""
+    profile's Milvus): Milvus Lite's server bound without ``SO_REUSEPORT``, so that a
+    taken port fails the start instead of splitting data between two servers
+    (:mod:`hsearch.vectorstore.milvus_lite_server`)."""
     return [
         sys.executable,
         "-m",
-        "milvus_lite",
-        "server",
+        "hsearch.vectorstore.milvus_lite_server",
         "--data-dir",
         str(data_dir),
         "--host",
@@ -243,22 +257,43 @@ def start_milvus_lite(
     connections; returns it and its URI.
 
     A taken ``port`` is refused up front: the readiness check would otherwise be
-    answered by whatever already listens there.
+    answered by whatever already listens there. The server binds without
+    ``SO_REUSEPORT``, so a port taken between that check (or the choice of a free port)
+    and its bind fails its start rather than sharing the port with another server; a
+    free port is then chosen again, up to :data:`FREE_PORT_TRIES` times.
     """
-    if port is None:
-        port = free_port(host)
-    elif port_open(port, host=host):
-        msg = f"port {host}:{port} is taken; stop what runs there or set HSEARCH_MILVUS__LITE_PORT"
+    chosen = port
+    if chosen is not None and port_open(chosen, host=host):
+        msg = (
+            f"port {host}:{chosen} is taken; stop what runs there or set HSEARCH_MILVUS__LITE_PORT"
+        )
         raise ConfigurationError(msg)
     data_dir.mkdir(parents=True, exist_ok=True)
-    child = Child(
-        "milvus",
-        argv=milvus_lite_command(data_dir, host=host, port=port),
-        env=os.environ if env is None else env,
-        log=log,
-    )
-    _started(child, lambda: port_open(port, host=host), timeout=timeout, what="Milvus Lite server")
-    return child, f"http://{host}:{port}"
+    for attempt in range(1, (1 if chosen is not None else FREE_PORT_TRIES) + 1):
+        bound = chosen if chosen is not None else free_port(host)
+        child = Child(
+            "milvus",
+            argv=milvus_lite_command(data_dir, host=host, port=bound),
+            env=os.environ if env is None else env,
+            log=log,
+        )
+        try:
+            # Ready once this child says it serves the port: an open port alone may be
+            # another process's, which took the free port first.
+            line = listening_line(child.proc.pid, f"{host}:{bound}")
+            _started(
+                child,
+                lambda: line in child.log_text(),  # noqa: B023 - called within the turn
+                timeout=timeout,
+                what="Milvus Lite server",
+            )
+        except ConfigurationError:
+            taken = child.proc.returncode == MILVUS_LITE_PORT_TAKEN
+            if chosen is None and taken and attempt < FREE_PORT_TRIES:
+                continue  # another process took the free port first: choose again
+            raise
+        return child, f"http://{host}:{bound}"
+    raise AssertionError("unreachable")  # the last turn returns or raises
 
 
 def start_worker(
