@@ -55,7 +55,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -63,13 +62,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
 
 import numpy as np
 from pymilvus import MilvusClient
 
 from bench.datasets import DATASETS_ROOT, load_dataset
+from bench.interrupt import INTERRUPTED, unwind_on_signals
 from bench.runner import MILVUS_STOP_SECONDS, Options, build_settings, progress
 from hsearch.config import EncoderKind, Settings
 from hsearch.db.migrate import upgrade_database
@@ -779,11 +778,6 @@ def corpus_documents(path: Path, limit: int) -> list[DocumentInput]:
     return [DocumentInput(external_id=d["_id"], title=d["title"], text=d["text"]) for d in corpus]
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    # SIGTERM unwinds like Ctrl-C, so the finally blocks stop the Milvus server.
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.ingest", description=__doc__.split("\n\n")[0]
@@ -840,8 +834,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING, stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )  # fmt: skip
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _terminate)
+    unwind_on_signals()
 
     documents = corpus_documents(args.dataset, args.documents)
     config = Config(
@@ -867,7 +860,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except KeyboardInterrupt:
         progress("interrupted")
-        return 130
+        return INTERRUPTED
     finally:
         if target is not None:
             target.close()

@@ -71,7 +71,6 @@ import os
 import random
 import secrets
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -79,7 +78,6 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import httpx
@@ -87,6 +85,7 @@ import psutil
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench.interrupt import run_and_print
 from bench.metrics import percentile
 from bench.runner import progress
 from hsearch.config import Settings
@@ -830,10 +829,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.load", description=__doc__.split("\n\n")[0]
@@ -886,15 +881,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--hot-share in [0, 1]; --hot-queries and --ingest-batch >= 1")
     if not 1 <= args.ingest_tenants <= args.tenants or args.ingest_interval <= 0:
         parser.error("--ingest-tenants in [1, --tenants]; --ingest-interval > 0")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        result = run(args)
-    except KeyboardInterrupt:
-        progress("interrupted")
-        return 130
-    print(json.dumps(result) if args.json else markdown(result), flush=True)
-    return 0
+    return run_and_print(
+        lambda: run(args), lambda result: json.dumps(result) if args.json else markdown(result)
+    )
 
 
 if __name__ == "__main__":

@@ -21,13 +21,12 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 from bench.datasets import DATASETS_ROOT, DEFAULT_SEED, dataset_folders, is_beir_folder
+from bench.interrupt import INTERRUPTED, unwind_on_signals
 from bench.report import (
     MODES,
     SINGLE_LEG_MODES,
@@ -108,11 +107,6 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    # SIGTERM unwinds like Ctrl-C, so the finally blocks stop the Milvus server.
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     if args.markdown:
@@ -130,8 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("hsearch").setLevel(logging.INFO if args.verbose else logging.WARNING)
     # Ctrl-C and SIGTERM unwind through the finally blocks that stop the Milvus server
     # (SIGINT explicitly: a shell starting us in the background would have ignored it).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _terminate)
+    unwind_on_signals()
 
     # The runner imports every hsearch module it uses, here, up front: the process then
     # runs one consistent version of the code even if the working tree changes during a
@@ -168,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     render_text(result, sys.stdout)
     except KeyboardInterrupt:
         progress("interrupted")
-        return 130
+        return INTERRUPTED
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -40,6 +39,7 @@ from typing import Any, TextIO
 from pydantic import SecretStr
 
 from bench.datasets import DEFAULT_SEED, Dataset, load_dataset, select_queries
+from bench.interrupt import progress
 from bench.metrics import evaluate_ranking
 from bench.report import MODES, SINGLE_LEG_MODES, TOP_K, DatasetRun, ModeRun
 from hsearch.config import DatabaseSettings, EncoderKind, Settings
@@ -59,10 +59,6 @@ TENANT = "bench"
 MAX_LOGGED_FAILURES = 3  # per mode; the total is in the result's failed_searches
 ABORT_AFTER_FAILURES = 20  # every search of a mode failed so far: a broken stack, stop
 MILVUS_STOP_SECONDS = 20.0
-
-
-def progress(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass

@@ -53,13 +53,11 @@ import json
 import math
 import os
 import shutil
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -68,6 +66,7 @@ from pyinstrument import Profiler
 from pymilvus import AnnSearchRequest, AsyncMilvusClient, RRFRanker
 
 from bench.cache_hit import measure_http
+from bench.interrupt import run_and_print
 from bench.metrics import percentile
 from bench.runner import MILVUS_STOP_SECONDS, Options, build_settings, progress
 from hsearch.config import Settings
@@ -747,10 +746,6 @@ def markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.search", description=__doc__.split("\n\n")[0]
@@ -782,15 +777,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.chunks < 2 or args.queries < 1 or any(n < 2 for n in args.sizes or []):
         parser.error("--chunks, --sizes must be >= 2, --queries >= 1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        result = run(args)
-    except KeyboardInterrupt:
-        progress("interrupted")
-        return 130
-    print(json.dumps(result) if args.json else markdown(result), flush=True)
-    return 0
+    return run_and_print(
+        lambda: run(args), lambda result: json.dumps(result) if args.json else markdown(result)
+    )
 
 
 if __name__ == "__main__":
