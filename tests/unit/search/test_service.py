@@ -435,6 +435,7 @@ def counting_service(
     ttl: float = 30.0,
     rows: ScriptedStore | None = None,
     settle_s: float = 0.0,
+    generations: GenerationReader | None = None,
     **behaviour: str | float,
 ) -> tuple[SearchService, ScriptedStore]:
     embedder = FakeEmbedder()
@@ -447,7 +448,7 @@ def counting_service(
         store=store,
         statistics=LexicalStatistics(sessions),
         settings=settings,
-        generations=GenerationReader(sessions),
+        generations=generations or GenerationReader(sessions),
         settle_s=settle_s,
     )
     return service, store
@@ -483,6 +484,29 @@ async def test_a_count_made_before_the_data_settled_is_not_reused(
     await service.search(query(mode=SearchMode.KEYWORD))
     await service.search(query(mode=SearchMode.KEYWORD))
     assert store.match_calls == 2
+
+
+class CountingReader(GenerationReader):
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        super().__init__(sessions)
+        self.reads = 0
+
+    async def read(self, tenant_id: str) -> tuple[str, float]:
+        self.reads += 1
+        return await super().read(tenant_id)
+
+
+async def test_a_search_without_a_total_does_not_read_the_data_version(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The version only keys reused counts: a search that counts only its window
+    (``track_total`` false) pays no metadata read for it."""
+    reader = CountingReader(sessions)
+    service, _ = counting_service(sessions, generations=reader)
+    await service.search(query(mode=SearchMode.KEYWORD, track_total=False))
+    assert reader.reads == 0
+    await service.search(query(mode=SearchMode.KEYWORD))
+    assert reader.reads == 1
 
 
 async def test_track_total_false_counts_the_window_only(sessions: sessionmaker[Session]) -> None:

@@ -123,8 +123,9 @@ class SearchService:
         return result
 
     async def _version(self, plan: SearchPlan) -> DataVersion | None:
-        """The tenant's data version, for reusing counts (no result cache read it)."""
-        if self._counted is None or self._generations is None:
+        """The tenant's data version, for reusing counts (no result cache read it); not
+        read for a search that asks for no total (it counts only its window)."""
+        if self._counted is None or self._generations is None or not plan.track_total:
             return None
         try:
             generation, age = await self._generations.read(plan.tenant_id)
