@@ -1,12 +1,19 @@
-"""Helpers for driving ingestion through the API."""
+"""Helpers for driving ingestion: through the API, or through the services directly."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
+
+from hsearch.ingestion.dispatch import unit_of_work
+from hsearch.ingestion.jobs import JobService
+from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.runtime import Services
 
 TERMINAL = {"succeeded", "partial", "failed"}
 
@@ -32,3 +39,20 @@ async def ingest(client: httpx.AsyncClient, documents: list[dict[str, Any]]) -> 
     resp = await client.post("/v1/documents", json={"documents": documents})
     assert resp.status_code == 202, resp.text
     return await wait_job(client, resp.json()["job_id"])
+
+
+def index_documents(
+    services: Services, tenants: Sequence[str], documents: Sequence[DocumentInput]
+) -> None:
+    """Submit ``documents`` as a job of each of ``tenants``, index the jobs with the
+    worker's indexing service in this process, and seal what they wrote (flush)."""
+    queue = InMemoryJobQueue()
+    for tenant in tenants:
+        with unit_of_work(services.sessions, queue=queue) as uow:
+            JobService(uow, settings=services.settings.ingest).submit(
+                tenant_id=tenant, documents=list(documents)
+            )
+    indexing = services.indexing()
+    for job_id in queue.sent:
+        indexing.process_job(job_id)
+    services.store.flush()

@@ -23,15 +23,13 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from hsearch.db.migrate import upgrade_database
-from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
-from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.models import SearchQuery
 from hsearch.types import SearchMode
 from tests.integration.conftest import settings_from_env, stack_env
+from tests.integration.jobs import index_documents
 from tests.integration.services import PG_ADMIN_URL, postgres_database, unavailable
 
 pytestmark = pytest.mark.integration
@@ -98,19 +96,6 @@ def database() -> Iterator[str]:
         yield url
 
 
-def ingest(services: Services) -> None:
-    queue = InMemoryJobQueue()
-    for tenant in TENANTS:
-        with unit_of_work(services.sessions, queue=queue) as uow:
-            JobService(uow, settings=services.settings.ingest).submit(
-                tenant_id=tenant, documents=DOCUMENTS
-            )
-    indexing = services.indexing()
-    for job_id in queue.sent:
-        indexing.process_job(job_id)
-    services.store.flush()
-
-
 def search(services: Services, query: str) -> list[str]:
     async def go() -> list[str]:
         try:
@@ -160,7 +145,7 @@ def test_backup_destroy_restore_then_reconcile_finds_no_drift(
     collection = f"bk_{uuid.uuid4().hex[:8]}"
     services = build_services(settings_from_env(environment()))
     try:
-        ingest(services)
+        index_documents(services, TENANTS, DOCUMENTS)
         counts = {t: services.store.count(tenant_id=t) for t in TENANTS}
         assert search(services, "coffee")[0] == "c"
     finally:

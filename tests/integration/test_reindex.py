@@ -23,15 +23,13 @@ from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.errors import EncoderMismatchError
-from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
-from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import Services, build_services, reindexing
 from hsearch.search.models import SearchQuery
 from hsearch.types import SearchMode
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import settings_from_env, stack_env
+from tests.integration.jobs import index_documents
 from tests.integration.services import postgres_database
 
 pytestmark = pytest.mark.integration
@@ -76,19 +74,6 @@ def settings(env: dict[str, str]) -> Settings:
     return settings_from_env(env)
 
 
-def ingest(services: Services) -> None:
-    queue = InMemoryJobQueue()
-    for tenant in TENANTS:
-        with unit_of_work(services.sessions, queue=queue) as uow:
-            JobService(uow, settings=services.settings.ingest).submit(
-                tenant_id=tenant, documents=DOCUMENTS
-            )
-    indexing = services.indexing()
-    for job_id in queue.sent:
-        indexing.process_job(job_id)
-    services.store.flush()
-
-
 def search(services: Services, query: str, *, mode: SearchMode) -> list[str]:
     async def run() -> list[str]:
         try:
@@ -110,7 +95,7 @@ def test_reindex_swaps_a_rebuilt_collection_in_while_searches_answer(settings: S
     alias = settings.milvus.collection
     old = build_services(settings, embedder=OldFake())
     try:
-        ingest(old)
+        index_documents(old, TENANTS, DOCUMENTS)
         assert old.store.live_collection() == f"{alias}_v1"
         counts = {t: old.store.count(tenant_id=t) for t in TENANTS}
         before = search(old, "coffee", mode=SearchMode.KEYWORD)
@@ -160,7 +145,7 @@ def test_reindex_migrates_a_collection_from_before_aliases(settings: Settings) -
     old = build_services(settings, embedder=OldFake())  # adopted as it is
     try:
         assert old.store.live_collection() == name
-        ingest(old)
+        index_documents(old, TENANTS, DOCUMENTS)
         counts = {t: old.store.count(tenant_id=t) for t in TENANTS}
     finally:
         old.close()
@@ -191,7 +176,7 @@ def test_the_command_rebuilds_and_names_what_it_did(
     alias = settings.milvus.collection
     old = build_services(settings, embedder=OldFake())
     try:
-        ingest(old)
+        index_documents(old, TENANTS, DOCUMENTS)
     finally:
         old.close()
     command = [sys.executable, "-m", "hsearch.cli", "reindex", "--keep-previous"]
