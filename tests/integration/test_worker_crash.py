@@ -76,6 +76,8 @@ def _profile_env(
             "HSEARCH_INGEST__LEASE_S": str(LEASE_S),
             "HSEARCH_INGEST__SWEEP_INTERVAL_S": "1",
             "HSEARCH_INGEST__FLUSH_MIN_INTERVAL_S": "0",
+            # Small groups, so the worker is killed between commits of one job.
+            "HSEARCH_INGEST__BATCH_DOCUMENTS": "16",
         }
     )
     if name != "postgres-redis":  # stack_env makes the broker the Redis URL too

@@ -425,11 +425,13 @@ class IngestSettings(BaseModel):
     )
 
     batch_documents: int = Field(
-        default=16,
+        default=64,
         ge=1,
         le=10_000,
         description="Documents a worker takes from a job at a time (skipped when "
-        "unchanged, chunked, then encoded and written in groups of `batch_chunks`).",
+        "unchanged, chunked, then encoded and written in groups of `batch_chunks`). Each "
+        "group costs a few statements and commits whatever its size, so short documents "
+        "are taken many at a time (docs/benchmarks.md, Ingest throughput).",
     )
     batch_chunks: int = Field(
         default=128,
@@ -440,7 +442,7 @@ class IngestSettings(BaseModel):
         "the offline encoder on 2 cores, about a second of work.",
     )
     batches_per_task: int = Field(
-        default=4,
+        default=1,
         ge=0,
         le=100_000,
         description="A job runs this many batches (`batch_documents` each) per turn, then "

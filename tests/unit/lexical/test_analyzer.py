@@ -20,6 +20,8 @@ from hsearch.lexical.analyzer import (
     query_term_frequencies,
     term_frequencies,
     term_id,
+    token_count,
+    token_spans,
     tokens,
 )
 
@@ -103,6 +105,25 @@ def test_tokens_carry_offsets_into_the_original_text() -> None:
     ]
     for token in tokens(text):
         assert text[token.start : token.end] == token.text
+
+
+@given(st.text())
+def test_token_spans_and_count_follow_the_tokens(text: str) -> None:
+    # A word is one span; a CJK run one span per character, as a tokenizer counts it.
+    expected: list[tuple[int, int]] = []
+    for token in tokens(text):
+        if token.cjk:
+            expected.extend((i, i + 1) for i in range(token.start, token.end))
+        else:
+            expected.append((token.start, token.end))
+    assert token_spans(text) == expected
+    assert token_count(text) == len(expected)
+
+
+def test_token_spans_of_mixed_scripts() -> None:
+    text = "API: hybrid で東京!"
+    assert token_spans(text) == [(0, 3), (5, 11), (12, 13), (13, 14), (14, 15)]
+    assert token_count(text) == 5
 
 
 @given(st.text())

@@ -305,3 +305,21 @@ def recorded_in(session: Session) -> tuple[tuple[int, int], dict[int, int]]:
         )
     }
     return corpus, dfs
+
+
+def test_term_deltas_add_create_and_remove_rows(sessions: sessionmaker[Session]) -> None:
+    # One statement per group (a JSON array unpacked by SQLite), 64-bit term ids.
+    big = 2**62 + 7
+    with transaction(sessions) as session:
+        TenantRepository(session).ensure(TENANT)
+        LexicalStatsRepository(session).apply_delta(
+            TENANT, chunks=3, length=30, term_deltas={1: 2, 5: 1, big: 3}
+        )
+    with transaction(sessions) as session:
+        LexicalStatsRepository(session).apply_delta(
+            TENANT, chunks=-1, length=-10, term_deltas={1: 1, 5: -1, big: -1, 9: 4, 11: 0}
+        )
+    with transaction(sessions) as session:
+        stats = LexicalStatsRepository(session)
+        assert stats.corpus(TENANT) == (2, 20)
+        assert stats.document_frequencies(TENANT, [1, 5, 9, 11, big]) == {1: 3, 9: 4, big: 2}

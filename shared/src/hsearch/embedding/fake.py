@@ -25,7 +25,14 @@ from hsearch.embedding.protocol import (
     check_sides,
     document_langs,
 )
-from hsearch.lexical.analyzer import ANALYZER_VERSION, analyze, analyze_query, term_id, tokens
+from hsearch.lexical.analyzer import (
+    ANALYZER_VERSION,
+    analyze,
+    analyze_query,
+    term_id,
+    token_count,
+    token_spans,
+)
 from hsearch.types import SparseVector
 
 __all__ = ["AnalyzerTokenizer", "FakeEmbedder"]
@@ -75,16 +82,10 @@ class AnalyzerTokenizer:
         return self._max_tokens
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
-        spans: list[tuple[int, int]] = []
-        for token in tokens(text):
-            if token.cjk:
-                spans.extend((i, i + 1) for i in range(token.start, token.end))
-            else:
-                spans.append((token.start, token.end))
-        return spans
+        return token_spans(text)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(self.token_spans(text)) for text in texts]
+        return [token_count(text) for text in texts]
 
 
 class FakeEmbedder:

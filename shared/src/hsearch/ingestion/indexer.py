@@ -75,7 +75,7 @@ class IndexingService:
         store: VectorStore,
         statistics: LexicalStatistics,
         chunker: Chunker | None = None,
-        batch_documents: int = 16,
+        batch_documents: int = 64,
         batch_chunks: int = 128,
         flush_min_interval_s: float = 0.0,
         lease_s: float = 60.0,

@@ -215,6 +215,28 @@ def tokens(text: str) -> Iterator[Token]:
         yield Token(match.group(0), match.start(), match.end(), cjk=match.group("cjk") is not None)
 
 
+def token_spans(text: str) -> list[tuple[int, int]]:
+    """The offsets of :func:`tokens` as a tokenizer sees them: a word is one span, a CJK
+    run one span per character. Without building the tokens, for code that needs only
+    their places or their number (chunking counts tokens of every document)."""
+    spans: list[tuple[int, int]] = []
+    for match in _token_pattern().finditer(text):
+        start, end = match.span()
+        if match.lastgroup == "cjk":
+            spans.extend((i, i + 1) for i in range(start, end))
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def token_count(text: str) -> int:
+    """``len(token_spans(text))``, without the spans."""
+    count = 0
+    for match in _token_pattern().finditer(text):
+        count += match.end() - match.start() if match.lastgroup == "cjk" else 1
+    return count
+
+
 def _normalise(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text).casefold()
     # Case folding can decompose (``ǰ`` → ``ǰ``); recompose so terms are in one form.
