@@ -4,6 +4,7 @@ and BM25 statistics under re-runs, changes, failures and crashes."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,6 +107,55 @@ def stats(
 A = ("a", "Rivers flow to the sea. " * 12)
 B = ("b", "Mountains rise above the clouds.")
 C = ("c", "東京は日本の首都です。")
+
+
+class MarkingChunker(Chunker):
+    """Sets ``seen`` when it chunks a text holding ``marker``."""
+
+    def __init__(self, embedder: FakeEmbedder, seen: threading.Event, marker: str) -> None:
+        super().__init__(embedder.tokenizer, max_tokens=36, overlap_tokens=0)
+        self.seen, self.marker = seen, marker
+
+    def chunk(self, text: str, *, title: str = "", lang: str = "") -> list[Any]:
+        if self.marker in text:
+            self.seen.set()
+        return super().chunk(text, title=title, lang=lang)
+
+
+class GatedEmbedder(FakeEmbedder):
+    """Holds its first call until ``gate`` is set (5 s at most); ``waited`` says whether
+    it was set in time."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+        self.waited: list[bool] = []
+
+    def embed_documents(self, texts, **kwargs):  # type: ignore[no-untyped-def, override]
+        if not self.waited:
+            self.waited.append(self.gate.wait(5))
+        return super().embed_documents(texts, **kwargs)
+
+
+def test_the_next_group_is_decided_while_one_encodes(sessions: sessionmaker[Session]) -> None:
+    # The encoder never waits for a decision: the second batch is read and chunked
+    # while the first is being encoded, and queued behind it.
+    decided = threading.Event()
+    embedder = GatedEmbedder(decided)
+    store = InMemoryVectorStore()
+    service = IndexingService(
+        session_factory=sessions,
+        embedder=embedder,
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        chunker=MarkingChunker(embedder, decided, "second"),
+        batch_documents=2,
+    )
+    batch = docs(("a", "first of all"), ("b", "first again"), ("c", "the second batch"))
+    job_id = run(sessions, service, batch)
+    assert embedder.waited == [True], "the first group's encoding waited on nothing"
+    assert get_job(sessions, job_id).indexed == 3
+    assert store.count(tenant_id=TENANT) == 3
 
 
 def test_index_counts_and_job_status(sessions: sessionmaker[Session]) -> None:

@@ -23,8 +23,9 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,10 @@ class _PreparedItem:
     chunks: tuple[str, ...]
     offsets: tuple[tuple[int, int], ...]
     chunk_ids: tuple[str, ...]
+
+
+_Embedded = tuple[dict[int, list[Embedding]], dict[int, HsearchError]]
+"""A group's embeddings and the errors of its documents that failed, by item id."""
 
 
 class IndexingService:
@@ -384,11 +389,12 @@ class IndexingService:
         Each batch is decided at once (skip unchanged documents, chunk the others), then
         encoded and written in groups of at most ``batch_chunks`` chunks (a larger
         document is a group of its own), so that progress is committed about once per
-        group, every few documents or about once a second, whatever the documents' size.
-        The encoder works one group ahead, in a thread of its own: it encodes the next
-        group while this thread writes the current one (encoding changes nothing, so a
-        group encoded for nothing, the job cancelled or failing meanwhile, costs only
-        its time)."""
+        group, whatever the documents' size. The encoder works ahead, in a thread of its
+        own: while it encodes a group, this thread writes the one before and decides the
+        one after, and queues that one behind it, so the encoder goes from group to
+        group without waiting for a decision (encoding changes nothing, so a group
+        encoded for nothing, the job cancelled or failing meanwhile, costs only its
+        time)."""
         groups = (
             group
             for batch in batches
@@ -396,22 +402,24 @@ class IndexingService:
                 self._decide(job_id, tenant_id, batch), max_chunks=self._batch_chunks
             )
         )
-        current = next(groups, None)
-        if current is None:
-            return False
         encoder = self._thread("encode")
-        encoding = encoder.submit(self._embed_items, current)
+        queued: deque[tuple[list[_PreparedItem], Future[_Embedded]]] = deque()
+
+        def queue_next() -> None:
+            group = next(groups, None)
+            if group is not None:
+                queued.append((group, encoder.submit(self._embed_items, group)))
+
         changed = False
         try:
-            while current is not None:
-                embedded = encoding.result()
-                upcoming = next(groups, None)
-                if upcoming is not None:
-                    encoding = encoder.submit(self._embed_items, upcoming)
-                changed |= self._process_group(job_id, tenant_id, current, embedded)
-                current = upcoming
+            queue_next()
+            while queued:
+                queue_next()  # decided while the group before it encodes
+                group, encoding = queued.popleft()
+                changed |= self._process_group(job_id, tenant_id, group, encoding.result())
         finally:
-            encoding.cancel()  # a group not yet encoding when this one failed
+            for _, encoding in queued:
+                encoding.cancel()  # groups not yet encoding when one failed
         return changed
 
     def _process_group(
@@ -419,7 +427,7 @@ class IndexingService:
         job_id: uuid.UUID,
         tenant_id: str,
         group: list[_PreparedItem],
-        embedded: tuple[dict[int, list[Embedding]], dict[int, HsearchError]],
+        embedded: _Embedded,
     ) -> bool:
         """1. encoded (``embedded``), with no transaction open (the slow part);
         2. record the chunk ids about to be written on each item (committed before
@@ -534,9 +542,7 @@ class IndexingService:
                 )
         return todo
 
-    def _embed_items(
-        self, todo: list[_PreparedItem]
-    ) -> tuple[dict[int, list[Embedding]], dict[int, HsearchError]]:
+    def _embed_items(self, todo: list[_PreparedItem]) -> _Embedded:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
         document fails alone. Returns embeddings and errors by item id."""
         texts = [embedding_text(p.title, c) for p in todo for c in p.chunks]
