@@ -59,13 +59,16 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import SecretStr
 from pymilvus import MilvusClient
+from sqlalchemy import create_engine, make_url, text
 
 from bench.datasets import DATASETS_ROOT, load_dataset
 from bench.interrupt import INTERRUPTED, unwind_on_signals
@@ -336,24 +339,95 @@ class InMemoryTarget:
 # -- one run of a side --------------------------------------------------------------------
 
 
+class Databases(Protocol):
+    """Where each run's metadata database comes from: a fresh, migrated one per run."""
+
+    kind: str
+
+    def fresh(self, data_dir: Path) -> str:
+        """The URL of a new migrated database (``data_dir`` is the run's own directory)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SQLiteDatabases:
+    """A copy of one migrated SQLite file per run, in the run's directory (the embedded
+    profile's metadata store)."""
+
+    kind = "sqlite"
+
+    def __init__(self, root: Path) -> None:
+        self._template = root / "template.sqlite"
+        upgrade_database(f"sqlite:///{self._template.resolve()}")
+
+    def fresh(self, data_dir: Path) -> str:
+        target = data_dir / "hsearch.sqlite"
+        shutil.copyfile(self._template, target)
+        return f"sqlite:///{target.resolve()}"
+
+    def close(self) -> None:
+        return None
+
+
+class PostgresDatabases:
+    """A database of its own per run on the Postgres server of ``url`` (the production
+    profile's metadata store), created from a migrated template (``CREATE DATABASE ...
+    TEMPLATE``: untimed, like the SQLite copy); all dropped at the end. The user of
+    ``url`` must be allowed to create databases."""
+
+    kind = "postgresql"
+
+    def __init__(self, url: str) -> None:
+        self._url = make_url(url)
+        self._admin = create_engine(self._url, isolation_level="AUTOCOMMIT")
+        self._prefix = f"hsearch_bench_{uuid.uuid4().hex[:8]}"
+        self._names: list[str] = []
+        self._template = self._create(f"{self._prefix}_template")
+        upgrade_database(self._render(self._template))
+
+    def fresh(self, data_dir: Path) -> str:
+        return self._render(self._create(f"{self._prefix}_{len(self._names)}", self._template))
+
+    def close(self) -> None:
+        try:
+            with self._admin.connect() as conn:
+                for name in reversed(self._names):
+                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        finally:
+            self._admin.dispose()
+
+    def _create(self, name: str, template: str | None = None) -> str:
+        clause = f' TEMPLATE "{template}"' if template else ""
+        with self._admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"{clause}'))
+        self._names.append(name)
+        return name
+
+    def _render(self, name: str) -> str:
+        return self._url.set(database=name).render_as_string(hide_password=False)
+
+
 @dataclass
 class Stack:
-    """What every run shares: a migrated database to copy and the target."""
+    """What every run shares: where its database comes from, and the target."""
 
     root: Path
-    template_db: Path
+    databases: Databases
     target: Target
     runs: int = 0
 
     def settings(self) -> Settings:
-        """Settings of a fresh run: a copy of the migrated database in a directory of its
-        own, a new collection name (bench.runner's settings: jobs run whole)."""
+        """Settings of a fresh run: a fresh migrated database, a directory of its own,
+        a new collection name (bench.runner's settings: jobs run whole)."""
         self.runs += 1
         data_dir = self.root / f"run-{self.runs}"
         data_dir.mkdir()
         settings = build_settings(data_dir, "", Options())
-        shutil.copyfile(self.template_db, data_dir / "hsearch.sqlite")
-        return settings
+        url = self.databases.fresh(data_dir)
+        return settings.model_copy(
+            update={"database": settings.database.model_copy(update={"url": SecretStr(url)})}
+        )
 
 
 @dataclass
@@ -668,26 +742,30 @@ def run(
     target: Target,
     encoder: Callable[[], Embedder] | None,
     dataset: str,
+    database_url: str | None = None,
 ) -> dict[str, Any]:
-    """The whole benchmark in ``root`` (a directory it may fill) on ``target``; returns
-    the result object (what ``--json`` prints)."""
+    """The whole benchmark in ``root`` (a directory it may fill) on ``target``, with
+    SQLite metadata, or Postgres on the server of ``database_url``; returns the result
+    object (what ``--json`` prints)."""
     started = time.perf_counter()
     load_before = os.getloadavg()
-    template = root / "template.sqlite"
-    upgrade_database(f"sqlite:///{template.resolve()}")
-    stack = Stack(root=root, template_db=template, target=target)
+    databases = SQLiteDatabases(root) if database_url is None else PostgresDatabases(database_url)
+    stack = Stack(root=root, databases=databases, target=target)
     settings = Settings(_env_file=None)  # what every run's settings hold for these knobs
     result: dict[str, Any] = {"benchmark": "ingest", "dataset": dataset}
-    if "write" in config.parts:
-        result["write"] = measure_write(stack, documents, config)
-    if "end_to_end" in config.parts:
-        if encoder is None:
-            msg = "the end-to-end part needs an encoder"
-            raise ValueError(msg)
-        progress("loading the encoder")
-        model = encoder()
-        subset = documents[: config.end_to_end_documents]
-        result["end_to_end"] = measure_end_to_end(stack, subset, config, model)
+    try:
+        if "write" in config.parts:
+            result["write"] = measure_write(stack, documents, config)
+        if "end_to_end" in config.parts:
+            if encoder is None:
+                msg = "the end-to-end part needs an encoder"
+                raise ValueError(msg)
+            progress("loading the encoder")
+            model = encoder()
+            subset = documents[: config.end_to_end_documents]
+            result["end_to_end"] = measure_end_to_end(stack, subset, config, model)
+    finally:
+        databases.close()
     ingest = settings.ingest
     return {
         **result,
@@ -705,7 +783,7 @@ def run(
             "encoder_batch_size": settings.encoder.batch_size,
             "jobs": 1,
             "store": target.description,
-            "database": "sqlite",
+            "database": databases.kind,
         },
         "machine": {
             "cpus": os.cpu_count(),
@@ -812,6 +890,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the pass-through encoder's sparse kind: term_frequency (BM25-weighted by the "
         "pipeline, as for the offline encoder) or learned (stored as it is)",
     )  # fmt: skip
+    parser.add_argument(
+        "--database-url", metavar="URL",
+        help="metadata on this Postgres server (postgresql+psycopg://...), a database per "
+        "run created and dropped by the benchmark; default: SQLite files",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
@@ -856,7 +939,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         milvus, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
         target = MilvusTarget(uri, description="Milvus Lite server")
         result = run(
-            documents, config, root=root, target=target, encoder=encoder, dataset=args.dataset.name
+            documents,
+            config,
+            root=root,
+            target=target,
+            encoder=encoder,
+            dataset=args.dataset.name,
+            database_url=args.database_url,
         )
     except KeyboardInterrupt:
         progress("interrupted")

@@ -14,6 +14,7 @@ from bench.ingest import (
     EncodedTwiceError,
     InMemoryTarget,
     PassThroughEmbedder,
+    SQLiteDatabases,
     Stack,
     check_encoded_once,
     run,
@@ -21,7 +22,6 @@ from bench.ingest import (
     summary,
 )
 
-from hsearch.db.migrate import upgrade_database
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
@@ -135,9 +135,7 @@ class FirstBatchFails:
 
 
 def stack(tmp_path: Path) -> Stack:
-    template = tmp_path / "template.sqlite"
-    upgrade_database(f"sqlite:///{template}")
-    return Stack(root=tmp_path, template_db=template, target=InMemoryTarget())
+    return Stack(root=tmp_path, databases=SQLiteDatabases(tmp_path), target=InMemoryTarget())
 
 
 def test_a_batch_encoded_twice_is_caught(tmp_path: Path) -> None:
