@@ -100,10 +100,10 @@ def _upserts(dialect: str) -> tuple[Insert, TextClause]:
 
     The term rows (hundreds per group of documents) go to the database as one parameter,
     unpacked by the database: a JSON array read with ``json_each`` (SQLite), two arrays
-    read with ``unnest`` (Postgres). One statement and one round trip, where one
-    parameter set per term (executemany) spent most of its time binding parameters in
-    Python: the statistics' share of a group's write fell from about a fifth to a
-    twentieth (docs/benchmarks.md)."""
+    read with ``unnest`` (Postgres). One statement and one round trip instead of one
+    parameter set per term (executemany) bound in Python: on SQLite, 2,000 terms took
+    11 ms with the commit instead of 14. The rest is the database's own work: term ids
+    are hashes, so a group's terms touch rows all over the table."""
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
     corpus = insert(LexicalCorpusStats)
     corpus = corpus.on_conflict_do_update(
