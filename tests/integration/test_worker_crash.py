@@ -30,7 +30,12 @@ from hsearch.db.models import Document, IngestionJob, JobStatus
 from hsearch.processes import Child
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import api_client, settings_from_env, stack_env
-from tests.integration.services import private_redis, rabbitmq_vhost, start_test_worker
+from tests.integration.services import (
+    postgres_database,
+    private_redis,
+    rabbitmq_vhost,
+    start_test_worker,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -45,18 +50,25 @@ DOCUMENTS = 200
 
 @pytest.fixture(params=["embedded", "postgres-redis", "postgres-rabbitmq"])
 def profile(
-    request: pytest.FixtureRequest, tmp_path: Path, milvus_uri: str, pg_url: str
+    request: pytest.FixtureRequest, tmp_path: Path, milvus_uri: str
 ) -> Iterator[dict[str, str]]:
     with contextlib.ExitStack() as stack:
         if request.param == "embedded":
             database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
             upgrade_database(database)
             broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
-        elif request.param == "postgres-redis":
-            database = pg_url
-            broker = stack.enter_context(private_redis(tmp_path / "redis"))
         else:
-            database, broker = pg_url, stack.enter_context(rabbitmq_vhost())
+            # A database of the test's own, never the session's: every worker's sweeper
+            # re-sends the expired jobs of its database to its own broker, so the
+            # session's worker (another broker, collection and chunking) took over the
+            # killed worker's job when its sweep came first, and wrote the chunks into
+            # its own collection.
+            database = stack.enter_context(postgres_database())
+            upgrade_database(database)
+            if request.param == "postgres-redis":
+                broker = stack.enter_context(private_redis(tmp_path / "redis"))
+            else:
+                broker = stack.enter_context(rabbitmq_vhost())
         yield _profile_env(request.param, tmp_path, milvus_uri, database, broker)
 
 
