@@ -383,8 +383,12 @@ class PostgresDatabases:
         self._admin = create_engine(self._url, isolation_level="AUTOCOMMIT")
         self._prefix = f"hsearch_bench_{uuid.uuid4().hex[:8]}"
         self._names: list[str] = []
-        self._template = self._create(f"{self._prefix}_template")
-        upgrade_database(self._render(self._template))
+        try:
+            self._template = self._create(f"{self._prefix}_template")
+            upgrade_database(self._render(self._template))
+        except BaseException:
+            self.close()  # the template, if it was made
+            raise
 
     def fresh(self, data_dir: Path) -> str:
         return self._render(self._create(f"{self._prefix}_{len(self._names)}", self._template))

@@ -74,17 +74,20 @@ def make_service(
     embedder: FakeEmbedder | None = None,
     *,
     timers: Timers | None = None,
+    chunker: Chunker | None = None,
     **options: Any,
 ) -> IndexingService:
     """An indexer flushing after every job, or, given ``timers``, at most once per
-    10 s of a clock that stands still (the timers fire when a test says so); ``options``
-    go to :class:`IndexingService` as they are (``owner``, ``batch_documents``, ...)."""
+    10 s of a clock that stands still (the timers fire when a test says so), chunking
+    with ``chunker`` (default: chunks of 36 tokens); ``options`` go to
+    :class:`IndexingService` as they are (``owner``, ``batch_documents``, ...)."""
     return IndexingService(
         session_factory=sessions,
         embedder=embedder or FakeEmbedder(),
         store=store,
         statistics=LexicalStatistics(sessions),
-        chunker=Chunker((embedder or FakeEmbedder()).tokenizer, max_tokens=36, overlap_tokens=0),
+        chunker=chunker
+        or Chunker((embedder or FakeEmbedder()).tokenizer, max_tokens=36, overlap_tokens=0),
         flush_min_interval_s=0 if timers is None else 10,
         clock=Clock(),
         start_timer=timers or Timers(),
@@ -143,14 +146,8 @@ def test_the_next_group_is_decided_while_one_encodes(sessions: sessionmaker[Sess
     decided = threading.Event()
     embedder = GatedEmbedder(decided)
     store = InMemoryVectorStore()
-    service = IndexingService(
-        session_factory=sessions,
-        embedder=embedder,
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        chunker=MarkingChunker(embedder, decided, "second"),
-        batch_documents=2,
-    )
+    chunker = MarkingChunker(embedder, decided, "second")
+    service = make_service(sessions, store, embedder, chunker=chunker, batch_documents=2)
     batch = docs(("a", "first of all"), ("b", "first again"), ("c", "the second batch"))
     job_id = run(sessions, service, batch)
     assert embedder.waited == [True], "the first group's encoding waited on nothing"

@@ -307,19 +307,25 @@ def recorded_in(session: Session) -> tuple[tuple[int, int], dict[int, int]]:
     return corpus, dfs
 
 
-def test_term_deltas_add_create_and_remove_rows(sessions: sessionmaker[Session]) -> None:
-    # One statement per group (a JSON array unpacked by SQLite), 64-bit term ids.
+def check_term_deltas(sessions: sessionmaker[Session], tenant: str) -> None:
+    """A group's term changes, in one statement per dialect (a JSON array unpacked by
+    SQLite, two arrays by Postgres), add to, create and remove term rows, 64-bit term
+    ids included (tests/integration/test_lexical_stats_postgres.py runs it on Postgres)."""
     big = 2**62 + 7
     with transaction(sessions) as session:
-        TenantRepository(session).ensure(TENANT)
+        TenantRepository(session).ensure(tenant)
         LexicalStatsRepository(session).apply_delta(
-            TENANT, chunks=3, length=30, term_deltas={1: 2, 5: 1, big: 3}
+            tenant, chunks=3, length=30, term_deltas={1: 2, 5: 1, big: 3}
         )
     with transaction(sessions) as session:
         LexicalStatsRepository(session).apply_delta(
-            TENANT, chunks=-1, length=-10, term_deltas={1: 1, 5: -1, big: -1, 9: 4, 11: 0}
+            tenant, chunks=-1, length=-10, term_deltas={1: 1, 5: -1, big: -1, 9: 4, 11: 0}
         )
     with transaction(sessions) as session:
         stats = LexicalStatsRepository(session)
-        assert stats.corpus(TENANT) == (2, 20)
-        assert stats.document_frequencies(TENANT, [1, 5, 9, 11, big]) == {1: 3, 9: 4, big: 2}
+        assert stats.corpus(tenant) == (2, 20)
+        assert stats.document_frequencies(tenant, [1, 5, 9, 11, big]) == {1: 3, 9: 4, big: 2}
+
+
+def test_term_deltas_add_create_and_remove_rows(sessions: sessionmaker[Session]) -> None:
+    check_term_deltas(sessions, TENANT)
