@@ -120,6 +120,13 @@ def test_token_spans_and_count_follow_the_tokens(text: str) -> None:
     assert token_count(text) == len(expected)
 
 
+@given(st.text(alphabet=st.characters(max_codepoint=0x2FF)) | st.text())
+def test_token_count_of_latin_text_counts_the_tokens(text: str) -> None:
+    # Text below the first combining mark is counted by a simpler regex: the same count.
+    assert token_count(text) == len(token_spans(text))
+    assert token_count(text + "東京") == len(token_spans(text)) + 2
+
+
 def test_token_spans_of_mixed_scripts() -> None:
     text = "API: hybrid で東京!"
     assert token_spans(text) == [(0, 3), (5, 11), (12, 13), (13, 14), (14, 15)]

@@ -66,10 +66,15 @@ def test_document_weights_validate_arguments(kwargs: dict[str, Any], message: st
         bm25_document_weights(SparseVector((1,), (1.0,)), **kwargs)
 
 
-@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
-def test_document_weights_reject_bad_counts(bad: float) -> None:
-    with pytest.raises(ValueError, match="term 4"):
-        bm25_document_weights(SparseVector((4,), (bad,)), length=1, avg_length=1.0)
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("at", [0, 1, 2])
+def test_document_weights_reject_bad_counts(bad: float, at: int) -> None:
+    # Wherever it stands among good counts (a NaN compares false with all of them).
+    values = [2.0, 1.0, 3.0]
+    values[at] = bad
+    tf = SparseVector((1, 4, 9), tuple(values))
+    with pytest.raises(ValueError, match=f"term {tf.indices[at]} "):
+        bm25_document_weights(tf, length=6, avg_length=1.0)
 
 
 @given(counts, lengths, avg_lengths, k1s, bs)

@@ -429,26 +429,22 @@ class IndexingService:
         group: list[_PreparedItem],
         embedded: _Embedded,
     ) -> bool:
-        """1. encoded (``embedded``), with no transaction open (the slow part);
-        2. record the chunk ids about to be written on each item (committed before
-           Milvus sees them, so a crash can never leave chunks nobody knows of);
-        3. in one transaction, under the documents' row locks: upsert every chunk of
+        """1. encoded (``embedded``), with no transaction open (the slow part); the
+           documents the encoder failed on are marked failed (a transaction of their
+           own, only when there are any);
+        2. in one transaction, under the documents' row locks: upsert every chunk of
            the group, delete the stale ones by primary key, update statistics and the
-           documents, mark the items (:meth:`_write`).
+           documents, mark the items (:meth:`_write`). The chunk ids were recorded on
+           the items when the batch was decided (:meth:`_decide`).
         """
         embeddings, errors = embedded
-        with transaction(self._sessions) as session:
-            job = self._lock(session, job_id)
-            items = _by_id(JobRepository(session).items([p.item_id for p in group]))
-            for prepared in group:
-                item = items[prepared.item_id]
-                if not _pending(item):
-                    continue  # its job was cancelled while it was being encoded
-                if prepared.item_id in errors:
-                    self._fail(job, item, errors[prepared.item_id])
-                    continue
-                item.document_id = prepared.document_id
-                item.chunk_ids = list(prepared.chunk_ids)
+        if errors:
+            with transaction(self._sessions) as session:
+                job = self._lock(session, job_id)
+                items = _by_id(JobRepository(session).items(sorted(errors)))
+                for item_id, error in errors.items():
+                    if _pending(items[item_id]):  # else cancelled while it was encoded
+                        self._fail(job, items[item_id], error)
         ready = [p for p in group if p.item_id not in errors]
         return self._write(job_id, tenant_id, ready, embeddings) if ready else False
 
@@ -529,6 +525,12 @@ class IndexingService:
                 except (ValueError, InvalidRequestError) as exc:
                     self._fail(job, item, exc)
                     continue
+                cids = tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks))
+                # Committed with the decision, before Milvus sees them: a crash can never
+                # leave chunks nobody knows of (the next attempt deletes what it does
+                # not rewrite).
+                item.document_id = doc_id
+                item.chunk_ids = list(cids)
                 todo.append(
                     _PreparedItem(
                         item_id=item.id,
@@ -537,7 +539,7 @@ class IndexingService:
                         lang=item.lang,
                         chunks=tuple(c.text for c in chunks),
                         offsets=tuple((c.start, c.end) for c in chunks),
-                        chunk_ids=tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks)),
+                        chunk_ids=cids,
                     )
                 )
         return todo

@@ -29,7 +29,12 @@ DEFAULT_B = 0.75
 
 
 def _check_counts(tf: SparseVector, *, what: str) -> None:
-    for index, value in zip(tf.indices, tf.values, strict=True):
+    values = tf.values
+    if not values or (min(values) >= 0.0 and math.isfinite(sum(values))):
+        # Every count finite and >= 0 (a NaN or an infinity makes the sum so); checked
+        # in C: indexing weighs every chunk's terms. Else the loop names the term.
+        return
+    for index, value in zip(tf.indices, values, strict=True):
         if not (math.isfinite(value) and value >= 0.0):
             msg = f"{what} term frequencies must be finite and >= 0; term {index} has {value}"
             raise ValueError(msg)
