@@ -43,6 +43,7 @@ Usage (from the repository root)::
     python -m bench.ingest --json              # one JSON object on stdout
     python -m bench.ingest --documents 5000 --end-to-end-documents 1000 --repeats 3 \
         --end-to-end-repeats 5
+    python -m bench.ingest --store memory --parts write   # the pipeline's own work alone
 
 Progress goes to stderr.
 """
@@ -895,6 +896,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pipeline, as for the offline encoder) or learned (stored as it is)",
     )  # fmt: skip
     parser.add_argument(
+        "--store", choices=("milvus-lite", "memory"), default="milvus-lite",
+        help="the vector store of both sides: a Milvus Lite server, or the in-memory store "
+        "(the pipeline's rate is then that of its own work; the raw side's is meaningless)",
+    )  # fmt: skip
+    parser.add_argument(
         "--database-url", metavar="URL",
         help="metadata on this Postgres server (postgresql+psycopg://...), a database per "
         "run created and dropped by the benchmark; default: SQLite files",
@@ -940,8 +946,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     milvus: Child | None = None
     target: Target | None = None
     try:
-        milvus, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
-        target = MilvusTarget(uri, description="Milvus Lite server")
+        if args.store == "memory":
+            target = InMemoryTarget()
+        else:
+            milvus, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
+            target = MilvusTarget(uri, description="Milvus Lite server")
         result = run(
             documents,
             config,

@@ -17,6 +17,7 @@ from bench.ingest import (
     SQLiteDatabases,
     Stack,
     check_encoded_once,
+    main,
     run,
     run_pipeline,
     summary,
@@ -136,6 +137,29 @@ class FirstBatchFails:
 
 def stack(tmp_path: Path) -> Stack:
     return Stack(root=tmp_path, databases=SQLiteDatabases(tmp_path), target=InMemoryTarget())
+
+
+def test_the_command_measures_the_pipelines_own_work_on_the_in_memory_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --store memory: no Milvus Lite server; the pipeline's rate is that of its own work.
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": d.external_id, "title": d.title, "text": d.text}) + "\n"
+            for d in DOCUMENTS
+        )
+    )
+    (corpus / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "rivers"}) + "\n")
+    (corpus / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\n")
+    argv = ["--dataset", str(corpus), "--documents", "5", "--repeats", "1"]
+    assert main([*argv, "--store", "memory", "--parts", "write", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["settings"]["store"] == "in-memory store"
+    assert result["write"]["chunks"] > len(DOCUMENTS)  # the long one is cut
+    assert result["write"]["pipeline"]["rows_per_s"]["median"] > 0
+    assert "end_to_end" not in result
 
 
 def test_a_batch_encoded_twice_is_caught(tmp_path: Path) -> None:
