@@ -293,6 +293,28 @@ def test_chunks_of_an_abandoned_attempt_are_removed_by_the_next_version(
     assert store.count(tenant_id=TENANT) == 1
 
 
+def test_a_retry_that_chunks_differently_removes_the_dead_attempts_chunks(
+    sessions: sessionmaker[Session],
+) -> None:
+    # The worker restarted with other chunk settings: the retry's chunk ids differ from
+    # those the dead attempt wrote, which must not stay behind as orphans.
+    store = CrashingStore()
+    job_id = submit(sessions, docs(A))
+    with pytest.raises(VectorStoreError):
+        make_service(sessions, store).process_job(job_id)
+    doc = document_id(TENANT, "a")
+    dead = store.chunk_ids(tenant_id=TENANT, document_id=str(doc))
+    assert dead, "the dead attempt left chunks behind"
+
+    finer = Chunker(FakeEmbedder().tokenizer, max_tokens=12, overlap_tokens=0)
+    service = make_service(sessions, store, chunker=finer)
+    assert service.process_job(job_id) is JobStatus.SUCCEEDED
+    with sessions() as s:
+        recorded = set(s.get_one(Document, doc).chunk_ids)
+    assert recorded.isdisjoint(dead), "the finer chunks have other ids"
+    assert store.chunk_ids(tenant_id=TENANT, document_id=str(doc)) == recorded
+
+
 class FlushCountingStore(InMemoryVectorStore):
     """Records, for each flush, how many chunk writes preceded it."""
 

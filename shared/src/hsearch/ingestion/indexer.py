@@ -530,7 +530,10 @@ class IndexingService:
                 # leave chunks nobody knows of (the next attempt deletes what it does
                 # not rewrite).
                 item.document_id = doc_id
-                item.chunk_ids = list(cids)
+                # What a dead attempt of this item wrote, if it chunked otherwise (other
+                # settings before a restart), is kept: the write deletes it.
+                earlier = set(item.chunk_ids or ()).difference(cids)
+                item.chunk_ids = [*cids, *sorted(earlier)]
                 todo.append(
                     _PreparedItem(
                         item_id=item.id,
@@ -680,8 +683,9 @@ class IndexingService:
         unfinished: set[str],
     ) -> tuple[list[ChunkRecord], set[str], dict[str, Any] | None]:
         """One document's part of a group write: its chunk records, the chunk ids that
-        become stale (what the indexed version has, plus what interrupted attempts
-        wrote), and its new row's columns (``None``: ``current`` is updated in place)."""
+        become stale (what the indexed version has, plus what interrupted attempts,
+        this item's own included, wrote), and its new row's columns (``None``:
+        ``current`` is updated in place)."""
         created = current.created_at if current else utcnow()
         records = chunk_records(
             tenant_id=tenant_id,
@@ -700,6 +704,7 @@ class IndexingService:
         )
         stale = set(current.chunk_ids if current else ())
         stale.update(unfinished)
+        stale.update(item.chunk_ids or ())  # what this item's dead attempts wrote
         stale.difference_update(prepared.chunk_ids)
         values = {
             "title": item.title,

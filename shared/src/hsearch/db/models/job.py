@@ -109,7 +109,8 @@ class JobItem(Base):
     document_id: Mapped[uuid.UUID | None] = mapped_column(default=None, index=True)
     # Written (and committed) before the chunks go to Milvus: if the attempt dies
     # before the item is marked indexed, the next write of the document knows to
-    # delete them.
+    # delete them. Every id the item's attempts may have written: a retry that chunks
+    # differently adds its own, and its write deletes those of the dead attempt.
     chunk_ids: Mapped[list[str] | None] = mapped_column(JSONType, default=None)
 
     job: Mapped[IngestionJob] = relationship(back_populates="items")
