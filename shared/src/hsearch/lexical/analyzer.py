@@ -239,14 +239,7 @@ def token_spans(text: str) -> list[tuple[int, int]]:
     """The offsets of :func:`tokens` as a tokenizer sees them: a word is one span, a CJK
     run one span per character. Without building the tokens, for code that needs only
     their places or their number (chunking counts tokens of every document)."""
-    spans: list[tuple[int, int]] = []
-    for match in _token_pattern().finditer(text):
-        start, end = match.span()
-        if match.lastgroup == "cjk":
-            spans.extend((i, i + 1) for i in range(start, end))
-        else:
-            spans.append((start, end))
-    return spans
+    return [match.span() for match in _unit_pattern().finditer(text)]
 
 
 def token_count(text: str) -> int:
