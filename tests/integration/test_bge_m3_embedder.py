@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 from hsearch.config import EncoderKind, EncoderSettings
 from hsearch.embedding.bge_m3 import BgeM3Embedder
 from hsearch.embedding.factory import create_embedder
+from hsearch.embedding.model_thread import on_model_thread
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
 from tests.fixtures.tiny_bge_m3 import HIDDEN_SIZE, build_tiny_bge_m3
@@ -220,3 +223,34 @@ def test_each_batch_runs_the_model_once(checkpoint: Path) -> None:
     embedder.embed_documents(TEXTS)  # 6 texts: batches of 4 and 2
     embedder.embed_query("one query")
     assert batches == [4, 2, 1]
+
+
+def test_the_model_loads_and_runs_on_the_process_model_thread(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every torch call on one thread (one OpenMP pool), whoever calls: loading, and the
+    forward passes of calls from several threads."""
+    import FlagEmbedding
+
+    loaded_on: list[bool] = []
+
+    class Recording(FlagEmbedding.BGEM3FlagModel):  # type: ignore[misc]  # untyped library
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            loaded_on.append(on_model_thread())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(FlagEmbedding, "BGEM3FlagModel", Recording)
+    embedder = BgeM3Embedder(checkpoint, batch_size=4, max_length=64)
+    assert loaded_on == [True]
+    forwards: list[tuple[bool, str]] = []
+
+    def record(*_args: Any) -> None:
+        forwards.append((on_model_thread(), threading.current_thread().name))
+
+    embedder._model.model.register_forward_pre_hook(record)
+    with ThreadPoolExecutor(max_workers=3) as callers:
+        list(callers.map(embedder.embed_query, TEXTS))
+        list(callers.map(lambda text: embedder.embed_documents([text, text]), TEXTS))
+    assert len(forwards) == 2 * len(TEXTS)
+    assert all(on for on, _ in forwards)
+    assert {name for _, name in forwards} == {forwards[0][1]}

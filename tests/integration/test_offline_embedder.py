@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hsearch.config import EncoderSettings
 from hsearch.embedding.factory import create_embedder
+from hsearch.embedding.model_thread import on_model_thread
 from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
@@ -221,3 +225,35 @@ def test_chunks_fit_minilm_with_their_title(embedder: OfflineEmbedder) -> None:
     read = embedder.tokenizer.count_tokens([embedding_text(title, c.text) for c in chunks])
     assert max(read) <= 254
     assert all(text[c.start : c.end] == c.text for c in chunks)
+
+
+def test_the_model_loads_and_runs_on_the_process_model_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every torch call on one thread (one OpenMP pool), whoever calls: loading, and the
+    forward passes of calls from several threads."""
+    import sentence_transformers
+
+    loaded_on: list[bool] = []
+
+    class Recording(sentence_transformers.SentenceTransformer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            loaded_on.append(on_model_thread())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Recording)
+    embedder = OfflineEmbedder(batch_size=3)
+    assert loaded_on == [True]
+    forwards: list[tuple[bool, str]] = []
+
+    def record(*_args: Any) -> None:
+        forwards.append((on_model_thread(), threading.current_thread().name))
+
+    embedder._model.register_forward_pre_hook(record)
+    texts = [*ENGLISH, *ENGLISH.values()]
+    with ThreadPoolExecutor(max_workers=3) as callers:
+        list(callers.map(embedder.embed_query, texts))
+        list(callers.map(lambda text: embedder.embed_documents([text]), texts))
+    assert len(forwards) == 2 * len(texts)
+    assert all(on for on, _ in forwards)
+    assert {name for _, name in forwards} == {forwards[0][1]}

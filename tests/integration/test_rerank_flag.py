@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hsearch.embedding.model_thread import on_model_thread
 from hsearch.errors import EncoderError
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.flag import FlagRerankerAdapter
@@ -149,3 +152,33 @@ def test_each_batch_runs_the_model_once(checkpoint: Path) -> None:
     module.forward = counting
     reranker.score("a query", PASSAGES)  # 7 passages: batches of 3, 3 and 1
     assert batches == [3, 3, 1]
+
+
+def test_the_model_loads_and_runs_on_the_process_model_thread(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every torch call on one thread (one OpenMP pool), whoever calls: loading, and the
+    forward passes of calls from several threads."""
+    import FlagEmbedding
+
+    loaded_on: list[bool] = []
+
+    class Recording(FlagEmbedding.FlagReranker):  # type: ignore[misc]  # untyped library
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            loaded_on.append(on_model_thread())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(FlagEmbedding, "FlagReranker", Recording)
+    reranker = FlagRerankerAdapter(checkpoint, batch_size=3, max_length=64)
+    assert loaded_on == [True]
+    forwards: list[tuple[bool, str]] = []
+
+    def record(*_args: Any, **_kwargs: Any) -> None:
+        forwards.append((on_model_thread(), threading.current_thread().name))
+
+    reranker._model.model.register_forward_pre_hook(record, with_kwargs=True)
+    with ThreadPoolExecutor(max_workers=3) as callers:
+        list(callers.map(lambda passage: reranker.score(QUERY_EN, [passage]), PASSAGES))
+    assert len(forwards) == len(PASSAGES)
+    assert all(on for on, _ in forwards)
+    assert {name for _, name in forwards} == {forwards[0][1]}

@@ -19,8 +19,9 @@ that batch; a caller that gave up (a cancelled future) is left out of the batch 
 would have joined. :meth:`QueryBatcher.close` encodes what is queued, then stops the
 thread; later submissions are refused.
 
-The model library never sees two threads: only the encoder thread calls the encoder's
-query methods (the encoders hold their own lock too, for ingestion in the same process).
+Only the batcher's thread calls the encoder's query methods; the encoders run every
+model call on the process's one model thread (:mod:`hsearch.embedding.model_thread`),
+whoever calls them (ingestion in the same process too).
 """
 
 from __future__ import annotations

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
+from hsearch.embedding.model_thread import run_on_model_thread
 from hsearch.embedding.protocol import (
     EMPTY_SPARSE,
     Embedding,
@@ -113,9 +113,6 @@ class BgeM3Embedder:
             raise EncoderError(msg)
         self._batch_size = batch_size
         self._max_length = max_length
-        # One forward pass at a time: callers on several threads (a thread-pool web
-        # server) take turns.
-        self._lock = threading.Lock()
         try:
             self._info = EncoderInfo(
                 name="bge-m3",
@@ -124,26 +121,9 @@ class BgeM3Embedder:
                 sparse_kind=SparseKind.LEARNED,
                 fusion=BGE_M3_FUSION,
             )
-            from FlagEmbedding import BGEM3FlagModel  # noqa: PLC0415  (heavy: torch, transformers)
-
-            self._model: Any = BGEM3FlagModel(
-                str(path.resolve()),
-                normalize_embeddings=True,
-                use_fp16=device != "cpu",  # fp16 kernels are slow or missing on CPU
-                devices=device,
-                batch_size=batch_size,
-                passage_max_length=max_length,
-                query_max_length=max_length,
-            )
-            # Set once: encode would redo this on every call (hence the lock).
-            import torch  # noqa: PLC0415  (heavy; loaded with FlagEmbedding above)
-
-            self._torch: Any = torch
-            self._device = self._model.target_devices[0]
-            if self._device == "cpu":
-                self._model.model.float()
-            self._model.model.to(self._device)
-            self._model.model.eval()
+            # Loaded, and called, on the process's model thread (one OpenMP pool; one
+            # forward pass at a time).
+            run_on_model_thread(self._load, path, device=device)
             tokenizer = self._model.tokenizer
             self._special_ids = frozenset(
                 tokenizer.convert_tokens_to_ids(tokenizer.special_tokens_map[name])
@@ -158,6 +138,28 @@ class BgeM3Embedder:
         except Exception as exc:
             msg = f"cannot load BGE-M3 from {path}: {type(exc).__name__}: {exc}"
             raise EncoderError(msg) from exc
+
+    def _load(self, path: Path, *, device: str) -> None:
+        from FlagEmbedding import BGEM3FlagModel  # noqa: PLC0415  (heavy: torch, transformers)
+
+        self._model: Any = BGEM3FlagModel(
+            str(path.resolve()),
+            normalize_embeddings=True,
+            use_fp16=device != "cpu",  # fp16 kernels are slow or missing on CPU
+            devices=device,
+            batch_size=self._batch_size,
+            passage_max_length=self._max_length,
+            query_max_length=self._max_length,
+        )
+        # Set once: encode would redo this on every call.
+        import torch  # noqa: PLC0415  (heavy; loaded with FlagEmbedding above)
+
+        self._torch: Any = torch
+        self._device = self._model.target_devices[0]
+        if self._device == "cpu":
+            self._model.model.float()
+        self._model.model.to(self._device)
+        self._model.model.eval()
 
     @property
     def info(self) -> EncoderInfo:
@@ -211,33 +213,7 @@ class BgeM3Embedder:
         out); a test checks the output equals encode's.
         """
         try:
-            with self._lock, self._torch.inference_mode():
-                inputs = self._model.tokenizer(
-                    batch,
-                    padding=True,
-                    truncation=True,
-                    max_length=self._max_length,
-                    return_tensors="pt",
-                ).to(self._device)
-                output = self._model.model(
-                    inputs,
-                    return_dense=dense,
-                    return_sparse=sparse,
-                    return_colbert_vecs=False,
-                )
-                vectors: list[tuple[float, ...]] = (
-                    [self._dense(row) for row in output["dense_vecs"].float().cpu().numpy()]
-                    if dense
-                    else [()] * len(batch)
-                )
-                weights: list[SparseVector] = (
-                    self._sparse_weights(
-                        output["sparse_vecs"].squeeze(-1).float().cpu().numpy(),
-                        inputs["input_ids"].cpu().numpy(),
-                    )
-                    if sparse
-                    else [EMPTY_SPARSE] * len(batch)
-                )
+            vectors, weights = run_on_model_thread(self._forward, batch, dense=dense, sparse=sparse)
         except EncoderError:
             raise
         except Exception as exc:
@@ -247,6 +223,39 @@ class BgeM3Embedder:
             msg = f"BGE-M3 returned {len(vectors)}/{len(weights)} vectors for {len(batch)} texts"
             raise EncoderError(msg)
         return [Embedding(dense=d, sparse=s) for d, s in zip(vectors, weights, strict=True)]
+
+    def _forward(
+        self, batch: list[str], *, dense: bool, sparse: bool
+    ) -> tuple[list[tuple[float, ...]], list[SparseVector]]:
+        """:meth:`_encode`'s steps on the model thread: its dense and sparse vectors."""
+        with self._torch.inference_mode():
+            inputs = self._model.tokenizer(
+                batch,
+                padding=True,
+                truncation=True,
+                max_length=self._max_length,
+                return_tensors="pt",
+            ).to(self._device)
+            output = self._model.model(
+                inputs,
+                return_dense=dense,
+                return_sparse=sparse,
+                return_colbert_vecs=False,
+            )
+            vectors: list[tuple[float, ...]] = (
+                [self._dense(row) for row in output["dense_vecs"].float().cpu().numpy()]
+                if dense
+                else [()] * len(batch)
+            )
+            weights: list[SparseVector] = (
+                self._sparse_weights(
+                    output["sparse_vecs"].squeeze(-1).float().cpu().numpy(),
+                    inputs["input_ids"].cpu().numpy(),
+                )
+                if sparse
+                else [EMPTY_SPARSE] * len(batch)
+            )
+        return vectors, weights
 
     def _sparse_weights(self, token_weights: Any, input_ids: Any) -> list[SparseVector]:
         """Per text, its tokens' largest weight above 0, special tokens left out (what

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import importlib.resources
 import math
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hsearch.embedding.fingerprint import fingerprint
+from hsearch.embedding.model_thread import run_on_model_thread
 from hsearch.embedding.protocol import (
     EMPTY_SPARSE,
     Embedding,
@@ -118,13 +118,12 @@ class OfflineEmbedder:
             msg = f"{path} is not a sentence-transformers model directory (no modules.json)"
             raise EncoderError(msg)
         self._batch_size = batch_size
-        # torch already spreads one call over every core; concurrent calls only contend.
-        self._lock = threading.Lock()
         try:
             from sentence_transformers import SentenceTransformer  # noqa: PLC0415  (heavy)
 
-            self._model: SentenceTransformer = SentenceTransformer(
-                str(path.resolve()), device=device, local_files_only=True
+            # Loaded, and called, on the process's model thread (one OpenMP pool).
+            self._model: SentenceTransformer = run_on_model_thread(
+                SentenceTransformer, str(path.resolve()), device=device, local_files_only=True
             )
             dimension = self._model.get_embedding_dimension()
             version = f"{_model_version(path)}.{ANALYZER_VERSION}"
@@ -203,14 +202,14 @@ class OfflineEmbedder:
 
     def _encode_dense(self, texts: list[str]) -> list[tuple[float, ...]]:
         try:
-            with self._lock:
-                matrix: Any = self._model.encode(
-                    texts,
-                    batch_size=self._batch_size,
-                    show_progress_bar=False,
-                    convert_to_numpy=True,
-                    normalize_embeddings=True,
-                )
+            matrix: Any = run_on_model_thread(
+                self._model.encode,
+                texts,
+                batch_size=self._batch_size,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+            )
             rows = [[float(v) for v in row] for row in matrix]
         except Exception as exc:
             msg = f"offline encoding failed: {type(exc).__name__}: {exc}"

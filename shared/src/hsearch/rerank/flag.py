@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
+from hsearch.embedding.model_thread import run_on_model_thread
 from hsearch.errors import EncoderError
 from hsearch.rerank.protocol import check_passages
 
@@ -143,40 +143,42 @@ class FlagRerankerAdapter:
             raise EncoderError(msg)
         self._batch_size = batch_size
         self._max_length = max_length
-        # FlagEmbedding mutates the model on every call (.to(), .eval(), fp16 switch);
-        # callers on several threads (a thread-pool web server) take turns.
-        self._lock = threading.Lock()
         try:
             self._name = f"flag-reranker:{_fingerprint(path, max_length=max_length)}"
-            from FlagEmbedding import FlagReranker  # noqa: PLC0415  (heavy: torch, transformers)
-
-            self._model: Any = FlagReranker(
-                str(path.resolve()),
-                use_fp16=device != "cpu",  # fp16 kernels are slow or missing on CPU
-                devices=device,
-                batch_size=batch_size,
-                max_length=max_length,
-                normalize=False,
-            )
-            # Set once (compute_score would redo it on every call).
-            import torch  # noqa: PLC0415  (heavy; loaded with FlagEmbedding above)
-            from FlagEmbedding.utils.tokenizer_compat import (  # noqa: PLC0415
-                pad_with_compat,
-                prepare_for_model_compat,
-            )
-
-            self._torch: Any = torch
-            self._pad: Any = pad_with_compat
-            self._pair: Any = prepare_for_model_compat
-            self._device = self._model.target_devices[0]
-            if self._device != "cpu":
-                self._model.model.half()
-            self._model.model.to(self._device)
-            self._model.model.eval()
+            # Loaded, and called, on the process's model thread (one OpenMP pool; one
+            # forward pass at a time).
+            run_on_model_thread(self._load, path, device=device)
             self._query_max_length = self._model.query_max_length or max_length * 3 // 4
         except Exception as exc:
             msg = f"cannot load the reranker from {path}: {type(exc).__name__}: {exc}"
             raise EncoderError(msg) from exc
+
+    def _load(self, path: Path, *, device: str) -> None:
+        from FlagEmbedding import FlagReranker  # noqa: PLC0415  (heavy: torch, transformers)
+
+        self._model: Any = FlagReranker(
+            str(path.resolve()),
+            use_fp16=device != "cpu",  # fp16 kernels are slow or missing on CPU
+            devices=device,
+            batch_size=self._batch_size,
+            max_length=self._max_length,
+            normalize=False,
+        )
+        # Set once (compute_score would redo it on every call).
+        import torch  # noqa: PLC0415  (heavy; loaded with FlagEmbedding above)
+        from FlagEmbedding.utils.tokenizer_compat import (  # noqa: PLC0415
+            pad_with_compat,
+            prepare_for_model_compat,
+        )
+
+        self._torch: Any = torch
+        self._pad: Any = pad_with_compat
+        self._pair: Any = prepare_for_model_compat
+        self._device = self._model.target_devices[0]
+        if self._device != "cpu":
+            self._model.model.half()
+        self._model.model.to(self._device)
+        self._model.model.eval()
 
     @property
     def name(self) -> str:
@@ -190,6 +192,34 @@ class FlagRerankerAdapter:
             scores.extend(self._score(query, list(passages[start : start + self._batch_size])))
         return scores
 
+    def _forward(self, query: str, batch: list[str]) -> list[float]:
+        """:meth:`_score`'s steps on the model thread: the raw logits."""
+        tokenizer = self._model.tokenizer
+        with self._torch.inference_mode():
+            query_ids = tokenizer(
+                [query],
+                add_special_tokens=False,
+                max_length=self._query_max_length,
+                truncation=True,
+            )["input_ids"][0]
+            passage_ids = tokenizer(
+                batch, add_special_tokens=False, max_length=self._max_length, truncation=True
+            )["input_ids"]
+            pairs = [
+                self._pair(
+                    tokenizer,
+                    query_ids,
+                    ids,
+                    truncation="only_second",
+                    max_length=self._max_length,
+                    padding=False,
+                )
+                for ids in passage_ids
+            ]
+            inputs = self._pad(tokenizer, pairs, padding=True, return_tensors="pt").to(self._device)
+            logits = self._model.model(**inputs, return_dict=True).logits.view(-1).float()
+            return [float(value) for value in logits.cpu().numpy().tolist()]
+
     def _score(self, query: str, batch: list[str]) -> list[float]:
         """One forward pass of the cross-encoder for ``batch``.
 
@@ -201,34 +231,8 @@ class FlagRerankerAdapter:
         side, padded, one forward pass, the raw logits; a test checks they equal
         compute_score's.
         """
-        tokenizer = self._model.tokenizer
         try:
-            with self._lock, self._torch.inference_mode():
-                query_ids = tokenizer(
-                    [query],
-                    add_special_tokens=False,
-                    max_length=self._query_max_length,
-                    truncation=True,
-                )["input_ids"][0]
-                passage_ids = tokenizer(
-                    batch, add_special_tokens=False, max_length=self._max_length, truncation=True
-                )["input_ids"]
-                pairs = [
-                    self._pair(
-                        tokenizer,
-                        query_ids,
-                        ids,
-                        truncation="only_second",
-                        max_length=self._max_length,
-                        padding=False,
-                    )
-                    for ids in passage_ids
-                ]
-                inputs = self._pad(tokenizer, pairs, padding=True, return_tensors="pt").to(
-                    self._device
-                )
-                logits = self._model.model(**inputs, return_dict=True).logits.view(-1).float()
-                scores = [float(value) for value in logits.cpu().numpy().tolist()]
+            scores = run_on_model_thread(self._forward, query, batch)
         except Exception as exc:
             msg = f"reranking failed: {type(exc).__name__}: {exc}"
             raise EncoderError(msg) from exc
