@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from milvus_lite.server_manager import server_manager_instance
 from pymilvus import DataType, MilvusClient
 
 from hsearch.vectorstore.filters import matches, parse_filter
@@ -180,11 +181,15 @@ def _create(client: MilvusClient, name: str, rows: list[Row]) -> None:
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusClient]:
-    milvus = MilvusClient(str(tmp_path_factory.mktemp("milvus-filters") / "f.db"))
+    path = tmp_path_factory.mktemp("milvus-filters") / "f.db"
+    milvus = MilvusClient(str(path))
     _create(milvus, COLLECTION, ROWS)
     _create(milvus, STRINGS, [_row("decoy", TENANT_A, source="x", metadata={"s": "x"})])
     yield milvus
     milvus.close()
+    # The embedded server pymilvus started for the file: stopped now, not by milvus_lite's
+    # exit hook, which logs to streams that pytest has closed by then.
+    server_manager_instance.release_server(str(path))
 
 
 def query_ids(client: MilvusClient, expr: str, collection: str = COLLECTION) -> set[str]:
