@@ -257,3 +257,14 @@ def test_the_model_loads_and_runs_on_the_process_model_thread(
     assert len(forwards) == 2 * len(texts)
     assert all(on for on, _ in forwards)
     assert {name for _, name in forwards} == {forwards[0][1]}
+
+
+def test_loading_writes_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> None:
+    """transformers' "Loading weights" bar would land between a worker's JSON log lines
+    and in the command line's output."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.enable_progress_bar()  # as in a fresh process
+    capfd.readouterr()
+    OfflineEmbedder(batch_size=3)
+    assert "Loading weights" not in capfd.readouterr().err

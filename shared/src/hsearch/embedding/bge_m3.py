@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
-from hsearch.embedding.model_thread import run_on_model_thread
+from hsearch.embedding.model_thread import load_on_model_thread, run_on_model_thread
 from hsearch.embedding.protocol import (
     EMPTY_SPARSE,
     Embedding,
@@ -123,7 +123,7 @@ class BgeM3Embedder:
             )
             # Loaded, and called, on the process's model thread (one OpenMP pool; one
             # forward pass at a time).
-            run_on_model_thread(self._load, path, device=device)
+            load_on_model_thread(self._load, path, device=device)
             tokenizer = self._model.tokenizer
             self._special_ids = frozenset(
                 tokenizer.convert_tokens_to_ids(tokenizer.special_tokens_map[name])

@@ -11,11 +11,15 @@ with it (docs/benchmarks.md, "The encoder on one thread").
 
 So the adapters that call torch (:class:`~hsearch.embedding.offline.OfflineEmbedder`,
 :class:`~hsearch.embedding.bge_m3.BgeM3Embedder`,
-:class:`~hsearch.rerank.flag.FlagRerankerAdapter`) load their model and run every forward
-pass through :func:`run_on_model_thread`: one pool, and one call at a time (torch
-already spreads one call over every core; concurrent calls only contend). A call made
-from the model thread itself runs at once (no self-deadlock). A forked child (a prefork
-pool's process) gets a thread of its own at its first call.
+:class:`~hsearch.rerank.flag.FlagRerankerAdapter`) load their model
+(:func:`load_on_model_thread`) and run every forward pass (:func:`run_on_model_thread`)
+there: one pool, and one call at a time (torch already spreads one call over every
+core; concurrent calls only contend). A call made from the model thread itself runs at
+once (no self-deadlock). A forked child (a prefork pool's process) gets a thread of its
+own at its first call.
+
+Loading also turns transformers' progress bars off: its "Loading weights" bar, written
+to stderr, landed between a worker's JSON log lines and in the command line's output.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-__all__ = ["MODEL_THREAD_NAME", "on_model_thread", "run_on_model_thread"]
+__all__ = ["MODEL_THREAD_NAME", "load_on_model_thread", "on_model_thread", "run_on_model_thread"]
 
 MODEL_THREAD_NAME = "hsearch-model"
 
@@ -64,6 +68,15 @@ def run_on_model_thread(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kw
     if on_model_thread():
         return fn(*args, **kwargs)
     return _model_executor().submit(fn, *args, **kwargs).result()
+
+
+def load_on_model_thread(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    """:func:`run_on_model_thread` for loading a model, with transformers' progress bars
+    turned off first (for the whole process: nothing here wants them)."""
+    from transformers.utils import logging as transformers_logging  # noqa: PLC0415 (heavy)
+
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # untyped library
+    return run_on_model_thread(fn, *args, **kwargs)
 
 
 def _forget_after_fork() -> None:

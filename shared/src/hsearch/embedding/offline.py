@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hsearch.embedding.fingerprint import fingerprint
-from hsearch.embedding.model_thread import run_on_model_thread
+from hsearch.embedding.model_thread import load_on_model_thread, run_on_model_thread
 from hsearch.embedding.protocol import (
     EMPTY_SPARSE,
     Embedding,
@@ -122,7 +122,7 @@ class OfflineEmbedder:
             from sentence_transformers import SentenceTransformer  # noqa: PLC0415  (heavy)
 
             # Loaded, and called, on the process's model thread (one OpenMP pool).
-            self._model: SentenceTransformer = run_on_model_thread(
+            self._model: SentenceTransformer = load_on_model_thread(
                 SentenceTransformer, str(path.resolve()), device=device, local_files_only=True
             )
             dimension = self._model.get_embedding_dimension()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from hsearch.embedding.fingerprint import fingerprint, missing_checkpoint_files
-from hsearch.embedding.model_thread import run_on_model_thread
+from hsearch.embedding.model_thread import load_on_model_thread, run_on_model_thread
 from hsearch.errors import EncoderError
 from hsearch.rerank.protocol import check_passages
 
@@ -147,7 +147,7 @@ class FlagRerankerAdapter:
             self._name = f"flag-reranker:{_fingerprint(path, max_length=max_length)}"
             # Loaded, and called, on the process's model thread (one OpenMP pool; one
             # forward pass at a time).
-            run_on_model_thread(self._load, path, device=device)
+            load_on_model_thread(self._load, path, device=device)
             self._query_max_length = self._model.query_max_length or max_length * 3 // 4
         except Exception as exc:
             msg = f"cannot load the reranker from {path}: {type(exc).__name__}: {exc}"
