@@ -5,11 +5,11 @@ The weights are random, so only the shape of the output is checked, never releva
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
-import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,9 @@ import pytest
 from hsearch.config import EncoderKind, EncoderSettings
 from hsearch.embedding.bge_m3 import BgeM3Embedder
 from hsearch.embedding.factory import create_embedder
-from hsearch.embedding.model_thread import on_model_thread
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
+from tests.fixtures.model_thread import forward_threads, record_loads
 from tests.fixtures.tiny_bge_m3 import HIDDEN_SIZE, build_tiny_bge_m3
 
 pytestmark = pytest.mark.integration
@@ -232,25 +232,14 @@ def test_the_model_loads_and_runs_on_the_process_model_thread(
     forward passes of calls from several threads."""
     import FlagEmbedding
 
-    loaded_on: list[bool] = []
-
-    class Recording(FlagEmbedding.BGEM3FlagModel):  # type: ignore[misc]  # untyped library
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            loaded_on.append(on_model_thread())
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(FlagEmbedding, "BGEM3FlagModel", Recording)
+    loaded_on = record_loads(monkeypatch, FlagEmbedding, "BGEM3FlagModel")
     embedder = BgeM3Embedder(checkpoint, batch_size=4, max_length=64)
     assert loaded_on == [True]
-    forwards: list[tuple[bool, str]] = []
-
-    def record(*_args: Any) -> None:
-        forwards.append((on_model_thread(), threading.current_thread().name))
-
-    embedder._model.model.register_forward_pre_hook(record)
-    with ThreadPoolExecutor(max_workers=3) as callers:
-        list(callers.map(embedder.embed_query, TEXTS))
-        list(callers.map(lambda text: embedder.embed_documents([text, text]), TEXTS))
+    calls: list[Callable[[], object]] = [
+        *(functools.partial(embedder.embed_query, text) for text in TEXTS),
+        *(functools.partial(embedder.embed_documents, [text, text]) for text in TEXTS),
+    ]
+    forwards = forward_threads(embedder._model.model, calls)
     assert len(forwards) == 2 * len(TEXTS)
     assert all(on for on, _ in forwards)
     assert {name for _, name in forwards} == {forwards[0][1]}

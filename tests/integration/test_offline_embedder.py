@@ -6,18 +6,16 @@ the sparse side (MiniLM is English-only; CJK bigrams + BM25 carry Japanese).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hsearch.config import EncoderSettings
 from hsearch.embedding.factory import create_embedder
-from hsearch.embedding.model_thread import on_model_thread
 from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
@@ -26,6 +24,7 @@ from hsearch.ingestion.records import embedding_text
 from hsearch.lexical.analyzer import ANALYZER_VERSION, term_frequencies
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
 from hsearch.types import SparseVector
+from tests.fixtures.model_thread import forward_threads, record_loads
 
 pytestmark = pytest.mark.integration
 
@@ -234,26 +233,15 @@ def test_the_model_loads_and_runs_on_the_process_model_thread(
     forward passes of calls from several threads."""
     import sentence_transformers
 
-    loaded_on: list[bool] = []
-
-    class Recording(sentence_transformers.SentenceTransformer):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            loaded_on.append(on_model_thread())
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Recording)
+    loaded_on = record_loads(monkeypatch, sentence_transformers, "SentenceTransformer")
     embedder = OfflineEmbedder(batch_size=3)
     assert loaded_on == [True]
-    forwards: list[tuple[bool, str]] = []
-
-    def record(*_args: Any) -> None:
-        forwards.append((on_model_thread(), threading.current_thread().name))
-
-    embedder._model.register_forward_pre_hook(record)
     texts = [*ENGLISH, *ENGLISH.values()]
-    with ThreadPoolExecutor(max_workers=3) as callers:
-        list(callers.map(embedder.embed_query, texts))
-        list(callers.map(lambda text: embedder.embed_documents([text]), texts))
+    calls: list[Callable[[], object]] = [
+        *(functools.partial(embedder.embed_query, text) for text in texts),
+        *(functools.partial(embedder.embed_documents, [text]) for text in texts),
+    ]
+    forwards = forward_threads(embedder._model, calls)
     assert len(forwards) == 2 * len(texts)
     assert all(on for on, _ in forwards)
     assert {name for _, name in forwards} == {forwards[0][1]}
@@ -264,7 +252,7 @@ def test_loading_writes_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> No
     and in the command line's output."""
     from transformers.utils import logging as transformers_logging
 
-    transformers_logging.enable_progress_bar()  # as in a fresh process
+    transformers_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # as in a fresh process
     capfd.readouterr()
     OfflineEmbedder(batch_size=3)
     assert "Loading weights" not in capfd.readouterr().err

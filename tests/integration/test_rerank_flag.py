@@ -6,21 +6,20 @@ never relevance.
 
 from __future__ import annotations
 
+import functools
 import math
 import shutil
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hsearch.embedding.model_thread import on_model_thread
 from hsearch.errors import EncoderError
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.flag import FlagRerankerAdapter
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.ranking import rerank
+from tests.fixtures.model_thread import forward_threads, record_loads
 from tests.fixtures.tiny_reranker import build_tiny_reranker
 
 pytestmark = pytest.mark.integration
@@ -161,24 +160,11 @@ def test_the_model_loads_and_runs_on_the_process_model_thread(
     forward passes of calls from several threads."""
     import FlagEmbedding
 
-    loaded_on: list[bool] = []
-
-    class Recording(FlagEmbedding.FlagReranker):  # type: ignore[misc]  # untyped library
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            loaded_on.append(on_model_thread())
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(FlagEmbedding, "FlagReranker", Recording)
+    loaded_on = record_loads(monkeypatch, FlagEmbedding, "FlagReranker")
     reranker = FlagRerankerAdapter(checkpoint, batch_size=3, max_length=64)
     assert loaded_on == [True]
-    forwards: list[tuple[bool, str]] = []
-
-    def record(*_args: Any, **_kwargs: Any) -> None:
-        forwards.append((on_model_thread(), threading.current_thread().name))
-
-    reranker._model.model.register_forward_pre_hook(record, with_kwargs=True)
-    with ThreadPoolExecutor(max_workers=3) as callers:
-        list(callers.map(lambda passage: reranker.score(QUERY_EN, [passage]), PASSAGES))
+    calls = [functools.partial(reranker.score, QUERY_EN, [passage]) for passage in PASSAGES]
+    forwards = forward_threads(reranker._model.model, calls)
     assert len(forwards) == len(PASSAGES)
     assert all(on for on, _ in forwards)
     assert {name for _, name in forwards} == {forwards[0][1]}
