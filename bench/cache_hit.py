@@ -68,7 +68,7 @@ DOCUMENTS = [
 
 def settings_for(data_dir: Path) -> Settings:
     base = Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=data_dir,
         encoder=EncoderSettings(kind=EncoderKind.FAKE),
         api=ApiSettings(migrate_on_start=True),
@@ -178,7 +178,7 @@ def measure_http(requests: int, warmup: int, *, redis_url: str | None = None) ->
         saved = dict(os.environ)
         os.environ.update(env)  # this process reads the same settings
         try:
-            settings = Settings(_env_file=None)  # type: ignore[call-arg]
+            settings = Settings(_env_file=None)
             upgrade_database(settings.database_url)
             services = build_services(settings)
             try:

@@ -57,8 +57,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.interrupt import progress
 from bench.metrics import percentile
-from bench.runner import progress
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import EncoderKind, EncoderSettings
 from hsearch.embedding.batching import QueryBatcher

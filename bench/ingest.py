@@ -72,8 +72,8 @@ from pymilvus import MilvusClient
 from sqlalchemy import create_engine, make_url, text
 
 from bench.datasets import DATASETS_ROOT, load_dataset
-from bench.interrupt import INTERRUPTED, unwind_on_signals
-from bench.runner import MILVUS_STOP_SECONDS, Options, build_settings, progress
+from bench.interrupt import INTERRUPTED, progress, unwind_on_signals
+from bench.runner import MILVUS_STOP_SECONDS, Options, build_settings
 from hsearch.config import EncoderKind, Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import JobStatus

@@ -85,9 +85,8 @@ import psutil
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from bench.interrupt import run_and_print
+from bench.interrupt import progress, run_and_print
 from bench.metrics import percentile
-from bench.runner import progress
 from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.datasets import DATASETS_ROOT, DEFAULT_SEED, dataset_folders, is_beir_folder
-from bench.interrupt import INTERRUPTED, unwind_on_signals
+from bench.interrupt import INTERRUPTED, progress, unwind_on_signals
 from bench.report import (
     MODES,
     SINGLE_LEG_MODES,
@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The runner imports every hsearch module it uses, here, up front: the process then
     # runs one consistent version of the code even if the working tree changes during a
     # long run (and --markdown and --help never pay for the imports).
-    from bench.runner import Options, progress, run_dataset  # noqa: PLC0415
+    from bench.runner import Options, run_dataset  # noqa: PLC0415
 
     paths = dataset_folders(DATASETS_ROOT) if args.all else list(args.dataset)
     for path in paths:

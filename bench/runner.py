@@ -52,7 +52,7 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.models import SearchQuery, SearchResult
-from hsearch.types import SearchMode
+from hsearch.types import FusionMethod, SearchMode
 
 DOCUMENTS_PER_JOB = 500
 TENANT = "bench"
@@ -208,6 +208,7 @@ async def run_queries(
     service = resources.search
     runs = {mode: ModeRun() for mode in modes}
     candidates = default_candidates(resources.settings)
+    method = None if fusion is None else FusionMethod(fusion)
     started = last_report = time.perf_counter()
     try:
         for n, qid in enumerate(query_ids, 1):
@@ -224,7 +225,7 @@ async def run_queries(
                             top_k=TOP_K,
                             mode=SearchMode(mode),
                             candidates=candidates,
-                            fusion=fusion,
+                            fusion=method,
                         )
                     )
                 except HsearchError as exc:

@@ -66,9 +66,9 @@ from pyinstrument import Profiler
 from pymilvus import AnnSearchRequest, AsyncMilvusClient, RRFRanker
 
 from bench.cache_hit import measure_http
-from bench.interrupt import run_and_print
+from bench.interrupt import progress, run_and_print
 from bench.metrics import percentile
-from bench.runner import MILVUS_STOP_SECONDS, Options, build_settings, progress
+from bench.runner import MILVUS_STOP_SECONDS, Options, build_settings
 from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.embedding.fake import AnalyzerTokenizer
@@ -170,7 +170,8 @@ def zipf_weights(skip: int = 0) -> np.ndarray[Any, Any]:
     commonest word)."""
     ranks = np.arange(skip + 1, VOCABULARY + 1, dtype=np.float64)
     p: np.ndarray[Any, Any] = ranks**-ZIPF_EXPONENT
-    return p / p.sum()
+    weights: np.ndarray[Any, Any] = p / p.sum()
+    return weights
 
 
 def _zipf_terms(rng: np.random.Generator, count: int, *, skip: int = 0) -> np.ndarray[Any, Any]:
@@ -488,14 +489,14 @@ async def measure(
         if side == "legs":
             return await legs(store, query, leg_seconds)
         if side in ("service", "service_facets"):
-            query = service_query(n, full=side != "service")
+            request = service_query(n, full=side != "service")
             profiler = profilers.get(side)
             if profiler is None:
-                result = await service.search.search(query)
+                result = await service.search.search(request)
             else:
                 profiler.start()
                 try:
-                    result = await service.search.search(query)
+                    result = await service.search.search(request)
                 finally:
                     profiler.stop()
             reported[side].append(result)

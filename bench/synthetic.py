@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from hsearch.embedding.protocol import SparseVector
+from hsearch.types import SparseVector
 from hsearch.vectorstore.protocol import ChunkRecord
 
 # source value -> share of the chunks it selects (a float) or a number of chunks (an int)

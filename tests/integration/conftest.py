@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory
@@ -83,7 +84,7 @@ def settings_from_env(env: dict[str, str]) -> Settings:
     try:
         os.environ.clear()
         os.environ.update(env)
-        return Settings(_env_file=None)  # type: ignore[call-arg]
+        return Settings(_env_file=None)
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -166,7 +167,7 @@ def tenant() -> str:
 
 
 @pytest.fixture
-def sessions(stack: Stack):  # type: ignore[no-untyped-def]
+def sessions(stack: Stack) -> Iterator[sessionmaker[Session]]:
     engine = create_db_engine(stack.database_url)
     yield create_session_factory(engine)
     engine.dispose()

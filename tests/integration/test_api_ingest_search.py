@@ -4,6 +4,7 @@ Postgres, Redis (broker), Milvus Lite server and the tiny BGE-M3 checkpoint."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ from tests.integration.jobs import ingest, wait_job
 
 pytestmark = pytest.mark.integration
 
-DOCS = [
+DOCS: list[dict[str, Any]] = [
     {
         "external_id": "fox",
         "title": "Fox",
@@ -53,7 +54,7 @@ DOCS = [
 MODE_LEG = {"semantic": "dense", "keyword": "sparse"}
 
 
-def exact_query(doc: dict[str, str]) -> str:
+def exact_query(doc: dict[str, Any]) -> str:
     # The worker embeds "title\ntext": the same string gives the same dense vector.
     return f"{doc['title']}\n{doc['text']}"
 

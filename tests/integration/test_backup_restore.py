@@ -55,10 +55,8 @@ def pg_tool(name: str) -> str:
     return path
 
 
-def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        argv, capture_output=True, text=True, timeout=120, check=False, **kwargs
-    )
+def run(argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, env=env)
 
 
 class Milvus:

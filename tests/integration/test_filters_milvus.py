@@ -439,19 +439,21 @@ CASES: list[tuple[str, Any, Predicate]] = [
     ),
 ]
 
-for _i, _value in enumerate(TRICKY):
-    CASES += [
-        (f"tricky eq {_i}", {"source": {"eq": _value}}, lambda r, v=_value: r["source"] == v),
-        (f"tricky ne {_i}", {"source": {"ne": _value}}, lambda r, v=_value: r["source"] != v),
-        (
-            f"tricky in {_i}",
-            {"source": {"in": ["zzz", _value]}},
-            lambda r, v=_value: r["source"] == v,
-        ),
-        (f"tricky tag {_i}", {"tags": {"contains": _value}}, lambda r, v=_value: v in r["tags"]),
-        (f"tricky json {_i}", {"metadata.s": {"eq": _value}}, lambda r, v=_value: md(r, "s") == v),
-        (f"tricky gte {_i}", {"source": {"gte": _value}}, lambda r, v=_value: r["source"] >= v),
+
+def tricky_cases(i: int, v: str) -> list[tuple[str, Any, Predicate]]:
+    """The cases of the i-th tricky value ``v`` (each predicate closes over its own ``v``)."""
+    return [
+        (f"tricky eq {i}", {"source": {"eq": v}}, lambda r: r["source"] == v),
+        (f"tricky ne {i}", {"source": {"ne": v}}, lambda r: r["source"] != v),
+        (f"tricky in {i}", {"source": {"in": ["zzz", v]}}, lambda r: r["source"] == v),
+        (f"tricky tag {i}", {"tags": {"contains": v}}, lambda r: v in r["tags"]),
+        (f"tricky json {i}", {"metadata.s": {"eq": v}}, lambda r: md(r, "s") == v),
+        (f"tricky gte {i}", {"source": {"gte": v}}, lambda r: r["source"] >= v),
     ]
+
+
+for _i, _value in enumerate(TRICKY):
+    CASES += tricky_cases(_i, _value)
 
 
 @pytest.mark.parametrize(("filter", "predicate"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -119,6 +119,7 @@ def per_process_searches(metrics_dir: Path, tmp: Path) -> dict[str, float]:
         one = tmp / path.stem
         one.mkdir(exist_ok=True)
         shutil.copy(path, one / path.name)
+        # The ignore: prometheus_client's merge is unannotated.
         for family in MultiProcessCollector.merge([str(one / path.name)], accumulate=True):  # type: ignore[no-untyped-call]
             for s in family.samples:
                 labels = s.labels

@@ -252,7 +252,8 @@ def test_loading_writes_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> No
     and in the command line's output."""
     from transformers.utils import logging as transformers_logging
 
-    transformers_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # as in a fresh process
+    # As in a fresh process (the ignore: transformers' logging helpers are unannotated).
+    transformers_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
     capfd.readouterr()
     OfflineEmbedder(batch_size=3)
     assert "Loading weights" not in capfd.readouterr().err

@@ -215,8 +215,11 @@ def test_ops_charts_and_playground_explanations_in_chromium(
                 value = page.get_attribute(f'[data-panel="{panel}"]', "data-nonzero")
                 return int(value or 0)
 
+            def charted(panel: str) -> Callable[[], bool]:
+                return lambda: nonzero(panel) > 0
+
             for panel in ("searches", "latency", "degraded", "ingest", "jobs"):
-                wait_until(lambda p=panel: nonzero(p) > 0, what=f"the {panel} chart's data")
+                wait_until(charted(panel), what=f"the {panel} chart's data")
 
             def points(panel: str) -> int:
                 return int(page.get_attribute(f'[data-panel="{panel}"]', "data-points") or 0)

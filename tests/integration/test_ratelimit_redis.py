@@ -30,7 +30,7 @@ KEY = "hsk_0123456789ab"
 @contextlib.asynccontextmanager
 async def limiter_on(url: str, **settings: object) -> AsyncIterator[RateLimiter]:
     storage: RedisRateLimitStorage = redis_storage(url, timeout_s=0.5)
-    policy = RateLimitPolicy(RateLimitSettings(**settings))  # type: ignore[arg-type]
+    policy = RateLimitPolicy(RateLimitSettings(**settings))
     try:
         yield RateLimiter(policy, shared=storage.storage, retry_s=0.2)
     finally:

@@ -37,7 +37,7 @@ def quick_start_queries() -> list[str]:
 async def test_the_quick_start_searches_find_what_the_readme_says(tmp_path: Path) -> None:
     assert quick_start_queries() == list(EXPECTED_FIRST)
     settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=tmp_path,
         encoder=EncoderSettings(kind=EncoderKind.OFFLINE),
         search=SearchSettings(),

@@ -80,7 +80,7 @@ def cache_settings(tmp_path: Path, *, url: str, namespace: str, **redis_options:
     settings = api_settings(tmp_path)
     return settings.model_copy(
         update={
-            "redis": RedisSettings(url=url, **redis_options),  # type: ignore[arg-type]
+            "redis": RedisSettings(url=url, **redis_options),
             "cache": CacheSettings(namespace=namespace),
         }
     )

@@ -224,6 +224,7 @@ async def test_killing_the_process_running_a_task_leaves_no_worker_stuck(
                 lambda: "] received" in first.log_text(), timeout=60, what="a task received"
             )
             await asyncio.sleep(0.1)
+            assert runs_tasks is not None  # it is first.proc.pid, asserted above
             os.kill(runs_tasks, signal.SIGKILL)
             assert first.proc.wait(10) == -signal.SIGKILL, "the worker is gone"
             first.stop()  # closes its log

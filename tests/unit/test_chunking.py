@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -136,7 +137,7 @@ class SliceDependentTokenizer(AnalyzerTokenizer):
     """Counts a text's first word twice, as a SentencePiece tokenizer may add a word-start
     piece to a slice that it did not have inside the whole text."""
 
-    def count_tokens(self, texts: list[str]) -> list[int]:  # type: ignore[override]
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return [n + 1 if n else 0 for n in super().count_tokens(texts)]
 
 

@@ -23,7 +23,7 @@ from tests.unit.api.conftest import api_settings, serve
 class Cli:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.settings = Settings(_env_file=None, data_dir=data_dir)  # type: ignore[call-arg]
+        self.settings = Settings(_env_file=None, data_dir=data_dir)
 
     def __call__(self, *args: str) -> Result:
         get_settings.cache_clear()

@@ -17,7 +17,7 @@ def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     for key in list(__import__("os").environ):
         if key.startswith("HSEARCH_"):
             monkeypatch.delenv(key)
-    s = Settings(_env_file=None, data_dir=tmp_path)  # type: ignore[call-arg]
+    s = Settings(_env_file=None, data_dir=tmp_path)
     assert s.database_url == f"sqlite:///{tmp_path.resolve() / 'hsearch.sqlite'}"
     assert s.broker_url.startswith("sqla+sqlite:///")
     assert s.milvus_uri.endswith("milvus.db")
@@ -69,7 +69,7 @@ def test_the_operators_settings_override_the_encoder() -> None:
 def test_environment_overrides_the_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HSEARCH_SEARCH__FUSION", "score")
     monkeypatch.setenv("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dense": 0.6, "sparse": 0.4}')
-    resolved = Settings(_env_file=None).search.resolve_fusion(ENCODER)  # type: ignore[call-arg]
+    resolved = Settings(_env_file=None).search.resolve_fusion(ENCODER)
     assert resolved == FusionDefault.of("score", {"dense": 0.6, "sparse": 0.4})
 
 
@@ -99,7 +99,7 @@ def test_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HSEARCH_MILVUS__URI", "http://m:19530")
     monkeypatch.setenv("HSEARCH_SEARCH__RRF_K", "10")
     monkeypatch.setenv("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dense": 0.5, "sparse": 0.5}')
-    s = Settings(_env_file=None)  # type: ignore[call-arg]
+    s = Settings(_env_file=None)
     assert s.database_url == "postgresql+psycopg://u:p@h/db"
     assert s.broker_url == "redis://r:6379/0", "the broker follows Redis when it is set"
     assert s.milvus_uri == "http://m:19530"
@@ -112,7 +112,7 @@ def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("HSEARCH_INGEST__CHUNK_OVERLAP_TOKENS", "300")
     monkeypatch.setenv("HSEARCH_INGEST__CHUNK_MAX_TOKENS", "256")
     with pytest.raises(ValidationError, match="chunk_overlap_tokens"):
-        Settings(_env_file=None)  # type: ignore[call-arg]
+        Settings(_env_file=None)
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def test_misconfigured_search_fails_at_start(
     """A typo in a setting stops the server at start instead of failing every search."""
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValidationError, match=message):
-        Settings(_env_file=None)  # type: ignore[call-arg]
+        Settings(_env_file=None)
 
 
 @pytest.mark.parametrize(
@@ -149,14 +149,14 @@ def test_misconfigured_search_fails_at_start(
 def test_the_command_line_finds_the_api(
     client: dict[str, str], api: dict[str, object], url: str, tmp_path: Path
 ) -> None:
-    s = Settings(_env_file=None, data_dir=tmp_path, client=client, api=api)  # type: ignore[call-arg]
+    s = Settings(_env_file=None, data_dir=tmp_path, client=client, api=api)
     assert s.client_url == url
     assert s.client_state_dir == tmp_path / "ingest-state"
 
 
 def test_the_api_key_is_read_from_hsearch_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HSEARCH_API_KEY", "hsk-live-7f3e9a")
-    s = Settings(_env_file=None)  # type: ignore[call-arg]
+    s = Settings(_env_file=None)
     assert s.api_key is not None
     assert s.api_key.get_secret_value() == "hsk-live-7f3e9a"
     assert "hsk-live-7f3e9a" not in repr(s)
@@ -168,7 +168,7 @@ def _settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> Settings:
             monkeypatch.delenv(key)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    return Settings(_env_file=None)  # type: ignore[call-arg]
+    return Settings(_env_file=None)
 
 
 @pytest.mark.parametrize(
@@ -234,7 +234,7 @@ def test_the_env_file_is_checked_too(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     env_file = tmp_path / ".env"
     env_file.write_text("HSEARCH_INGEST__CHUNK_MAX_CHARS=1200\nOTHER=1\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match=r"^\.env file: HSEARCH_INGEST__CHUNK_MAX_CHARS"):
-        Settings(_env_file=env_file)  # type: ignore[call-arg]
+        Settings(_env_file=env_file)
 
 
 @pytest.mark.parametrize(

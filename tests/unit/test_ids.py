@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from hsearch.ingestion.ids import chunk_id, content_hash, document_id
 
@@ -31,7 +32,7 @@ def test_chunk_id_depends_on_document_ordinal_and_text() -> None:
 
 
 def test_content_hash_covers_every_indexed_field() -> None:
-    kw = {
+    kw: dict[str, Any] = {
         "title": "t",
         "text": "x",
         "source": "s",
@@ -39,7 +40,7 @@ def test_content_hash_covers_every_indexed_field() -> None:
         "tags": ["a"],
         "metadata": {"k": 1},
     }
-    base = content_hash(**kw)  # type: ignore[arg-type]
+    base = content_hash(**kw)
     for key, value in [
         ("title", "u"),
         ("text", "y"),
@@ -48,5 +49,5 @@ def test_content_hash_covers_every_indexed_field() -> None:
         ("tags", ["b"]),
         ("metadata", {"k": 2}),
     ]:
-        assert content_hash(**{**kw, key: value}) != base  # type: ignore[arg-type]
-    assert content_hash(**{**kw, "metadata": {"k": 1}}) == base  # type: ignore[arg-type]
+        assert content_hash(**{**kw, key: value}) != base
+    assert content_hash(**{**kw, "metadata": {"k": 1}}) == base

@@ -624,7 +624,7 @@ def test_compose_runs_prometheus_and_grafana_on_the_infra_files() -> None:
 def test_the_agreed_metrics_are_the_ones_the_code_records() -> None:
     # The recorded metrics, by their exposition names and labels: the dashboard and the
     # alerts are checked against METRICS and METRIC_LABELS, which must be the code's.
-    suffix = {"counter": "_total", "histogram": "", "gauge": ""}
+    suffix: dict[str | None, str] = {"counter": "_total", "histogram": "", "gauge": ""}
     recorded = {
         f"{m._name}{suffix[m._type]}": (m._type, set(m._labelnames))
         for m in vars(instruments).values()

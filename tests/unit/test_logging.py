@@ -39,8 +39,9 @@ def captured(log_format: str) -> Iterator[io.StringIO]:
     configure_logging("INFO", log_format)
     root = logging.getLogger()
     ours = next(h for h in root.handlers if getattr(h, "_hsearch_handler", False))
+    assert isinstance(ours, logging.StreamHandler)
     out = io.StringIO()
-    ours.setStream(out)  # type: ignore[attr-defined]
+    ours.setStream(out)
     yield out
     configure_logging("INFO", "json")
 

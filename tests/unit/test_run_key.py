@@ -14,7 +14,7 @@ from hsearch.types import Scope, TenantStatus
 
 
 def embedded(tmp_path: Path) -> Settings:
-    settings = Settings(_env_file=None, data_dir=tmp_path)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, data_dir=tmp_path)
     upgrade_database(settings.database_url)
     return settings
 

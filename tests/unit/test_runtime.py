@@ -27,7 +27,7 @@ from hsearch.vectorstore.in_memory import InMemoryVectorStore
 
 def settings(data_dir: Path, database_url: str | None = None) -> Settings:
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=data_dir,
         encoder=EncoderSettings(kind=EncoderKind.FAKE),
         database=DatabaseSettings(url=SecretStr(database_url) if database_url else None),
@@ -82,7 +82,7 @@ class CountingStore(InMemoryVectorStore):
 
 def test_closing_the_services_runs_an_indexers_waiting_flush(tmp_path: Path) -> None:
     settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=tmp_path,
         encoder=EncoderSettings(kind=EncoderKind.FAKE),
         ingest=IngestSettings(flush_min_interval_s=3600),
@@ -113,7 +113,7 @@ def test_closing_the_services_runs_an_indexers_waiting_flush(tmp_path: Path) -> 
 
 def _searching(tmp_path: Path, **encoder: Any) -> Settings:
     settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=tmp_path,
         encoder=EncoderSettings(kind=EncoderKind.FAKE, **encoder),
     )

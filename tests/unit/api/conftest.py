@@ -62,7 +62,7 @@ def api_settings(data_dir: Path, **search: Any) -> Settings:
     """Embedded settings in ``data_dir`` with the fake encoder; ``search`` overrides
     search settings. Every section is given, so no ``HSEARCH_*`` variable leaks in."""
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=data_dir,
         encoder=EncoderSettings(kind=EncoderKind.FAKE),
         search=SearchSettings(**search),

@@ -8,7 +8,7 @@ with the default one (authentication is tested in test_auth.py)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -40,7 +40,7 @@ ClientFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
 def settings_with(**ingest: Any) -> Settings:
-    return Settings(_env_file=None, ingest=IngestSettings(**ingest))  # type: ignore[call-arg]
+    return Settings(_env_file=None, ingest=IngestSettings(**ingest))
 
 
 @pytest.fixture
@@ -94,8 +94,17 @@ class DeadBrokerQueue:
 class FailsAfterWriting(JobService):
     """Writes and queues the job, then fails: a request that errors after its writes."""
 
-    def submit(self, *, tenant_id: str, documents: Any, webhook_url: str | None = None) -> JobView:
-        super().submit(tenant_id=tenant_id, documents=documents, webhook_url=webhook_url)
+    def submit(
+        self,
+        *,
+        tenant_id: str,
+        documents: Sequence[DocumentInput],
+        webhook_url: str | None = None,
+        lines: Sequence[int] | None = None,
+    ) -> JobView:
+        super().submit(
+            tenant_id=tenant_id, documents=documents, webhook_url=webhook_url, lines=lines
+        )
         raise EncoderError("the request failed after writing the job")
 
 
@@ -204,10 +213,17 @@ async def test_documents_input_maps_every_field(
 
     class Capturing(JobService):
         def submit(
-            self, *, tenant_id: str, documents: Any, webhook_url: str | None = None
+            self,
+            *,
+            tenant_id: str,
+            documents: Sequence[DocumentInput],
+            webhook_url: str | None = None,
+            lines: Sequence[int] | None = None,
         ) -> JobView:
             captured.extend(documents)
-            return super().submit(tenant_id=tenant_id, documents=documents, webhook_url=webhook_url)
+            return super().submit(
+                tenant_id=tenant_id, documents=documents, webhook_url=webhook_url, lines=lines
+            )
 
     def capturing(uow: UnitOfWorkDep, settings: SettingsDep) -> JobService:
         return Capturing(uow, settings=settings.ingest)
@@ -232,7 +248,7 @@ async def test_documents_input_maps_every_field(
 async def test_a_body_over_the_limit_is_refused_before_it_is_read(
     api: ClientFactory, sessions: sessionmaker[Session]
 ) -> None:
-    settings = Settings(_env_file=None, api=ApiSettings(max_request_bytes=2048))  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, api=ApiSettings(max_request_bytes=2048))
     big = {"documents": [{**DOC, "text": "word " * 1000}]}  # about 5 kB of JSON
     queue = InMemoryJobQueue()
     async with api(queue, settings=settings) as client:

@@ -10,6 +10,8 @@ from typing import Any
 
 from hsearch.config import WebhookSettings
 from hsearch.db.models import LexicalCorpusStats
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.api.conftest import Api, api_settings, serve
 
 TENANT = "default"
@@ -26,6 +28,13 @@ async def submit(api: Api, documents: list[dict[str, Any]], *, run: bool = True)
     if run:
         assert api.services.indexing().process_job(job_id) == "succeeded"
     return job_id
+
+
+def stored_rows(api: Api) -> dict[str, ChunkRecord]:
+    """The rows of the app's store (the fixture's in-memory one), by chunk id."""
+    store = api.services.store
+    assert isinstance(store, InMemoryVectorStore)
+    return store._rows
 
 
 def corpus_chunks(api: Api) -> int:
@@ -142,13 +151,13 @@ async def test_a_job_says_when_its_documents_became_searchable(api: Api) -> None
 
 async def test_update_fields_without_reencoding(api: Api) -> None:
     await submit(api, DOCS[:2])
-    before = {cid: row.dense for cid, row in api.services.store._rows.items()}  # type: ignore[attr-defined]
+    before = {cid: row.dense for cid, row in stored_rows(api).items()}
     body = {"source": "gazette", "tags": ["geology"], "metadata": {"year": 2001}}
     resp = await api.client.patch("/v1/documents/doc/00", json=body)
     assert resp.status_code == 200, resp.text
     assert (resp.json()["source"], resp.json()["tags"]) == ("gazette", ["geology"])
     assert resp.json()["metadata"] == {"year": 2001}
-    rows = api.services.store._rows  # type: ignore[attr-defined]
+    rows = stored_rows(api)
     assert {cid: row.dense for cid, row in rows.items()} == before, "no re-encoding"
     found = await api.client.post(
         "/v1/search",
@@ -182,7 +191,7 @@ async def test_metadata_patch_is_a_json_merge_patch(api: Api) -> None:
     merged = {"year": 2001, "topic": "geology", "author": {"name": "Ada", "org": "Uni"}}
     assert resp.json()["metadata"] == merged
     assert (await api.client.get("/v1/documents/doc/00")).json()["metadata"] == merged
-    rows = api.services.store._rows.values()  # type: ignore[attr-defined]
+    rows = stored_rows(api).values()
     assert [r.metadata for r in rows if r.external_id == "doc/00"] == [merged], "the chunks"
 
     async def found(flt: dict[str, Any]) -> set[str]:

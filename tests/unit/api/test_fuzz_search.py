@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import requests
 import schemathesis
+import schemathesis.python.asgi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -74,9 +75,15 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[requests.Sessio
     services = build_services(app_settings, store=InMemoryVectorStore(), queue=InMemoryJobQueue())
     try:
         key = default_tenant_key(services)
-        with schemathesis.python.asgi.get_client(create_app(app_settings, services=services)) as c:
+        app = create_app(app_settings, services=services)
+        # schemathesis types ASGI messages as dict, Starlette as MutableMapping.
+        with schemathesis.python.asgi.get_client(app) as c:  # type: ignore[arg-type]
             c.headers["Authorization"] = f"Bearer {key}"
-            doc = {"external_id": "a", "text": "Rivers run.", "metadata": {"year": 2020}}
+            doc: dict[str, Any] = {
+                "external_id": "a",
+                "text": "Rivers run.",
+                "metadata": {"year": 2020},
+            }
             job = c.post("/v1/documents", json={"documents": [doc]}).json()["job_id"]
             services.indexing().process_job(uuid.UUID(job))
             yield c

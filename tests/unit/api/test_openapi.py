@@ -87,8 +87,8 @@ def probe(field: str, kind: str, keyword: str, bound: float) -> tuple[object, ob
     if kind == "integer":  # integers are strict: 100.0 is not one
         at = int(bound)
         return at, at + 1 if keyword == "maximum" else at - 1
-    past = bound + 0.001 if keyword == "maximum" else bound - 0.001
-    return bound, past
+    beyond = bound + 0.001 if keyword == "maximum" else bound - 0.001
+    return bound, beyond
 
 
 def request_with(field: str, value: object, settings: Settings) -> dict[str, Any]:

@@ -8,13 +8,14 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from hsearch.errors import BackendError, VectorStoreError
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.api.conftest import Api, api_settings, serve
 
-DOCS = [
+DOCS: list[dict[str, Any]] = [
     {
         "external_id": "fox",
         "title": "Fox",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pypdf import PdfWriter
-from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+from pypdf.generic import ContentStream, DictionaryObject, NameObject
 
 
 def write_pdf(path: Path, pages: list[str], *, title: str | None = None) -> Path:
@@ -26,7 +26,7 @@ def write_pdf(path: Path, pages: list[str], *, title: str | None = None) -> Path
         page[NameObject("/Resources")] = DictionaryObject(
             {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
         )
-        content = DecodedStreamObject()
+        content = ContentStream(None, writer)
         content.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode())
         page.replace_contents(content)
     if title is not None:

@@ -307,7 +307,12 @@ def test_ingest_waits_for_an_api_that_is_down_then_comes_up(tmp_path: Path) -> N
         text=True,
     ) as process:
         said: queue.Queue[str] = queue.Queue()
-        reader = threading.Thread(target=lambda: [said.put(line) for line in process.stderr or ()])
+
+        def read_stderr() -> None:
+            for line in process.stderr or ():
+                said.put(line)
+
+        reader = threading.Thread(target=read_stderr)
         reader.start()
         try:
             first = said.get(timeout=60)

@@ -60,7 +60,8 @@ def test_no_answer_after_the_retries_says_what_was_last_heard() -> None:
 
 
 def test_with_retry_for_s_a_request_is_tried_for_that_long_saying_so() -> None:
-    clock, said = Clock(), []
+    clock = Clock()
+    said: list[str] = []
     down_until = 30.0  # an API restarting: refused, then 503, then up
 
     def handler(request: httpx.Request) -> httpx.Response:

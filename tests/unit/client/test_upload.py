@@ -94,10 +94,10 @@ class FakeApi:
             rows = [r for r in rows if status is None or r["status"] == status]
             return httpx.Response(200, json={"jobs": rows, "next_cursor": None})
         if found := re.fullmatch(r"/v1/jobs/([0-9a-f-]+)", path):
-            job = self.jobs.get(uuid.UUID(found.group(1)))
-            if job is None:
+            asked = self.jobs.get(uuid.UUID(found.group(1)))
+            if asked is None:
                 return httpx.Response(404, json={"error": "job_not_found", "detail": "gone"})
-            return httpx.Response(200, json=job.json(now))
+            return httpx.Response(200, json=asked.json(now))
         return httpx.Response(404, json={"error": "not_found", "detail": path})
 
 

@@ -124,7 +124,7 @@ def test_a_wrong_number_of_embeddings_is_an_error_for_each_caller(
     def short(texts: Sequence[str], *, dense: bool = True, sparse: bool = True) -> list[Embedding]:
         return []
 
-    embedder.embed_queries = short  # type: ignore[method-assign]
+    embedder.embed_queries = short  # type: ignore[method-assign]  # broken on purpose
     with pytest.raises(EncoderError, match="returned 0 embeddings for 1 queries"):
         batcher.submit("x").result(WAIT_S)
 

@@ -32,7 +32,10 @@ class _Model:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         del args, kwargs
-        self.tokenizer = Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+        # BGEM3FlagModel's (_M3Model) wraps it the transformers way.
+        self.tokenizer: Tokenizer | SimpleNamespace = Tokenizer(
+            WordLevel({"[UNK]": 0}, unk_token="[UNK]")
+        )
 
     def get_embedding_dimension(self) -> int:
         return 384

@@ -5,8 +5,8 @@ share of the statistics; other tenants are untouched; a crash mid-job resumes.""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -36,7 +36,10 @@ CORPUS = [
 ]
 
 
-def jobs(sessions: sessionmaker[Session], fn: Any) -> Any:
+T = TypeVar("T")
+
+
+def jobs(sessions: sessionmaker[Session], fn: Callable[[JobService], T]) -> T:
     with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
         return fn(JobService(uow, settings=IngestSettings()))
 

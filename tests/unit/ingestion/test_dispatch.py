@@ -44,18 +44,18 @@ class CommitCheckingQueue(InMemoryJobQueue):
         super().enqueue_job(job_id)
 
 
-class DeadBrokerQueue:
+class DeadBrokerQueue(InMemoryJobQueue):
     """A broker that refuses the given jobs (all when none are given), as
     ``CeleryJobQueue`` reports it."""
 
     def __init__(self, refuse: set[uuid.UUID] | None = None) -> None:
+        super().__init__()
         self.refuse = refuse
-        self.sent: list[uuid.UUID] = []
 
     def enqueue_job(self, job_id: uuid.UUID) -> None:
         if self.refuse is None or job_id in self.refuse:
             raise BackendError(f"could not enqueue ingest job {job_id}: connection refused")
-        self.sent.append(job_id)
+        super().enqueue_job(job_id)
 
 
 def test_a_committed_unit_of_work_sends_its_jobs_after_the_commit(

@@ -134,7 +134,7 @@ class GatedEmbedder(FakeEmbedder):
         self.gate = gate
         self.waited: list[bool] = []
 
-    def embed_documents(self, texts, **kwargs):  # type: ignore[no-untyped-def, override]
+    def embed_documents(self, texts: Sequence[str], **kwargs: Any) -> list[Embedding]:
         if not self.waited:
             self.waited.append(self.gate.wait(5))
         return super().embed_documents(texts, **kwargs)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -15,6 +17,7 @@ from hsearch.config import IngestSettings
 from hsearch.db.base import utcnow
 from hsearch.db.models import IngestionJob, JobItem, JobStatus
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.protocol import Embedding
 from hsearch.errors import VectorStoreError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
@@ -186,7 +189,7 @@ class CancellingEmbedder(FakeEmbedder):
         self.indexed = indexed
         self.job_id: uuid.UUID | None = None
 
-    def embed_documents(self, texts, **kwargs):  # type: ignore[no-untyped-def, override]
+    def embed_documents(self, texts: Sequence[str], **kwargs: Any) -> list[Embedding]:
         if self.job_id is not None and any(self.at in t for t in texts):
             deadline = time.monotonic() + 10
             while job_row(self.sessions, self.job_id).indexed < self.indexed:

@@ -3,6 +3,8 @@ rebuild, to the store and the search hits."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import SearchSettings
@@ -53,8 +55,10 @@ async def test_hits_carry_where_their_chunk_lies_in_the_document(
     assert len(expected) > 3
     assert sorted(hits, key=lambda h: h[1] or 0) == [(c.text, c.start, c.end) for c in expected]
     assert all(TEXT[start:end] == text for text, start, end in hits)
-    assert min(start for _, start, _ in hits) == 2, "past the leading white space"
-    assert max(end for _, _, end in hits) == len(TEXT)
+    # Every offset is set: the hits equal the chunks' (int) offsets, asserted above.
+    located = cast("list[tuple[str, int, int]]", hits)
+    assert min(start for _, start, _ in located) == 2, "past the leading white space"
+    assert max(end for _, _, end in located) == len(TEXT)
 
 
 async def test_a_rebuild_writes_the_same_offsets(sessions: sessionmaker[Session]) -> None:

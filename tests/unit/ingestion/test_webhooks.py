@@ -273,7 +273,7 @@ def test_a_server_without_a_secret_refuses_webhooks(sessions: sessionmaker[Sessi
 )
 def test_an_unusable_secret_fails_when_settings_load(secret: str) -> None:
     with pytest.raises(ValidationError, match=r"webhooks\.secret"):
-        WebhookSettings(secret=secret)  # type: ignore[arg-type]
+        WebhookSettings(secret=secret)
 
 
 def test_the_end_of_a_job_wakes_the_sweeper_which_delivers_it(

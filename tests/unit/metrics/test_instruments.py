@@ -3,7 +3,7 @@ and what each recording function adds."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -116,9 +116,9 @@ def test_cache_ingest_and_time_to_searchable() -> None:
         (lambda: record_ingest(outcome="lost", documents=1), "outcome: one of indexed"),
     ],
 )
-def test_unknown_label_values_are_refused(call: object, message: str) -> None:
+def test_unknown_label_values_are_refused(call: Callable[[], object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        call()  # type: ignore[operator]
+        call()
 
 
 def test_every_agreed_metric_exists_with_its_labels() -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import IngestSettings, SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import EncoderInfo
@@ -20,6 +21,8 @@ from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.rerank.protocol import Reranker
+from hsearch.search.caching import GenerationReader, PageSnapshots, ResultCache
 from hsearch.search.service import SearchService
 from hsearch.types import Leg, SparseVector
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
@@ -68,8 +71,22 @@ def index(
     return store
 
 
+class ServiceOptions(TypedDict, total=False):
+    """SearchService's optional keyword arguments, passed through by ``build``."""
+
+    reranker: Reranker | None
+    rerank_depth: int
+    results: ResultCache | None
+    queries: QueryEncoder | None
+    snapshots: PageSnapshots | None
+    generations: GenerationReader | None
+    settle_s: float
+
+
 def build(
-    sessions: sessionmaker[Session], embedder: FakeEmbedder | None = None, **kwargs: object
+    sessions: sessionmaker[Session],
+    embedder: FakeEmbedder | None = None,
+    **kwargs: Unpack[ServiceOptions],
 ) -> tuple[SearchService, InMemoryVectorStore]:
     embedder = embedder or FakeEmbedder()
     store = index(sessions, embedder)
@@ -79,7 +96,7 @@ def build(
         statistics=LexicalStatistics(sessions),
         settings=SearchSettings(),
         **kwargs,
-    )  # type: ignore[arg-type]
+    )
     return service, store
 
 
@@ -116,15 +133,15 @@ class ScriptedStore(InMemoryVectorStore):
             await asyncio.sleep(what)
         return None
 
-    async def search_dense(self, vector: Any, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+    async def search_dense(self, vector: Any, **kwargs: Any) -> list[StoredHit]:
         scripted = await self._act(Leg.DENSE, kwargs["timeout"])
         return await super().search_dense(vector, **kwargs) if scripted is None else scripted
 
-    async def search_sparse(self, vector: SparseVector, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+    async def search_sparse(self, vector: SparseVector, **kwargs: Any) -> list[StoredHit]:
         scripted = await self._act(Leg.SPARSE, kwargs["timeout"])
         return await super().search_sparse(vector, **kwargs) if scripted is None else scripted
 
-    async def match_sparse(self, vector: SparseVector, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+    async def match_sparse(self, vector: SparseVector, **kwargs: Any) -> list[StoredHit]:
         self.match_calls += 1
         scripted = await self._act("matches", kwargs["timeout"])
         return await super().match_sparse(vector, **kwargs) if scripted is None else scripted

@@ -165,7 +165,7 @@ async def test_the_key_follows_everything_that_shapes_the_response(
     sessions: sessionmaker[Session], rows: InMemoryVectorStore, change: dict[str, Any]
 ) -> None:
     service = caching_service(sessions, rows, backend=InMemoryCacheBackend())
-    base = {"tenant_id": TENANT, "query": "rivers sea", "top_k": 3}
+    base: dict[str, Any] = {"tenant_id": TENANT, "query": "rivers sea", "top_k": 3}
     await service.search(SearchQuery(**base))
     assert (await service.search(SearchQuery(**base))).cached
     assert not (await service.search(SearchQuery(**{**base, **change}))).cached

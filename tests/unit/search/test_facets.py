@@ -156,7 +156,7 @@ def test_booleans_are_not_numbers_in_facets() -> None:
 
 
 def test_metadata_lists_objects_and_odd_values() -> None:
-    hits = [
+    hits: list[dict[str, Any]] = [
         {"document_id": "a", "metadata": {"v": ["x", "y", None, {"k": 1}, ["z"], "x"]}},
         {"document_id": "b", "metadata": {"v": {"k": "x"}}},
         {"document_id": "c", "metadata": {"v": math.nan}},
@@ -404,7 +404,7 @@ def brute_force(hits: list[dict[str, Any]], field: str, *, group: bool) -> tuple
     counts: Counter[Any] = Counter()
     missing = 0
     for unit in units.values():
-        values = set()
+        values: set[tuple[str, object]] = set()
         for h in unit:
             value = (
                 h.get(field)

@@ -400,6 +400,7 @@ def test_normalise_weights() -> None:
 
 @pytest.mark.parametrize("k", [0, -1, 1001, 10**9, True, 1.5, "60", None])
 def test_k_out_of_range_is_refused(k: object) -> None:
+    # The type: ignores below: a k of any type, on purpose (the validation under test).
     for method in ALL_METHODS:
         with pytest.raises(InvalidFusionError, match=r"k: must be an integer between 1 and 1000"):
             fuse({"a": ranked("x")}, method=method, weights={"a": 1}, k=k)  # type: ignore[arg-type]
@@ -428,6 +429,7 @@ def test_k_in_range_is_accepted(k: int) -> None:
     ],
 )
 def test_bad_weight_values_are_refused(weight: object, pattern: str) -> None:
+    # The type: ignores below: a weight of any type, on purpose (the validation under test).
     for method in ALL_METHODS:
         with pytest.raises(InvalidFusionError, match=pattern) as info:
             fuse(
@@ -479,6 +481,7 @@ def test_non_finite_scores_are_refused(score: float) -> None:
 
 
 def test_malformed_legs_are_refused() -> None:
+    # The type: ignores below: malformed legs, on purpose (the validation under test).
     with pytest.raises(InvalidFusionError, match="must hold LegHit items"):
         fuse({"dense": [("a", 1.0)]}, method="rrf", weights={"dense": 1})  # type: ignore[list-item]
     with pytest.raises(InvalidFusionError, match="non-numeric score"):
@@ -489,6 +492,7 @@ def test_malformed_legs_are_refused() -> None:
 
 @pytest.mark.parametrize("method", ["magic", "", "RRF", None])
 def test_unknown_method_is_refused_with_the_allowed_methods(method: object) -> None:
+    # The type: ignore below: a method of any type, on purpose (the validation under test).
     with pytest.raises(InvalidFusionError) as info:
         fuse({"a": ranked("x")}, method=method, weights={"a": 1})  # type: ignore[arg-type]
     assert info.value.message.startswith("method: must be one of rrf, score, adaptive")
@@ -726,7 +730,8 @@ def test_adaptive_depends_on_scores_not_on_list_order(
     shuffled = {name: rng.sample(leg, len(leg)) for name, leg in legs.items()}
     expected = adaptive_fusion(legs, weights=weights)
     got = adaptive_fusion(shuffled, weights=weights)
-    assert [(h.id, h.score) for h in got] == [(h.id, pytest.approx(h.score)) for h in expected]
+    expected_pairs: list[tuple[str, object]] = [(h.id, pytest.approx(h.score)) for h in expected]
+    assert [(h.id, h.score) for h in got] == expected_pairs
 
 
 @given(case=case_st(), data=st.data())

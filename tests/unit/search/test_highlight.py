@@ -146,7 +146,7 @@ def test_custom_markers_and_ellipsis() -> None:
 @pytest.mark.parametrize("bad", [0, -1, MIN_SNIPPET_CHARS - 1, True, 10.5])
 def test_rejects_tiny_windows(bad: object) -> None:
     with pytest.raises(InvalidRequestError, match="max_chars"):
-        make_snippet("text", "q", max_chars=bad)  # type: ignore[arg-type]
+        make_snippet("text", "q", max_chars=bad)  # type: ignore[arg-type]  # wrong on purpose
 
 
 # --------------------------------------------------------------------------- HTML

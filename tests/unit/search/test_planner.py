@@ -71,7 +71,7 @@ def test_equal_queries_give_equal_plans_with_equal_hashes() -> None:
     assert first is not second
     assert containers(first) == [], "a plan holds tuples and frozen values only"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        first.query = "other"  # type: ignore[misc]
+        first.query = "other"  # type: ignore[misc]  # frozen: the assignment must fail
 
 
 CHANGES: list[tuple[str, object]] = [
@@ -111,9 +111,10 @@ def test_every_field_of_a_query_is_probed() -> None:
 def test_a_required_filter_is_anded_with_the_request_filter() -> None:
     required = parse_filter({"tags": {"contains": "team-a"}})
     asked = {"or": [{"source": {"eq": "a"}}, {"tags": {"contains": "team-b"}}]}
-    assert plan(required_filter=required, filter=asked).filter == And(
-        (required, parse_filter(asked))  # type: ignore[arg-type]
-    )
+    asked_tree = parse_filter(asked)
+    assert required is not None
+    assert asked_tree is not None
+    assert plan(required_filter=required, filter=asked).filter == And((required, asked_tree))
     assert plan(required_filter=required).filter == required
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from itertools import pairwise
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -86,14 +87,14 @@ def test_query_weights_apply_coverage_and_fall_back() -> None:
     prior = {"dense": 0.95, "sparse": 0.05}
     latin = frozenset({"LATIN"})
 
-    def weights(query: str, legs: dict[str, list[LegHit]], **kw: object) -> dict[str, float]:
-        options: dict[str, object] = {
+    def weights(query: str, legs: dict[str, list[LegHit]], **kw: Any) -> dict[str, float]:
+        options: dict[str, Any] = {
             "configured": prior,
             "dense_scripts": latin,
             "min_dense_script_coverage": 0.5,
         }
         options.update(kw)
-        return query_weights(query, legs, **options)  # type: ignore[arg-type]
+        return query_weights(query, legs, **options)
 
     assert weights("rivers of Europe", legs) == prior
     # Mostly Japanese words: the English-only dense leg is dropped.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -49,8 +50,8 @@ class Search:
             settings=SearchSettings(),
         )
 
-    async def __call__(self, query: str = "rivers", **options: object) -> SearchResult:
-        return await self.service.search(SearchQuery(tenant_id=TENANT, query=query, **options))  # type: ignore[arg-type]
+    async def __call__(self, query: str = "rivers", **options: Any) -> SearchResult:
+        return await self.service.search(SearchQuery(tenant_id=TENANT, query=query, **options))
 
     def computed(self) -> tuple[int, int]:
         """How many queries the encoder computed a dense and a sparse side for."""
@@ -279,6 +280,7 @@ async def test_retrieve_charges_the_clock(sessions: sessionmaker[Session]) -> No
 async def test_an_empty_store_is_not_a_failure() -> None:
     embedder = FakeEmbedder()
     store = InMemoryVectorStore()
+    # No statistics on purpose (the ignore): run() of ready leg requests never weighs a query.
     retriever = Retriever(embedder=embedder, store=store, statistics=None)  # type: ignore[arg-type]
     (outcome,) = await retriever.run(
         [LegRequest(Leg.DENSE, TENANT, (1.0,) * 32, None, 5, time.perf_counter() + 1)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -56,7 +56,9 @@ async def test_default_is_the_encoders_fusion(sessions: sessionmaker[Session]) -
     assert result.method == "adaptive"
     assert result.weights == {"dense": 0.95, "sparse": 0.05}
     assert result.hits[0].external_id == "rivers"
-    rrf = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea", fusion="rrf"))
+    rrf = await service.search(
+        SearchQuery(tenant_id=TENANT, query="rivers sea", fusion=FusionMethod.RRF)
+    )
     assert rrf.weights == {"dense": 0.7, "sparse": 0.3}, "another method: its fallback"
     assert rrf.applied_weights == pytest.approx({"dense": 0.7, "sparse": 0.3})
     # Adaptive reports its per-query mixture weights: a share per leg, summing to 1.
@@ -96,14 +98,14 @@ async def test_dense_leg_is_ignored_for_queries_its_encoder_cannot_read(
 ) -> None:
     service, _ = build(sessions, LatinOnlyEmbedder())
     ja = await service.search(SearchQuery(tenant_id=TENANT, query="日本の首都"))
-    assert ja.weights["dense"] == 0.0
+    assert ja.weights[Leg.DENSE] == 0.0
     assert ja.hits[0].external_id == "tokyo"
     en = await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
-    assert en.weights["dense"] > 0.0
+    assert en.weights[Leg.DENSE] > 0.0
     # A multilingual encoder (no declared scripts) keeps its weights.
     multi, _ = build(sessions, FakeEmbedder())
     assert (await multi.search(SearchQuery(tenant_id=TENANT, query="日本の首都"))).weights[
-        "dense"
+        Leg.DENSE
     ] > 0.0
 
 
@@ -120,10 +122,10 @@ async def test_dense_leg_is_ignored_for_queries_its_encoder_cannot_read(
     ],
 )
 async def test_invalid_queries_name_the_field(
-    sessions: sessionmaker[Session], kwargs: dict[str, object], field: str
+    sessions: sessionmaker[Session], kwargs: dict[str, Any], field: str
 ) -> None:
     service, _ = build(sessions)
-    query = SearchQuery(**{"tenant_id": TENANT, "query": "rivers", **kwargs})  # type: ignore[arg-type]
+    query = SearchQuery(**{"tenant_id": TENANT, "query": "rivers", **kwargs})
     with pytest.raises(InvalidRequestError, match=field):
         await service.search(query)
 
@@ -143,11 +145,11 @@ class RecordingStore(InMemoryVectorStore):
         super().__init__()
         self.filters: list[FilterNode | None] = []
 
-    async def search_dense(self, *args: Any, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+    async def search_dense(self, *args: Any, **kwargs: Any) -> list[StoredHit]:
         self.filters.append(kwargs["filter"])
         return await super().search_dense(*args, **kwargs)
 
-    async def search_sparse(self, *args: Any, **kwargs: Any) -> list[StoredHit]:  # type: ignore[override]
+    async def search_sparse(self, *args: Any, **kwargs: Any) -> list[StoredHit]:
         self.filters.append(kwargs["filter"])
         return await super().search_sparse(*args, **kwargs)
 
@@ -174,7 +176,7 @@ async def test_the_filter_is_parsed_once_and_both_legs_get_the_tree(
 
 
 class BrokenStore(InMemoryVectorStore):
-    async def search_sparse(self, *args: object, **kwargs: object) -> list:  # type: ignore[override]
+    async def search_sparse(self, *args: object, **kwargs: object) -> list[StoredHit]:
         from hsearch.errors import VectorStoreError
 
         raise VectorStoreError("sparse index offline")
@@ -202,7 +204,7 @@ async def test_a_failed_leg_degrades_and_a_failed_mode_is_unavailable(
 
 
 class TextlessStore(InMemoryVectorStore):
-    async def texts(self, *args: object, **kwargs: object) -> dict[str, str]:  # type: ignore[override]
+    async def texts(self, *args: object, **kwargs: object) -> dict[str, str]:
         from hsearch.errors import VectorStoreError
 
         raise VectorStoreError("query node gone")
@@ -293,14 +295,15 @@ async def test_rerank_reorders_and_reports(sessions: sessionmaker[Session]) -> N
     assert result.hits[0].external_id == "mountains"
     scores = [h.explanation.rerank_score for h in result.hits]
     assert all(s is not None for s in scores)
-    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    reranked = cast("list[float]", scores)  # no None: asserted just above
+    assert scores == sorted(reranked, reverse=True)
     assert result.hits[0].score == scores[0]
 
 
 async def test_the_stage_timings_sum_to_took_ms(sessions: sessionmaker[Session]) -> None:
     service, _ = build(sessions, reranker=FakeReranker())
     for options in ({}, {"mode": SearchMode.KEYWORD}, {"rerank": True, "facets": ()}):
-        result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers", **options))  # type: ignore[arg-type]
+        result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers", **options))
         timings = result.timings
         stages = [getattr(timings, name) for name in StageTimings.__dataclass_fields__]
         assert all(ms >= 0 for ms in stages)

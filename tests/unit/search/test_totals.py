@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection, Mapping, Sequence
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hsearch.search.facets import FacetRequest
 from hsearch.search.ranking import RankingSpec, rank
-from hsearch.search.totals import Matches, count, match_fields
+from hsearch.search.totals import Counted, Matches, count, match_fields
 from hsearch.types import CountScope, CountUnit, FusionMethod, Leg
 from hsearch.vectorstore.protocol import StoredHit
 
@@ -46,13 +47,19 @@ MATCHED = tuple(
 ALL_MATCHES = Matches(MATCHED, limit=100)
 
 
-def counted(spec: RankingSpec = SPEC, legs=LEGS, *, matches=ALL_MATCHES, failed=()):  # type: ignore[no-untyped-def]
+def counted(
+    spec: RankingSpec = SPEC,
+    legs: Mapping[Leg, Sequence[StoredHit]] = LEGS,
+    *,
+    matches: Matches | None = ALL_MATCHES,
+    failed: Collection[Leg] = (),
+) -> Counted:
     ranked = rank(spec, {leg: hits for leg, hits in legs.items() if leg not in failed})
     taking = {leg: (None if leg in failed else len(hits)) for leg, hits in legs.items()}
     return count(spec, ranked, legs=taking, matches=matches)
 
 
-def buckets(result) -> dict[object, int]:  # type: ignore[no-untyped-def]
+def buckets(result: Counted) -> dict[object, int]:
     (facet,) = result.facets
     return {b.value: b.count for b in facet.buckets}
 

@@ -97,7 +97,8 @@ class RecordingStore:
                 records: list[ChunkRecord] = list(args[0] if args else kwargs["records"])
                 tenants = frozenset(r.tenant_id for r in records)
             else:
-                tenants = frozenset({kwargs.get("tenant_id")} - {None, ""})
+                # The store's tenant_id is a str; None (not passed) is taken out here.
+                tenants = cast("frozenset[str]", frozenset({kwargs.get("tenant_id")} - {None, ""}))
             if not tenants or not all(tenants):
                 raise MissingTenantConditionError(f"{name} without a tenant condition")
             ids = tuple(args[0] if args else kwargs.get("chunk_ids", ())) if name == "texts" else ()

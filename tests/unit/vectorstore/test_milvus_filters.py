@@ -95,7 +95,8 @@ def tokenize(expr: str) -> list[Token]:
 
 
 def _read_string(expr: str, i: int) -> tuple[str, int]:
-    quote, out = expr[i], []
+    quote = expr[i]
+    out: list[str] = []
     i += 1
     while True:
         if i >= len(expr):
@@ -178,7 +179,7 @@ def test_tenant_expression() -> None:
     assert tenant_expression('x" or "1') == r'tenant_id == "x\" or \"1"'
     for bad in ("", None, 3):
         with pytest.raises(HsearchError, match="tenant_id"):
-            tenant_expression(bad)  # type: ignore[arg-type]
+            tenant_expression(bad)  # type: ignore[arg-type]  # wrong on purpose
 
 
 # --------------------------------------------------------------------------- compiling

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from hsearch.config import MilvusSettings
+from hsearch.types import SparseVector
 from hsearch.vectorstore import milvus
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.milvus import grpc_options
@@ -55,7 +56,7 @@ async def test_every_client_of_the_store_gets_the_options(monkeypatch: pytest.Mo
     )
     await store.search_dense((1.0, 0.0), tenant_id="t", filter=None, limit=5, timeout=1)
     await store.search_sparse(
-        milvus.SparseVector(indices=(1,), values=(1.0,)),
+        SparseVector(indices=(1,), values=(1.0,)),
         tenant_id="t",
         filter=None,
         limit=5,

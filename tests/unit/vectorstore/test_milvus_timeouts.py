@@ -8,7 +8,8 @@ when its deadline fires, when gRPC's does, and when a connection is refused.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar, cast
 
 import grpc
 import pytest
@@ -19,6 +20,14 @@ from hsearch.errors import VectorStoreError, VectorStoreTimeoutError
 from hsearch.types import SparseVector
 from hsearch.vectorstore import milvus
 from hsearch.vectorstore.milvus import MilvusVectorStore, missed_deadline
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def retried(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """pymilvus' real retry decorator, which keeps the signature (pymilvus is untyped)."""
+    return cast("Callable[P, Awaitable[R]]", retry_on_rpc_failure()(method))
 
 
 def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
@@ -39,7 +48,7 @@ class StalledClient:
     def __init__(self, **_: Any) -> None:
         pass
 
-    @retry_on_rpc_failure()
+    @retried
     async def search(self, *_: Any, timeout: float | None = None, **__: Any) -> Any:
         await asyncio.sleep(60)
 
@@ -50,7 +59,7 @@ class StalledClient:
 class RefusedClient(StalledClient):
     """Every attempt is refused: pymilvus retries until the deadline, then gives up."""
 
-    @retry_on_rpc_failure()
+    @retried
     async def search(self, *_: Any, timeout: float | None = None, **__: Any) -> Any:
         raise rpc_error(grpc.StatusCode.UNAVAILABLE, "connection refused")
 
@@ -58,7 +67,7 @@ class RefusedClient(StalledClient):
 class DeadlineExceededClient(StalledClient):
     """gRPC's own deadline: pymilvus does not retry it and raises it as it is."""
 
-    @retry_on_rpc_failure()
+    @retried
     async def search(self, *_: Any, timeout: float | None = None, **__: Any) -> Any:
         raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
 
