@@ -93,12 +93,20 @@ def test_the_result_holds_both_comparisons_with_their_targets(tmp_path: Path) ->
     for alone in end["encoder_alone"]["runs"]:
         assert alone["encode"] == {"calls": end["encode_calls"], "texts": end["chunks"]}
     assert all(r["rows"] == write["chunks"] for r in write["raw_insert"]["runs"])
+    # Each thread's CPU time: some, and never more than the wall time it was taken over.
+    cpu, wall = write["cpu_ms_per_chunk"], write["ms_per_chunk"]
+    assert 0 < cpu["raw_insert_client"] <= wall["raw_insert"] + 1e-3
+    assert 0 < cpu["pipeline_indexing_thread"] <= wall["pipeline"] + 1e-3
+    assert 0 < cpu["pipeline_store_client"] <= wall["pipeline_store_upsert"] + 1e-3
+    for run_row in write["pipeline"]["runs"]:
+        assert 0 < run_row["indexing_cpu_seconds"] <= run_row["seconds"] + 1e-4
     share = end["encoder_share"]
     assert 0 < share["min"] <= share["median"] <= share["max"] < 1
     assert len(share["per_repeat"]) == 2
     assert end["encoder"] == FakeEmbedder().info.fingerprint
     text = summary(result)
     assert "write path" in text
+    assert "CPU ms per chunk" in text
     assert "end to end" in text
 
 
