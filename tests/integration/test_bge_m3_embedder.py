@@ -17,7 +17,7 @@ import pytest
 
 from hsearch.config import EncoderKind, EncoderSettings
 from hsearch.embedding.bge_m3 import BgeM3Embedder
-from hsearch.embedding.factory import create_embedder
+from hsearch.embedding.factory import create_embedder, describe_encoder
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
 from tests.fixtures.model_thread import forward_threads, record_loads
@@ -68,6 +68,13 @@ def test_info(embedder: BgeM3Embedder) -> None:
     assert info.sparse_kind is SparseKind.LEARNED
     assert len(info.version) == 16
     int(info.version, 16)
+
+
+def test_its_files_declare_the_info_loading_reports(
+    embedder: BgeM3Embedder, checkpoint: Path
+) -> None:
+    settings = EncoderSettings(kind=EncoderKind.BGE_M3, bge_m3_path=checkpoint)
+    assert describe_encoder(settings) == embedder.info
 
 
 def test_version_depends_on_content_not_location(

@@ -21,9 +21,10 @@ from asgi_lifespan import LifespanManager
 from sqlalchemy import func, select, update
 from typer.testing import CliRunner
 
+from hsearch import runtime
 from hsearch.cache.keys import cache_key
 from hsearch.cli import app
-from hsearch.config import get_settings
+from hsearch.config import EncoderSettings, get_settings
 from hsearch.db.models import (
     ApiKey,
     Document,
@@ -32,6 +33,7 @@ from hsearch.db.models import (
     LexicalTermStats,
     Tenant,
 )
+from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.ids import document_id
 from hsearch.processes import Child
 from hsearch.runtime import Services, build_services
@@ -378,7 +380,9 @@ async def test_deleting_a_tenant_purges_its_rows_chunks_and_keys(world: World) -
     assert services.store.count(tenant_id=world.b.id) > 0
 
 
-async def test_hsearch_tenants_delete(world: World, stack: Stack) -> None:
+async def test_hsearch_tenants_delete(
+    world: World, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     victim = f"cli{uuid.uuid4().hex[:8]}"
     created = world.services.tenancy.create_tenant(
         f"Victim {victim}", tenant_id=victim, actor="test"
@@ -410,6 +414,14 @@ async def test_hsearch_tenants_delete(world: World, stack: Stack) -> None:
     for key in cached:
         client.set(key, b"x", ex=300)
 
+    # Neither command encodes: neither loads the encoder (seconds of torch and weights).
+    def load(settings: EncoderSettings) -> Embedder:
+        raise AssertionError(f"an operator command loaded the encoder {settings.kind}")
+
+    monkeypatch.setattr(runtime, "create_embedder", load)
+    checked = run("reconcile", "--tenant", victim)
+    assert checked.exit_code == 0, checked.output
+    assert json.loads(checked.stdout)["orphan_chunks"] == 0
     result = run("tenants", "delete", victim, "--yes", "--grace-s", "0")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hsearch.config import EncoderSettings
-from hsearch.embedding.factory import create_embedder
-from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path
+from hsearch.config import EncoderKind, EncoderSettings
+from hsearch.embedding.factory import create_embedder, describe_encoder
+from hsearch.embedding.offline import OfflineEmbedder, bundled_model_path, declared_info
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
 from hsearch.ingestion.chunking import Chunker
@@ -99,6 +99,12 @@ def test_info(embedder: OfflineEmbedder) -> None:
 
 def test_explicit_path_is_the_same_encoder(embedder: OfflineEmbedder) -> None:
     assert OfflineEmbedder(bundled_model_path()).info == embedder.info
+
+
+def test_its_files_declare_the_info_loading_reports(embedder: OfflineEmbedder) -> None:
+    # What `hsearch reconcile` checks the collection against, without loading the model.
+    assert declared_info() == embedder.info
+    assert describe_encoder(EncoderSettings(kind=EncoderKind.OFFLINE)) == embedder.info
 
 
 def test_vectors_are_well_formed(embedder: OfflineEmbedder) -> None:

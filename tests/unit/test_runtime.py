@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,8 @@ from hsearch.config import DatabaseSettings, EncoderKind, EncoderSettings, Inges
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import JobStatus
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.errors import EncoderMismatchError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
@@ -190,3 +195,50 @@ async def test_the_encoder_is_loaded_once_per_process(
         await services.aclose()
     loads = [r for r in caplog.records if r.getMessage().startswith("encoder.selected")]
     assert len(loads) == 1
+
+
+def test_services_that_never_encode_check_the_collection_without_loading_the_encoder(
+    tmp_path: Path,
+) -> None:
+    # In a process of its own: whether a model library was imported is the question.
+    code = f"""
+import sys
+from pathlib import Path
+from hsearch.config import EncoderKind, EncoderSettings, Settings
+from hsearch.embedding.offline import declared_info
+from hsearch.errors import ConfigurationError
+from hsearch.runtime import build_services
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+settings = Settings(
+    _env_file=None, data_dir=Path({str(tmp_path)!r}),
+    encoder=EncoderSettings(kind=EncoderKind.OFFLINE),
+)
+store = InMemoryVectorStore()
+services = build_services(settings, store=store, load_encoder=False)
+assert services.embedder.info == declared_info(), services.embedder.info
+try:
+    services.embedder.embed_query("a")
+except ConfigurationError:
+    pass
+else:
+    raise AssertionError("the unloaded encoder encoded")
+services.close()
+heavy = ("torch", "transformers", "sentence_transformers", "FlagEmbedding")
+print([m for m in heavy if m in sys.modules])
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_services_that_never_encode_still_refuse_a_collection_of_another_encoder(
+    tmp_path: Path,
+) -> None:
+    store = InMemoryVectorStore()
+    store.ensure_collection(FakeEmbedder(dimension=16).info)
+    with pytest.raises(EncoderMismatchError):
+        build_services(settings(tmp_path), store=store, load_encoder=False)
+    build_services(settings(tmp_path), store=InMemoryVectorStore(), load_encoder=False).close()

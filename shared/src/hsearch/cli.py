@@ -147,7 +147,9 @@ def reconcile(
     try:
         with milvus_for_command(settings) as uri:
             milvus = settings.milvus.model_copy(update={"uri": uri})
-            services = build_services(settings.model_copy(update={"milvus": milvus}))
+            services = build_services(
+                settings.model_copy(update={"milvus": milvus}), load_encoder=False
+            )
             try:
                 reconciler = services.reconciler()
                 for tenant_id in tenant or reconciler.tenants():
@@ -460,7 +462,9 @@ def tenants_delete(
     try:
         with milvus_for_command(settings) as uri:
             milvus = settings.milvus.model_copy(update={"uri": uri})
-            services = build_services(settings.model_copy(update={"milvus": milvus}))
+            services = build_services(
+                settings.model_copy(update={"milvus": milvus}), load_encoder=False
+            )
             try:
                 grace = settings.auth.cache_ttl_s if grace_s is None else grace_s
                 if grace > 0:

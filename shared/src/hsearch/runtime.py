@@ -31,7 +31,7 @@ from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory, ping_database
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.embedding.batching import QueryBatcher
-from hsearch.embedding.factory import create_embedder
+from hsearch.embedding.factory import UnloadedEmbedder, create_embedder, describe_encoder
 from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.documents import DocumentService
@@ -380,9 +380,16 @@ def build_services(
     with_reranker: bool = False,
     cache: CacheBackend | None = None,
     with_cache: bool = False,
+    load_encoder: bool = True,
 ) -> Services:
     """Connect to the metadata database and the vector store, load the encoder, check
     that the collection exists and was built with that encoder, and build the services.
+
+    Without ``load_encoder`` (operator commands that only read and delete chunks:
+    ``hsearch reconcile``, ``hsearch tenants delete``) the encoder is described from its
+    files instead of loaded (:func:`describe_encoder`: milliseconds, against seconds of
+    loading torch and the weights); the collection is checked against it all the same,
+    and anything that would encode raises :class:`ConfigurationError`.
 
     Each of ``store``, ``embedder``, ``reranker`` and ``queue`` replaces what the settings
     would build. Without ``reranker``, one is loaded only ``with_reranker`` (the API; the
@@ -402,7 +409,11 @@ def build_services(
         settings.database_url, pool_size=settings.database.pool_size, echo=settings.database.echo
     )
     if embedder is None:
-        embedder = create_embedder(settings.encoder)
+        embedder = (
+            create_embedder(settings.encoder)
+            if load_encoder
+            else UnloadedEmbedder(describe_encoder(settings.encoder))
+        )
     if store is None:
         store = create_vector_store(settings.milvus, uri=settings.milvus_uri)
     store.ensure_collection(embedder.info)

@@ -1,22 +1,29 @@
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hsearch.config import EncoderKind, EncoderSettings
+from hsearch.embedding import factory
 from hsearch.embedding.bge_m3 import is_bge_m3_dir, missing_bge_m3_files
 from hsearch.embedding.factory import (
     EncoderChoice,
+    UnloadedEmbedder,
     choose_encoder,
     create_embedder,
+    describe_encoder,
     describe_encoder_choice,
 )
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.embedding.offline import declared_info
+from hsearch.embedding.protocol import Embedder
 from hsearch.errors import ConfigurationError
 
 _FACTORY_LOGGER = "hsearch.embedding.factory"
@@ -176,3 +183,114 @@ def test_describe_does_not_load_anything(tmp_path: Path) -> None:
 def test_describe_raises_like_create() -> None:
     with pytest.raises(ConfigurationError, match="HSEARCH_ENCODER__BGE_M3_PATH"):
         describe_encoder_choice(EncoderSettings(kind=EncoderKind.BGE_M3))
+
+
+def _sentence_transformer(root: Path, modules: list[tuple[str, str, dict[str, object]]]) -> Path:
+    """A sentence-transformers directory of ``(type, path, config)`` modules, no weights."""
+    root.mkdir(parents=True)
+    listed = []
+    for i, (kind, sub, config) in enumerate(modules):
+        listed.append({"idx": i, "name": str(i), "path": sub, "type": f"st.models.{kind}"})
+        (root / sub).mkdir(exist_ok=True)
+        (root / sub / "config.json").write_text(json.dumps(config))
+    (root / "modules.json").write_text(json.dumps(listed))
+    return root
+
+
+@pytest.mark.parametrize(
+    ("modules", "dimension"),
+    [
+        # all-MiniLM-L6-v2's layout: mean pooling (the older format), normalised.
+        (
+            [
+                ("Transformer", "", {"hidden_size": 384}),
+                ("Pooling", "1_Pooling", {"word_embedding_dimension": 384,
+                                          "pooling_mode_mean_tokens": True}),
+                ("Normalize", "2_Normalize", {}),
+            ],
+            384,
+        ),
+        # Two pooling modes concatenated; no flag set means mean.
+        ([("Pooling", "p", {"word_embedding_dimension": 8, "pooling_mode_cls_token": True,
+                             "pooling_mode_max_tokens": True})], 16),
+        ([("Pooling", "p", {"word_embedding_dimension": 8})], 8),
+        # The newer format.
+        ([("Pooling", "p", {"embedding_dimension": 8, "pooling_mode": ["mean", "max"]})], 16),
+        ([("Pooling", "p", {"embedding_dimension": 8, "pooling_mode": "cls"})], 8),
+        # A projection after the pooling sets the width.
+        (
+            [
+                ("Pooling", "p", {"embedding_dimension": 8, "pooling_mode": "mean"}),
+                ("Dense", "d", {"in_features": 8, "out_features": 4}),
+                ("Dropout", "x", {}),
+            ],
+            4,
+        ),
+    ],
+)  # fmt: skip
+def test_an_offline_model_declares_its_width_in_its_files(
+    tmp_path: Path, modules: list[tuple[str, str, dict[str, object]]], dimension: int
+) -> None:
+    info = declared_info(_sentence_transformer(tmp_path / "model", modules))
+    assert info is not None
+    assert info.dimension == dimension
+    assert info.name == "offline-minilm-bm25"
+
+
+@pytest.mark.parametrize(
+    "modules",
+    [
+        [("Pooling", "p", {"embedding_dimension": 8}), ("LayerNorm", "n", {"dimension": 8})],
+        [("Pooling", "p", {"pooling_mode": "mean"})],  # no width
+        [("Transformer", "", {"hidden_size": 8})],  # token embeddings last: not read here
+    ],
+)
+def test_what_the_files_do_not_say_is_left_to_loading(
+    tmp_path: Path, modules: list[tuple[str, str, dict[str, object]]]
+) -> None:
+    assert declared_info(_sentence_transformer(tmp_path / "model", modules)) is None
+
+
+def test_a_truncated_output_is_left_to_loading(tmp_path: Path) -> None:
+    root = _sentence_transformer(tmp_path / "model", [("Pooling", "p", {"embedding_dimension": 8})])
+    (root / "config_sentence_transformers.json").write_text(json.dumps({"truncate_dim": 4}))
+    assert declared_info(root) is None
+
+
+def test_describe_encoder_loads_only_when_the_files_do_not_tell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded: list[EncoderSettings] = []
+
+    def load(settings: EncoderSettings) -> FakeEmbedder:
+        loaded.append(settings)
+        return FakeEmbedder(8)
+
+    monkeypatch.setattr(factory, "create_embedder", load)
+    readable = _sentence_transformer(
+        tmp_path / "readable", [("Pooling", "p", {"embedding_dimension": 8})]
+    )
+    settings = EncoderSettings(kind=EncoderKind.OFFLINE, offline_model_path=readable)
+    assert describe_encoder(settings).dimension == 8
+    assert loaded == []
+    unreadable = _sentence_transformer(
+        tmp_path / "unreadable", [("Transformer", "", {"hidden_size": 8})]
+    )
+    settings = EncoderSettings(kind=EncoderKind.OFFLINE, offline_model_path=unreadable)
+    assert describe_encoder(settings) == FakeEmbedder(8).info
+    assert loaded == [settings]
+    assert describe_encoder(EncoderSettings(kind=EncoderKind.FAKE)) == FakeEmbedder().info
+
+
+def test_the_unloaded_encoder_refuses_to_encode() -> None:
+    unloaded: Embedder = UnloadedEmbedder(FakeEmbedder().info)
+    assert unloaded.info == FakeEmbedder().info
+    calls: list[Callable[[], object]] = [
+        lambda: unloaded.tokenizer,
+        lambda: unloaded.embed_documents(["a"]),
+        lambda: unloaded.embed_query("a"),
+        lambda: unloaded.embed_queries(["a"]),
+    ]
+    for call in calls:
+        with pytest.raises(ConfigurationError, match="not loaded"):
+            call()

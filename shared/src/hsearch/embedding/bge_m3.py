@@ -29,7 +29,13 @@ from hsearch.embedding.tokenizer import HuggingFaceTokenizer
 from hsearch.errors import EncoderError
 from hsearch.types import FusionDefault, FusionMethod, Leg, SparseVector
 
-__all__ = ["BGE_M3_FUSION", "BgeM3Embedder", "is_bge_m3_dir", "missing_bge_m3_files"]
+__all__ = [
+    "BGE_M3_FUSION",
+    "BgeM3Embedder",
+    "declared_info",
+    "is_bge_m3_dir",
+    "missing_bge_m3_files",
+]
 
 BGE_M3_FUSION = FusionDefault.of(FusionMethod.SUM, {Leg.DENSE: 1.0, Leg.SPARSE: 0.3})
 """BGE-M3's fusion default, from its paper (Chen et al. 2024, "BGE M3-Embedding"), which
@@ -83,6 +89,18 @@ def _hidden_size(path: Path) -> int:
     return size
 
 
+def declared_info(path: Path) -> EncoderInfo:
+    """What :class:`BgeM3Embedder` reports as its info for the checkpoint at ``path``,
+    read from its files (the embedder reads it there too, before loading)."""
+    return EncoderInfo(
+        name="bge-m3",
+        dimension=_hidden_size(path),
+        version=_checkpoint_version(path),
+        sparse_kind=SparseKind.LEARNED,
+        fusion=BGE_M3_FUSION,
+    )
+
+
 class BgeM3Embedder:
     """BAAI/bge-m3 from a local directory: dense (CLS, L2-normalised) + learned lexical weights.
 
@@ -114,13 +132,7 @@ class BgeM3Embedder:
         self._batch_size = batch_size
         self._max_length = max_length
         try:
-            self._info = EncoderInfo(
-                name="bge-m3",
-                dimension=_hidden_size(path),
-                version=_checkpoint_version(path),
-                sparse_kind=SparseKind.LEARNED,
-                fusion=BGE_M3_FUSION,
-            )
+            self._info = declared_info(path)
             # Loaded, and called, on the process's model thread (one OpenMP pool; one
             # forward pass at a time).
             load_on_model_thread(self._load, path, device=device)

@@ -8,24 +8,33 @@ encode (a unit test keeps it that way).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from hsearch.config import EncoderKind, EncoderSettings
+from hsearch.embedding import bge_m3, offline
 from hsearch.embedding.bge_m3 import BGE_M3_FUSION, BgeM3Embedder, missing_bge_m3_files
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.offline import OFFLINE_FUSION, OfflineEmbedder
-from hsearch.embedding.protocol import UNMEASURED_FUSION, Embedder
+from hsearch.embedding.protocol import (
+    UNMEASURED_FUSION,
+    Embedder,
+    Embedding,
+    EncoderInfo,
+    Tokenizer,
+)
 from hsearch.errors import ConfigurationError
 from hsearch.types import FusionDefault
 
 __all__ = [
     "ENCODER_FUSION",
     "EncoderChoice",
+    "UnloadedEmbedder",
     "choose_encoder",
     "create_embedder",
+    "describe_encoder",
     "describe_encoder_choice",
 ]
 
@@ -169,3 +178,59 @@ def create_embedder(settings: EncoderSettings) -> Embedder:
         choice.reason,
     )
     return embedder
+
+
+def describe_encoder(settings: EncoderSettings) -> EncoderInfo:
+    """The info of the encoder :func:`create_embedder` would build, read from its files
+    without loading its weights (milliseconds, where loading takes seconds); loaded after
+    all when the files do not tell (an offline model whose last module is of a kind
+    :func:`hsearch.embedding.offline.declared_info` does not read).
+
+    Raises:
+        ConfigurationError: As :func:`create_embedder` would.
+        EncoderError: The model's files cannot be read (or, loaded, it failed).
+    """
+    choice = choose_encoder(settings)
+    if choice.bge_m3_path is not None:
+        return bge_m3.declared_info(choice.bge_m3_path)
+    if choice.kind is EncoderKind.FAKE:
+        return FakeEmbedder().info
+    declared = offline.declared_info(settings.offline_model_path)
+    return declared if declared is not None else create_embedder(settings).info
+
+
+class UnloadedEmbedder:
+    """The configured encoder's identity, without its model: for a process that only
+    reads and deletes chunks (``hsearch reconcile``, ``hsearch tenants delete``), which
+    checks the collection against the encoder but never encodes. Anything that would
+    encode raises :class:`ConfigurationError`."""
+
+    def __init__(self, info: EncoderInfo) -> None:
+        self._info = info
+
+    @property
+    def info(self) -> EncoderInfo:
+        return self._info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        raise self._refused()
+
+    def embed_documents(
+        self, texts: Sequence[str], *, langs: Sequence[str] | None = None
+    ) -> list[Embedding]:
+        raise self._refused()
+
+    def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
+        raise self._refused()
+
+    def embed_queries(
+        self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
+    ) -> list[Embedding]:
+        raise self._refused()
+
+    def _refused(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"the encoder {self._info.name} was not loaded in this process (built to "
+            "read and delete chunks only): nothing can be encoded here"
+        )

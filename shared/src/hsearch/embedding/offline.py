@@ -14,6 +14,7 @@ module is cheap.
 from __future__ import annotations
 
 import importlib.resources
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +43,7 @@ from hsearch.types import FusionDefault, FusionMethod, Leg
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["OFFLINE_FUSION", "OfflineEmbedder", "bundled_model_path"]
+__all__ = ["OFFLINE_FUSION", "OfflineEmbedder", "bundled_model_path", "declared_info"]
 
 OFFLINE_FUSION = FusionDefault.of(FusionMethod.ADAPTIVE, {Leg.DENSE: 0.9, Leg.SPARSE: 0.1}, 60)
 """The offline encoder's fusion default: adaptive fusion, prior dense 0.9 / sparse 0.1,
@@ -89,6 +90,66 @@ def _model_version(root: Path) -> str:
     return fingerprint((f.relative_to(root).as_posix(), f) for f in files)
 
 
+_PASS_THROUGH_MODULES = frozenset({"Normalize", "Dropout"})
+"""sentence-transformers modules that keep the width of what they are given."""
+_LEGACY_POOLING_MODES = (
+    "pooling_mode_cls_token",
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+)
+
+
+def _info(path: Path, dimension: int) -> EncoderInfo:
+    return EncoderInfo(
+        name="offline-minilm-bm25",
+        dimension=dimension,
+        version=f"{_model_version(path)}.{ANALYZER_VERSION}",
+        sparse_kind=SparseKind.TERM_FREQUENCY,
+        # all-MiniLM-L6-v2 was trained on English only; its vectors for other scripts
+        # carry little meaning (docs/fusion.md).
+        dense_scripts=frozenset({"LATIN"}),
+        fusion=OFFLINE_FUSION,
+    )
+
+
+def declared_info(model_path: Path | None = None) -> EncoderInfo | None:
+    """What :class:`OfflineEmbedder` would report as its info for ``model_path`` (default:
+    the bundled model), read from the model's files without loading it; ``None`` when
+    the files do not say the embedding's width in a way this reads (a module of another
+    kind last, a truncated output): then only loading the model tells.
+
+    The width is the last module's that sets one, as sentence-transformers asks them: a
+    ``Dense`` layer's ``out_features``, a ``Pooling`` layer's input width times its
+    pooling modes; ``Normalize`` and ``Dropout`` keep what they are given."""
+    path = bundled_model_path() if model_path is None else model_path
+    try:
+        st_config = path / "config_sentence_transformers.json"
+        if st_config.is_file() and json.loads(st_config.read_text()).get("truncate_dim"):
+            return None
+        modules = json.loads((path / "modules.json").read_text())
+        for module in reversed(modules):
+            kind = str(module["type"]).rsplit(".", 1)[-1]
+            if kind in _PASS_THROUGH_MODULES:
+                continue
+            config = json.loads((path / str(module["path"]) / "config.json").read_text())
+            if kind == "Dense":
+                return _info(path, int(config["out_features"]))
+            if kind != "Pooling":
+                return None
+            width = config.get("embedding_dimension", config.get("word_embedding_dimension"))
+            modes = config.get("pooling_mode")
+            if modes is None:  # the older format: one flag per mode, mean if none is set
+                modes = [key for key in _LEGACY_POOLING_MODES if config.get(key)] or ["mean"]
+            count = 1 if isinstance(modes, str) else len(modes)
+            return _info(path, int(width) * count)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
 class OfflineEmbedder:
     """MiniLM dense (384-d, L2-normalised) + term-frequency sparse vectors.
 
@@ -126,7 +187,6 @@ class OfflineEmbedder:
                 SentenceTransformer, str(path.resolve()), device=device, local_files_only=True
             )
             dimension = self._model.get_embedding_dimension()
-            version = f"{_model_version(path)}.{ANALYZER_VERSION}"
             # The model truncates every text at max_seq_length word pieces (256 for
             # all-MiniLM-L6-v2), [CLS] and [SEP] included: chunks are cut to fit it.
             window = self._model.max_seq_length or self._model.tokenizer.model_max_length
@@ -137,16 +197,7 @@ class OfflineEmbedder:
         if dimension is None:
             msg = f"the model in {path} does not report its embedding dimension"
             raise EncoderError(msg)
-        self._info = EncoderInfo(
-            name="offline-minilm-bm25",
-            dimension=dimension,
-            version=version,
-            sparse_kind=SparseKind.TERM_FREQUENCY,
-            # all-MiniLM-L6-v2 was trained on English only; its vectors for other
-            # scripts carry little meaning (docs/fusion.md).
-            dense_scripts=frozenset({"LATIN"}),
-            fusion=OFFLINE_FUSION,
-        )
+        self._info = _info(path, dimension)
 
     @property
     def info(self) -> EncoderInfo:
