@@ -7,10 +7,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
 from hsearch.db.models import JobStatus
+from hsearch.errors import VectorStoreError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
@@ -81,6 +83,40 @@ def test_a_small_job_runs_between_the_turns_of_a_large_one(
         jobs = JobService(uow, settings=IngestSettings())
         assert jobs.get(big, tenant_id="big").indexed == 10
         assert jobs.get(small, tenant_id="small").indexed == 2
+        # Five turns, one attempt: a turn that follows one ended as planned is no re-run.
+        assert jobs.get(big, tenant_id="big").attempts == 1
+
+
+def test_a_turn_interrupted_is_run_again_as_a_new_attempt(
+    sessions: sessionmaker[Session],
+) -> None:
+    queue = InMemoryJobQueue()
+    store = FailsOnce()
+    job = submit(sessions, queue, "big", 6)  # three turns of one batch of two
+    service = indexer(sessions, store, queue, turn=1)
+    assert service.process_job(queue.sent.pop(0)) is JobStatus.RUNNING  # turn 1, ended
+    with pytest.raises(VectorStoreError):  # turn 2 dies mid-way
+        service.process_job(queue.sent.pop(0))
+    queue.sent.append(job)  # the retry (or the sweeper's re-send)
+    statuses = run_worker(queue, service)
+    assert statuses[-1] is JobStatus.SUCCEEDED
+    with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
+        view = JobService(uow, settings=IngestSettings()).get(job, tenant_id="big")
+    assert (view.indexed, view.attempts) == (6, 2)
+
+
+class FailsOnce(InMemoryVectorStore):
+    """Refuses its second upsert, once, as a lost connection would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.upserts = 0
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        self.upserts += 1
+        if self.upserts == 2:
+            raise VectorStoreError("connection lost")
+        super().upsert(records)
 
 
 def test_without_turns_the_large_job_holds_the_worker(sessions: sessionmaker[Session]) -> None:

@@ -153,7 +153,9 @@ class IndexingService:
                 )
                 return job.status
             job.status = JobStatus.RUNNING
-            job.attempts += 1
+            if not job.between_turns:  # a first start, or a re-run of an interrupted turn
+                job.attempts += 1
+            job.between_turns = False
             job.started_at = job.started_at or utcnow()
             job.lease_owner = self._leases.owner
             job.lease_expires_at = self._leases.until()
@@ -215,6 +217,7 @@ class IndexingService:
                 # Unowned, like a job the sweeper re-sends: any worker may take it.
                 job.lease_owner = None
                 job.lease_expires_at = self._leases.until()
+                job.between_turns = True  # its next turn is no new attempt
                 self._leases.drop(job_id)
                 turn_ended = True
             elif job.indexed == 0:

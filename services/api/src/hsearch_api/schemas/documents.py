@@ -134,7 +134,12 @@ class JobRead(BaseModel):
     deleted: int = Field(description="Documents a delete job deleted.")
     processed: int
     error: str | None
-    attempts: int
+    attempts: int = Field(
+        description="Times a worker started the job afresh: 1 once it has started, one more "
+        "for each re-run of an interrupted part (a worker that died, a failed attempt, a "
+        "shutdown). A large job runs in turns, taking turns with other jobs; a turn that "
+        "follows one ended as planned is not an attempt."
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -48,7 +48,11 @@ class IngestionJob(Base):
     failed: Mapped[int] = mapped_column(Integer, default=0)
     deleted: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, default=None)
+    # Times a worker started the job afresh: its first turn, and each re-run of a turn
+    # that was interrupted (a killed worker, a failed attempt, a shutdown). A turn that
+    # follows one ended as planned (``between_turns``) is not an attempt.
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    between_turns: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
