@@ -12,14 +12,31 @@ target_metadata = Base.metadata
 
 
 def _run(connection: Connection) -> None:
+    sqlite = connection.dialect.name == "sqlite"
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
-        render_as_batch=connection.dialect.name == "sqlite",  # SQLite cannot ALTER much
+        render_as_batch=sqlite,  # SQLite cannot ALTER much: it rebuilds the table
         compare_type=True,
     )
-    with context.begin_transaction():
-        context.run_migrations()
+    if not sqlite:
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    # A rebuild drops the old table; with foreign keys on (as every connection of the
+    # product opens them), dropping ingestion_jobs would delete every job item through
+    # their ON DELETE CASCADE. Off for the migration (the pragma is ignored inside a
+    # transaction, so set before it begins), checked after, then on again.
+    connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+    try:
+        with context.begin_transaction():
+            context.run_migrations()
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                msg = f"the migration left rows whose foreign keys point nowhere: {broken[:5]}"
+                raise RuntimeError(msg)
+    finally:
+        connection.exec_driver_sql("PRAGMA foreign_keys=ON")
 
 
 def run_migrations_online() -> None:

@@ -52,7 +52,7 @@ class IngestionJob(Base):
     # that was interrupted (a killed worker, a failed attempt, a shutdown). A turn that
     # follows one ended as planned (``between_turns``) is not an attempt.
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    between_turns: Mapped[bool] = mapped_column(default=False)
+    between_turns: Mapped[bool] = mapped_column(default=False, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)

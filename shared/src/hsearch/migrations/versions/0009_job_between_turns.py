@@ -26,12 +26,13 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    # A constant default: SQLite adds the column in place (no rebuild of the table), and
+    # processes of the previous release, which insert jobs without it, keep working
+    # while a rolling upgrade runs.
     with op.batch_alter_table("ingestion_jobs") as batch:
         batch.add_column(
-            sa.Column("between_turns", sa.Boolean(), nullable=False, server_default=sa.false())
+            sa.Column("between_turns", sa.Boolean(), nullable=False, server_default="0")
         )
-    with op.batch_alter_table("ingestion_jobs") as batch:
-        batch.alter_column("between_turns", server_default=None)
 
 
 def downgrade() -> None:
