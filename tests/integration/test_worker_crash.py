@@ -148,7 +148,9 @@ async def test_a_killed_worker_job_finishes_after_a_restart(
             finally:
                 second.stop()
         assert (job["status"], job["indexed"], job["failed"]) == ("succeeded", DOCUMENTS, 0)
-        assert job["attempts"] >= 2
+        # A turn the kill interrupted is run again, a second attempt; killed between two
+        # turns (one ended, the next not started), nothing is run again.
+        assert job["attempts"] == (1 if killed_at.between_turns else 2)
         with sessions() as session:
             recorded = session.scalar(
                 select(func.sum(Document.chunk_count)).where(Document.tenant_id == tenant)
