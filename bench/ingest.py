@@ -708,10 +708,13 @@ def write_summary(
             "pipeline_encode": round(encode_ms, 4),
             "pipeline_other": round(write_ms - store_ms - encode_ms, 4),
         },
-        # CPU time per chunk of the threads that do Python work, all under one
-        # interpreter lock on the pipeline's side: the raw side's client (pymilvus turns
-        # rows into its request); the pipeline's indexing thread (SQL, chunking, BM25,
-        # its records) and store-write thread (the same client work as the raw side's).
+        # CPU time per chunk of the threads doing the Python work (one interpreter lock on
+        # the pipeline's side, though SQLite and gRPC run part of it outside): the raw
+        # side's client (pymilvus turning rows into its requests); the pipeline's
+        # indexing thread (SQL, chunking, BM25, its records; the job's flush, mostly a
+        # wait, included) and store-write thread (pymilvus' requests as on the raw side,
+        # plus the store's conversion of records to rows). The encode thread (here
+        # lookups of ready vectors) is not counted.
         "cpu_ms_per_chunk": {
             "raw_insert_client": round(
                 statistics.median(r["client_cpu_seconds"] for r in raw) * ms, 4

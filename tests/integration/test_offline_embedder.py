@@ -11,6 +11,7 @@ import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,3 +264,33 @@ def test_loading_writes_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> No
     capfd.readouterr()
     OfflineEmbedder(batch_size=3)
     assert "Loading weights" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("pooling", "dense"),
+    [("mean", None), (("mean", "max"), None), ("cls", 7), (("mean", "max"), 5)],
+)
+def test_a_saved_model_declares_the_width_sentence_transformers_reports(
+    tmp_path: Path, tiny_bge_m3: Path, pooling: str | tuple[str, ...], dense: int | None
+) -> None:
+    # Models saved by the installed sentence-transformers, then loaded by it: what their
+    # files declare is what the library reports (an upgrade that changes either fails here).
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import (
+        Dense,
+        Normalize,
+        Pooling,
+        Transformer,
+    )
+
+    word = Transformer(str(tiny_bge_m3))
+    pool = Pooling(word.get_embedding_dimension(), pooling_mode=pooling)
+    modules: list[Any] = [word, pool]
+    if dense is not None:
+        modules.append(Dense(in_features=pool.get_embedding_dimension(), out_features=dense))
+    modules.append(Normalize())
+    SentenceTransformer(modules=modules).save(str(tmp_path / "model"))
+    loaded = SentenceTransformer(str(tmp_path / "model"), local_files_only=True)
+    declared = declared_info(tmp_path / "model")
+    assert declared is not None
+    assert declared.dimension == loaded.get_embedding_dimension()

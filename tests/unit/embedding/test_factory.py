@@ -24,7 +24,7 @@ from hsearch.embedding.factory import (
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.offline import declared_info
 from hsearch.embedding.protocol import Embedder
-from hsearch.errors import ConfigurationError
+from hsearch.errors import ConfigurationError, EncoderError
 
 _FACTORY_LOGGER = "hsearch.embedding.factory"
 _COMPLETE = (
@@ -294,3 +294,10 @@ def test_the_unloaded_encoder_refuses_to_encode() -> None:
     for call in calls:
         with pytest.raises(ConfigurationError, match="not loaded"):
             call()
+
+
+def test_describing_an_unreadable_checkpoint_is_an_encoder_error(tmp_path: Path) -> None:
+    path = _checkpoint(tmp_path / "m3")  # every file there, config.json not JSON
+    (path / "config.json").write_text("{not json")
+    with pytest.raises(EncoderError, match="cannot read the BGE-M3 checkpoint"):
+        describe_encoder(EncoderSettings(kind=EncoderKind.BGE_M3, bge_m3_path=path))

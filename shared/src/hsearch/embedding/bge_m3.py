@@ -91,14 +91,24 @@ def _hidden_size(path: Path) -> int:
 
 def declared_info(path: Path) -> EncoderInfo:
     """What :class:`BgeM3Embedder` reports as its info for the checkpoint at ``path``,
-    read from its files (the embedder reads it there too, before loading)."""
-    return EncoderInfo(
-        name="bge-m3",
-        dimension=_hidden_size(path),
-        version=_checkpoint_version(path),
-        sparse_kind=SparseKind.LEARNED,
-        fusion=BGE_M3_FUSION,
-    )
+    read from its files (the embedder reads it there too, before loading).
+
+    Raises:
+        EncoderError: The files cannot be read, or do not say the model's width.
+    """
+    try:
+        return EncoderInfo(
+            name="bge-m3",
+            dimension=_hidden_size(path),
+            version=_checkpoint_version(path),
+            sparse_kind=SparseKind.LEARNED,
+            fusion=BGE_M3_FUSION,
+        )
+    except EncoderError:
+        raise
+    except (OSError, ValueError, StopIteration) as exc:
+        msg = f"cannot read the BGE-M3 checkpoint at {path}: {type(exc).__name__}: {exc}"
+        raise EncoderError(msg) from exc
 
 
 class BgeM3Embedder:
