@@ -23,10 +23,12 @@ from pathlib import Path
 import psutil
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import Document, IngestionJob, JobStatus
+from hsearch.ingestion.queue import CeleryJobQueue, create_celery
 from hsearch.processes import Child
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import api_client, settings_from_env, stack_env
@@ -167,6 +169,48 @@ async def test_a_killed_worker_job_finishes_after_a_restart(
     finally:
         first.stop()
         engine.dispose()
+
+
+async def test_a_second_message_for_a_turn_is_dropped_by_the_worker(
+    profile: dict[str, str], tmp_path: Path
+) -> None:
+    """The job's turn travels in a task header through each broker: a second message
+    sent for a turn (as the sweeper sends for a job that waited long in the queue) is
+    dropped by the worker instead of running a turn of its own."""
+    settings = settings_from_env(profile)
+    engine = create_db_engine(settings.database_url)
+    sessions = create_session_factory(engine)
+    documents = [{"external_id": f"d{i}", "text": f"Document {i}."} for i in range(48)]
+    try:
+        async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
+            resp = await client.post("/v1/documents", json={"documents": documents})
+            assert resp.status_code == 202, resp.text
+        job_id = uuid.UUID(resp.json()["job_id"])
+        # Queued behind the first message, before any worker runs.
+        CeleryJobQueue(create_celery(settings.broker_url)).enqueue_job(job_id, turn=0)
+        worker = start_test_worker(profile, tmp_path, name="turns")
+        try:
+            worker.wait_until(
+                lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
+                timeout=60,
+                what="the job finished",
+            )
+            log = worker.log_text()
+        finally:
+            worker.stop()
+        job = _job(sessions, job_id)
+        # Three turns of 16 documents, each started once; the duplicate ran none.
+        assert (job.indexed, job.turn, job.attempts) == (48, 3, 1)
+        assert f"ingest.job.duplicate_message job_id={job_id} turn=0 current=1" in log
+    finally:
+        engine.dispose()
+
+
+def _job(sessions: sessionmaker[Session], job_id: uuid.UUID) -> IngestionJob:
+    with sessions() as session:
+        job = session.get_one(IngestionJob, job_id)
+        session.expunge(job)
+        return job
 
 
 def task_process(worker: Child) -> int | None:

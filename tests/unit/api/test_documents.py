@@ -80,14 +80,14 @@ class CommitCheckingQueue(InMemoryJobQueue):
         self._sessions = sessions
         self.visible_when_sent: list[bool] = []
 
-    def enqueue_job(self, job_id: uuid.UUID) -> None:
+    def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
         with self._sessions() as s:
             self.visible_when_sent.append(s.get(IngestionJob, job_id) is not None)
-        super().enqueue_job(job_id)
+        super().enqueue_job(job_id, turn=turn)
 
 
 class DeadBrokerQueue:
-    def enqueue_job(self, job_id: uuid.UUID) -> None:
+    def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
         raise BackendError(f"could not enqueue ingest job {job_id}: connection refused")
 
 

@@ -149,8 +149,8 @@ async def test_a_broker_that_is_down_degrades_readiness_without_failing_it(
 
 
 class DeadBrokerQueue(InMemoryJobQueue):
-    def enqueue_job(self, job_id: uuid.UUID) -> None:
-        super().enqueue_job(job_id)
+    def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
+        super().enqueue_job(job_id, turn=turn)
         raise BackendError(f"could not enqueue ingest job {job_id}: broker down")
 
 

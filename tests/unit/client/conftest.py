@@ -106,9 +106,10 @@ class Worker:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.running.is_set() and self._queue.sent:
+            if self.running.is_set() and self._queue.messages:
+                message = self._queue.messages.pop(0)
                 try:
-                    self._indexing.process_job(self._queue.sent.pop(0))
+                    self._indexing.process_job(message.job_id, turn=message.turn)
                 except Exception as exc:  # a test reads them: a worker error fails it
                     self.errors.append(exc)
             else:

@@ -39,9 +39,9 @@ class CommitCheckingQueue(InMemoryJobQueue):
         self._sessions = sessions
         self.visible_when_sent: list[bool] = []
 
-    def enqueue_job(self, job_id: uuid.UUID) -> None:
+    def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
         self.visible_when_sent.append(stored(self._sessions, job_id) is not None)
-        super().enqueue_job(job_id)
+        super().enqueue_job(job_id, turn=turn)
 
 
 class DeadBrokerQueue(InMemoryJobQueue):
@@ -52,10 +52,10 @@ class DeadBrokerQueue(InMemoryJobQueue):
         super().__init__()
         self.refuse = refuse
 
-    def enqueue_job(self, job_id: uuid.UUID) -> None:
+    def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
         if self.refuse is None or job_id in self.refuse:
             raise BackendError(f"could not enqueue ingest job {job_id}: connection refused")
-        super().enqueue_job(job_id)
+        super().enqueue_job(job_id, turn=turn)
 
 
 def test_a_committed_unit_of_work_sends_its_jobs_after_the_commit(

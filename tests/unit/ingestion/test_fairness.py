@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
-from hsearch.db.models import JobStatus
+from hsearch.db.base import utcnow
+from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.errors import VectorStoreError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
+from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
@@ -51,9 +54,15 @@ def submit(
 def run_worker(queue: InMemoryJobQueue, service: IndexingService) -> list[JobStatus]:
     """One worker taking messages in the order they were sent, as a broker queue does."""
     statuses = []
-    while queue.sent:
-        statuses.append(service.process_job(queue.sent.pop(0)))
+    while queue.messages:
+        message = queue.messages.pop(0)
+        statuses.append(service.process_job(message.job_id, turn=message.turn))
     return statuses
+
+
+def run_one(queue: InMemoryJobQueue, service: IndexingService) -> JobStatus:
+    message = queue.messages.pop(0)
+    return service.process_job(message.job_id, turn=message.turn)
 
 
 def indexer(
@@ -94,10 +103,11 @@ def test_a_turn_interrupted_is_run_again_as_a_new_attempt(
     store = FailsOnce()
     job = submit(sessions, queue, "big", 6)  # three turns of one batch of two
     service = indexer(sessions, store, queue, turn=1)
-    assert service.process_job(queue.sent.pop(0)) is JobStatus.RUNNING  # turn 1, ended
+    assert run_one(queue, service) is JobStatus.RUNNING  # turn 1, ended
+    interrupted = queue.messages[0]
     with pytest.raises(VectorStoreError):  # turn 2 dies mid-way
-        service.process_job(queue.sent.pop(0))
-    queue.sent.append(job)  # the retry (or the sweeper's re-send)
+        run_one(queue, service)
+    queue.messages.append(interrupted)  # the retry of the same message
     statuses = run_worker(queue, service)
     assert statuses[-1] is JobStatus.SUCCEEDED
     with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
@@ -126,3 +136,57 @@ def test_without_turns_the_large_job_holds_the_worker(sessions: sessionmaker[Ses
     submit(sessions, queue, "small", 2)
     run_worker(queue, indexer(sessions, store, queue, turn=0))
     assert store.tenants == ["big"] * 10 + ["small"] * 2
+
+
+def test_a_job_resent_while_its_message_waits_still_takes_one_turn_per_round(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The sweeper re-sends a job whose lease ran out while it waited between turns,
+    although its message is still queued (many jobs take turns). Both messages ran a
+    turn and sent the job back: it kept two messages, took two turns per round and
+    ran ahead of the job queued after it (first, first, second, second)."""
+    queue = InMemoryJobQueue()
+    store = RecordingStore()
+    first = submit(sessions, queue, "first", 6)  # three turns of one batch of two
+    submit(sessions, queue, "second", 6)
+    service = indexer(sessions, store, queue, turn=1)
+    run_one(queue, service)  # first's turn 1 ends; its message queues behind second's
+    sweeper = JobSweeper(
+        sessions, queue, lease_s=60, clock=lambda: utcnow() + timedelta(seconds=61)
+    )
+    assert sweeper.sweep() == [first], "its lease ran out while it waited"
+    assert [m.job_id for m in queue.messages].count(first) == 2
+    run_worker(queue, service)
+    assert store.tenants[::2] == ["first", "second"] * 3, "one turn each, in turn"
+    assert not queue.messages
+    with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
+        view = JobService(uow, settings=IngestSettings()).get(first, tenant_id="first")
+    assert (view.status, view.indexed, view.attempts) == (JobStatus.SUCCEEDED, 6, 1)
+
+
+def test_a_message_of_a_killed_turn_is_dropped_once_the_job_is_resent(
+    sessions: sessionmaker[Session],
+) -> None:
+    """A worker killed mid-turn leaves the turn started and its lease held; the broker
+    may hand its message to another worker after the sweeper has re-sent the job
+    (Redis after its visibility timeout). The re-send runs the job; the old message,
+    whichever comes first, does not run it a second time."""
+    queue = InMemoryJobQueue()
+    store = RecordingStore()
+    job = submit(sessions, queue, "one", 4)
+    original = queue.messages.pop(0)
+    with sessions() as session, session.begin():  # what the killed worker committed
+        row = session.get_one(IngestionJob, job)
+        row.status, row.turn, row.attempts = JobStatus.RUNNING, original.turn + 1, 1
+        row.lease_owner, row.lease_expires_at = "dead", utcnow() - timedelta(seconds=1)
+    assert JobSweeper(sessions, queue, lease_s=60).sweep() == [job]
+    resent = queue.messages.pop(0)
+    assert resent.turn == original.turn + 1
+    service = indexer(sessions, store, queue, turn=1)
+    assert service.process_job(job, turn=original.turn) is JobStatus.RUNNING
+    assert store.tenants == [], "the old message ran nothing"
+    queue.messages.append(resent)
+    assert run_worker(queue, service)[-1] is JobStatus.SUCCEEDED
+    assert store.tenants == ["one"] * 4
+    with sessions() as session:
+        assert session.get_one(IngestionJob, job).attempts == 2

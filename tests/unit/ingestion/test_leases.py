@@ -128,7 +128,7 @@ def test_the_sweeper_sends_a_job_committed_but_never_sent(
     sessions: sessionmaker[Session],
 ) -> None:
     class DyingQueue(InMemoryJobQueue):
-        def enqueue_job(self, job_id: uuid.UUID) -> None:
+        def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
             raise SystemExit  # the process dies between the commit and the send
 
     with pytest.raises(SystemExit), unit_of_work(sessions, queue=DyingQueue()) as uow:

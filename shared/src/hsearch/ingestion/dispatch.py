@@ -2,7 +2,7 @@
 
 A worker must never receive a job id whose rows it cannot read yet, and a job whose rows
 were rolled back must never reach a worker. So nothing sends a task by hand: code running
-in a :class:`UnitOfWork` queues job ids on it (``uow.jobs.enqueue(job_id)``), and
+in a :class:`UnitOfWork` queues job ids on it (``uow.jobs.enqueue(job.id, turn=job.turn)``), and
 :func:`unit_of_work` commits, then sends them; on rollback they are dropped. This is
 polar's ``JobQueueManager`` (jobs queued during a request, flushed once the session has
 committed). The API's request dependency drives it; a worker task that writes jobs (a
@@ -37,19 +37,24 @@ class PendingJobs:
     """Job ids queued during a unit of work, in order, not sent yet."""
 
     def __init__(self) -> None:
-        self._job_ids: list[uuid.UUID] = []
+        self._jobs: list[tuple[uuid.UUID, int]] = []
 
     @property
     def job_ids(self) -> tuple[uuid.UUID, ...]:
-        return tuple(self._job_ids)
+        return tuple(job_id for job_id, _ in self._jobs)
 
-    def enqueue(self, job_id: uuid.UUID) -> None:
-        """Send ``job_id`` once the unit of work has committed; nothing is sent now."""
-        self._job_ids.append(job_id)
+    def enqueue(self, job_id: uuid.UUID, *, turn: int) -> None:
+        """Send ``job_id`` for its turn ``turn`` once the unit of work has committed;
+        nothing is sent now."""
+        self._jobs.append((job_id, turn))
+
+    @property
+    def messages(self) -> tuple[tuple[uuid.UUID, int], ...]:
+        return tuple(self._jobs)
 
     def discard(self) -> None:
         """Forget every queued job (the transaction that wrote them rolled back)."""
-        self._job_ids.clear()
+        self._jobs.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,19 +81,20 @@ def unit_of_work(sessions: sessionmaker[Session], *, queue: JobQueue) -> Iterato
     except BaseException:
         jobs.discard()
         raise
-    _send(jobs.job_ids, queue=queue, sessions=sessions)
+    _send(jobs.messages, queue=queue, sessions=sessions)
 
 
 def _send(
-    job_ids: Sequence[uuid.UUID], *, queue: JobQueue, sessions: sessionmaker[Session]
+    messages: Sequence[tuple[uuid.UUID, int]], *, queue: JobQueue, sessions: sessionmaker[Session]
 ) -> None:
-    if not job_ids:
+    if not messages:
         return
+    job_ids = [job_id for job_id, _ in messages]
     # Every job is tried, so one dead send does not strand the others unmarked.
     failures: list[tuple[uuid.UUID, BackendError]] = []
-    for job_id in job_ids:
+    for job_id, turn in messages:
         try:
-            queue.enqueue_job(job_id)
+            queue.enqueue_job(job_id, turn=turn)
         except BackendError as exc:
             logger.warning("ingest.job.enqueue_failed job_id=%s error=%s", job_id, exc.message)
             failures.append((job_id, exc))

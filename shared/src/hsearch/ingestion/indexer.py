@@ -130,13 +130,18 @@ class IndexingService:
         # (:meth:`_ended`), per thread: the flush timer's thread ends jobs too.
         self._ends = threading.local()
 
-    def process_job(self, job_id: uuid.UUID) -> JobStatus:
-        """Index every pending item of ``job_id``; returns the final status, or
-        ``running`` when the job's chunks wait for a flush that a timer runs (the job
-        finishes then).
+    def process_job(self, job_id: uuid.UUID, *, turn: int | None = None) -> JobStatus:
+        """Index every pending item of ``job_id`` (or a turn's worth of them); returns
+        the final status, or ``running`` when the job's chunks wait for a flush that a
+        timer runs (the job finishes then) or its turn has ended.
+
+        ``turn`` is the job's turn the message was sent for: a message for a turn that
+        another message has started is a duplicate and returns at once (``None``: a
+        message of a release that sent none, or a caller indexing the job itself).
 
         Raises :class:`BackendError` (transient) with the job left ``running`` so a
-        retry or a re-delivery picks up the remaining items (or the flush).
+        retry or a re-delivery of the same message picks up the remaining items (or the
+        flush).
         """
         with transaction(self._sessions) as session:
             job = JobRepository(session).lock(job_id)
@@ -144,6 +149,17 @@ class IndexingService:
                 raise JobNotFoundError(f"job {job_id} not found")
             if job.status in FINISHED_JOB_STATUSES:
                 logger.info("ingest.job.already_done job_id=%s status=%s", job_id, job.status)
+                return job.status
+            if turn is not None and turn != job.turn:
+                # Another message for the same turn ran it (the sweeper re-sent a job
+                # that waited long in the queue; the broker re-delivered a message of
+                # a killed worker, whose job the sweeper has re-sent since).
+                logger.info(
+                    "ingest.job.duplicate_message job_id=%s turn=%d current=%d",
+                    job_id,
+                    turn,
+                    job.turn,
+                )
                 return job.status
             if self._leased_elsewhere(job):
                 # Another worker works on it (a duplicate or re-delivered message):
@@ -156,6 +172,8 @@ class IndexingService:
             if not job.between_turns:  # a first start, or a re-run of an interrupted turn
                 job.attempts += 1
             job.between_turns = False
+            job.turn += 1  # other messages for the turn are duplicates now
+            started_turn = job.turn
             job.started_at = job.started_at or utcnow()
             job.lease_owner = self._leases.owner
             job.lease_expires_at = self._leases.until()
@@ -167,8 +185,9 @@ class IndexingService:
         try:
             return self._index(job_id, tenant_id, pending, kind=kind)
         except BaseException:
-            # A retry (here or on another worker) may take the job over at once.
-            self._release(job_id)
+            # A retry of this message, or the sweeper's re-send, may take the job over at
+            # once (here or on another worker).
+            self._release(job_id, turn=started_turn)
             raise
 
     def _leased_elsewhere(self, job: IngestionJob) -> bool:
@@ -180,10 +199,15 @@ class IndexingService:
             and aware(job.lease_expires_at) > utcnow()
         )
 
-    def _release(self, job_id: uuid.UUID) -> None:
+    def _release(self, job_id: uuid.UUID, *, turn: int) -> None:
+        """Let the lease on ``job_id`` go and reopen ``turn``, the turn this worker
+        started and could not end: the message that started it (a retry, a re-delivery)
+        or the sweeper's re-send for it runs it again, whichever comes first."""
         self._leases.drop(job_id)
         with transaction(self._sessions) as session:
-            JobRepository(session).release_leases([job_id], owner=self._leases.owner, now=utcnow())
+            JobRepository(session).reopen_turn(
+                job_id, owner=self._leases.owner, turn=turn, now=utcnow()
+            )
 
     def _index(
         self, job_id: uuid.UUID, tenant_id: str, pending: list[int], *, kind: JobKind
@@ -201,7 +225,7 @@ class IndexingService:
         else:
             changed = self._index_batches(job_id, tenant_id, batches)
 
-        turn_ended = False
+        turn_ended, next_turn = False, 0
         finished: JobStatus | None = None
         self._forget_ends()
         with transaction(self._sessions) as session:
@@ -219,7 +243,7 @@ class IndexingService:
                 job.lease_expires_at = self._leases.until()
                 job.between_turns = True  # its next turn is no new attempt
                 self._leases.drop(job_id)
-                turn_ended = True
+                turn_ended, next_turn = True, job.turn
             elif job.indexed == 0:
                 self._leases.drop(job_id)
                 finished = self._finish(job)  # nothing of it in the store: nothing to seal
@@ -233,7 +257,7 @@ class IndexingService:
             self._ended()
             return finished
         if turn_ended:  # sent once the unowned lease is committed
-            return self._end_turn(job_id)
+            return self._end_turn(job_id, turn=next_turn)
         with self._waiting_lock:
             self._waiting.add(job_id)
         # The lease is kept while the job waits for its flush, which drops it.
@@ -242,15 +266,15 @@ class IndexingService:
         with transaction(self._sessions) as session:
             return self._lock(session, job_id).status
 
-    def _end_turn(self, job_id: uuid.UUID) -> JobStatus:
-        """Send the job (committed with an unowned lease) to the back of the queue, so
-        that jobs queued meanwhile run before its next turn. If the send fails, the
-        sweeper sends it once that lease has expired."""
+    def _end_turn(self, job_id: uuid.UUID, *, turn: int) -> JobStatus:
+        """Send the job (committed with an unowned lease) for its next turn ``turn`` to
+        the back of the queue, so that jobs queued meanwhile run before that turn. If
+        the send fails, the sweeper sends it once that lease has expired."""
         requeue = self._requeue
         if requeue is None:  # no turns without a queue; kept for the type checker
             raise RuntimeError("a job's turn ended with no queue to send it back to")
         try:
-            requeue.enqueue_job(job_id)
+            requeue.enqueue_job(job_id, turn=turn)
         except BackendError as exc:
             logger.warning("ingest.job.requeue_failed job_id=%s error=%s", job_id, exc.message)
         logger.info("ingest.job.turn_ended job_id=%s", job_id)

@@ -123,6 +123,7 @@ class JobService:
             failed=0,
             deleted=0,
             attempts=0,
+            turn=0,
             webhook_url=webhook_url,
             webhook_attempts=0,
             request_id=current_request_id(),
@@ -150,7 +151,7 @@ class JobService:
             for i, doc in enumerate(documents)
         ]
         JobRepository(session).add(job)
-        self._uow.jobs.enqueue(job.id)
+        self._uow.jobs.enqueue(job.id, turn=job.turn)
         return _view(job)
 
     def submit_delete(
@@ -185,12 +186,13 @@ class JobService:
             failed=0,
             deleted=0,
             attempts=0,
+            turn=0,
             webhook_url=webhook_url,
             webhook_attempts=0,
             request_id=current_request_id(),
         )
         JobRepository(self._uow.session).add(job)
-        self._uow.jobs.enqueue(job.id)
+        self._uow.jobs.enqueue(job.id, turn=job.turn)
         return _view(job)
 
     def cancel(self, job_id: uuid.UUID, *, tenant_id: str) -> JobView:

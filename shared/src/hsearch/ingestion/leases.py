@@ -20,7 +20,13 @@ ended (:mod:`hsearch.ingestion.webhooks`).
 Re-sending is safe: indexing is idempotent and resumes at the first unfinished item, a
 job already finished is left as it is, and a message that reaches a job whose lease
 another worker holds returns at once (:meth:`IndexingService.process_job`), so a job is
-never indexed by two workers at the same time. Many sweepers may run: each locks the
+never indexed by two workers at the same time. Nor does a re-send add a turn: every
+message carries the job's ``turn`` as it was sent, and the first message for a turn
+starts it, so the other is dropped when it arrives. A job that waits between turns
+longer than its lease (many jobs take turns) is re-sent although its message is still
+queued; that message keeps its place, and whichever of the two comes first runs the
+turn. Without turns, both ran, each sent the job back, and the job kept one more
+message for every long wait. Many sweepers may run: each locks the
 rows it re-sends (skipping rows locked by another) and gives a re-sent job a fresh,
 unowned lease, so it is not re-sent again before the lease has passed.
 """
@@ -102,12 +108,12 @@ class JobSweeper:
                 else:
                     logger.warning("ingest.job.never_sent job_id=%s: sending", job.id)
                     job.sent_at = now
-            sends = [(job.id, job.request_id) for job in stale]
-        for job_id, request_id in sends:
+            sends = [(job.id, job.turn, job.request_id) for job in stale]
+        for job_id, turn, request_id in sends:
             # The job's own request id travels with it again (logs and task header).
             with bind_request_id(request_id):
                 try:
-                    self._queue.enqueue_job(job_id)
+                    self._queue.enqueue_job(job_id, turn=turn)
                 except BackendError as exc:
                     logger.warning(
                         "ingest.job.resend_failed job_id=%s error=%s", job_id, exc.message
@@ -119,7 +125,7 @@ class JobSweeper:
                 logger.info("ingest.jobs.purged count=%d", purged)
         if self._webhooks is not None:
             self._webhooks.deliver_due()
-        return [job_id for job_id, _ in sends]
+        return [job_id for job_id, _, _ in sends]
 
     def wake(self) -> None:
         """Make :meth:`run` sweep now (a job has ended: its webhook is due)."""

@@ -4,6 +4,7 @@ imports worker code; workers register the same names (``hsearch_ingest.tasks``).
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Protocol
 
 from celery import Celery
@@ -16,14 +17,20 @@ INGEST_QUEUE = "ingest"
 INGEST_JOB_TASK = "ingest.job"
 REQUEST_ID_TASK_HEADER = "hsearch_request_id"
 """The task header that carries the submitting request's id to the worker."""
+TURN_TASK_HEADER = "hsearch_turn"
+"""The task header that carries the job's turn when the message was sent
+(:attr:`hsearch.db.models.IngestionJob.turn`); a header, not an argument, so that
+workers of the previous release accept the messages of this one."""
 
 
 class JobQueue(Protocol):
     """Where ingest jobs go to be indexed. Callers never send directly: a unit of work
     (:mod:`hsearch.ingestion.dispatch`) sends its jobs once their rows are committed."""
 
-    def enqueue_job(self, job_id: uuid.UUID) -> None:
-        """Send ``job_id`` to the workers; raises :class:`BackendError` if it cannot."""
+    def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
+        """Send ``job_id`` to the workers, for the job's turn ``turn`` (as committed:
+        a message whose turn has been started by another is dropped); raises
+        :class:`BackendError` if it cannot."""
         ...
 
     def ping(self, *, timeout_s: float) -> None:
@@ -73,15 +80,17 @@ class CeleryJobQueue:
     def __init__(self, app: Celery) -> None:
         self._app = app
 
-    def enqueue_job(self, job_id: uuid.UUID) -> None:
+    def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
+        headers: dict[str, str | int] = {TURN_TASK_HEADER: turn}
+        request_id = current_request_id()
+        if request_id:  # the worker's log lines for the job carry it
+            headers[REQUEST_ID_TASK_HEADER] = request_id
         try:
-            request_id = current_request_id()
             self._app.send_task(
                 INGEST_JOB_TASK,
                 kwargs={"job_id": str(job_id)},
                 queue=INGEST_QUEUE,
-                # The worker's log lines for the job carry the submitting request's id.
-                headers={REQUEST_ID_TASK_HEADER: request_id} if request_id else None,
+                headers=headers,
                 retry=True,
                 retry_policy={"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5},
             )
@@ -112,19 +121,32 @@ class CeleryJobQueue:
             raise BackendError(f"broker unreachable: {type(exc).__name__}: {exc}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class JobMessage:
+    """One message of :class:`InMemoryJobQueue`."""
+
+    job_id: uuid.UUID
+    turn: int
+
+
 class InMemoryJobQueue:
-    """Keeps the sent job ids in order, for a consumer in the same process: unit tests,
+    """Keeps the sent messages in order, for a consumer in the same process: unit tests,
     and the benchmark, which indexes the jobs itself."""
 
     def __init__(self) -> None:
-        self.sent: list[uuid.UUID] = []
+        self.messages: list[JobMessage] = []
 
-    def enqueue_job(self, job_id: uuid.UUID) -> None:
-        self.sent.append(job_id)
+    @property
+    def sent(self) -> list[uuid.UUID]:
+        """The job ids of the messages, in order (a copy)."""
+        return [message.job_id for message in self.messages]
+
+    def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
+        self.messages.append(JobMessage(job_id, turn))
 
     def ping(self, *, timeout_s: float) -> None:
         del timeout_s  # always there
 
     def depths(self, *, timeout_s: float) -> dict[str, int]:
         del timeout_s
-        return {INGEST_QUEUE: len(self.sent)}
+        return {INGEST_QUEUE: len(self.messages)}

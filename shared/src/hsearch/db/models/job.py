@@ -53,6 +53,12 @@ class IngestionJob(Base):
     # follows one ended as planned (``between_turns``) is not an attempt.
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     between_turns: Mapped[bool] = mapped_column(default=False, server_default="0")
+    # Turns started so far. Every message sent for the job carries the value it had
+    # when sent, and starts a turn only if the job still has it (the turn then counts):
+    # of two messages sent for the same turn (a sweeper's re-send of a job that waited
+    # long in the queue, a re-delivery), one runs and the other is dropped
+    # (hsearch.ingestion.leases).
+    turn: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)

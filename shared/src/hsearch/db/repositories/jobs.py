@@ -211,6 +211,21 @@ class JobRepository:
                 .execution_options(synchronize_session=False)
             )
 
+    def reopen_turn(self, job_id: uuid.UUID, *, owner: str, turn: int, now: datetime) -> None:
+        """Let ``owner``'s lease on ``job_id`` expire now and, if no message has started
+        a turn since ``turn``, reopen it: a message sent for it may start it again."""
+        self._session.execute(
+            update(IngestionJob)
+            .where(
+                IngestionJob.id == job_id,
+                IngestionJob.lease_owner == owner,
+                IngestionJob.turn == turn,
+            )
+            .values(turn=turn - 1)
+            .execution_options(synchronize_session=False)
+        )
+        self.release_leases([job_id], owner=owner, now=now)
+
     def mark_sent(self, job_ids: Sequence[uuid.UUID], *, now: datetime) -> None:
         if job_ids:
             self._session.execute(

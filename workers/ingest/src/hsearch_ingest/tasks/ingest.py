@@ -7,7 +7,7 @@ from typing import Any
 from celery import Task
 
 from hsearch.errors import BackendError
-from hsearch.ingestion.queue import INGEST_JOB_TASK
+from hsearch.ingestion.queue import INGEST_JOB_TASK, TURN_TASK_HEADER
 from hsearch_ingest.celery_app import app
 from hsearch_ingest.signals import get_indexing_service
 
@@ -29,6 +29,7 @@ class IngestTask(Task):  # type: ignore[misc]  # celery is untyped
 @app.task(  # type: ignore[untyped-decorator]  # celery is untyped
     name=INGEST_JOB_TASK,
     base=IngestTask,
+    bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=(BackendError,),
@@ -37,6 +38,20 @@ class IngestTask(Task):  # type: ignore[misc]  # celery is untyped
     retry_jitter=True,
     max_retries=5,
 )
-def ingest_job(*, job_id: str) -> str:
-    """Index every pending document of the job (safe to run twice)."""
-    return get_indexing_service().process_job(uuid.UUID(job_id)).value
+def ingest_job(self: Task, *, job_id: str) -> str:
+    """Index the job's pending documents, or a turn's worth of them (safe to run
+    twice: a second message for the same turn returns at once)."""
+    return get_indexing_service().process_job(uuid.UUID(job_id), turn=sent_turn(self.request)).value
+
+
+def sent_turn(request: Any) -> int | None:
+    """The job's turn the message was sent for (a task header; ``None`` from a sender
+    of the previous release, or a header that is not a number)."""
+    value = getattr(request, TURN_TASK_HEADER, None)
+    if value is None:
+        value = (getattr(request, "headers", None) or {}).get(TURN_TASK_HEADER)
+    if isinstance(value, bool) or not isinstance(value, int):
+        if value is not None:
+            logger.warning("ingest.job.bad_turn_header value=%r", value)
+        return None
+    return value
