@@ -16,13 +16,14 @@ import contextlib
 import json
 import os
 import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import create_db_engine, create_session_factory
@@ -204,6 +205,73 @@ async def test_a_second_message_for_a_turn_is_dropped_by_the_worker(
         assert f"ingest.job.duplicate_message job_id={job_id} turn=0 current=1" in log
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("heartbeat_s", [0, 2])
+async def test_a_turn_longer_than_the_broker_heartbeat(
+    heartbeat_s: float, tmp_path: Path, milvus_uri: str
+) -> None:
+    """RabbitMQ: a worker sends no heartbeat while it runs a task, so a turn that outlasts
+    the heartbeat had the broker close the worker's connection and re-deliver the
+    message on every such turn. Heartbeats are off by default (0): the message stays
+    with the worker. With them on (2 s here), the re-delivered message is dropped as a
+    duplicate of the turn it started, and the job still runs each turn once. The turn
+    is held up by a lock on the tenant's row (a stalled database), released once the
+    broker has given the message back, or after three heartbeats' time."""
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(postgres_database())
+        upgrade_database(database)
+        broker = stack.enter_context(rabbitmq_vhost())
+        env = _profile_env("postgres-rabbitmq", tmp_path, milvus_uri, database, broker)
+        env["HSEARCH_BROKER__HEARTBEAT_S"] = str(heartbeat_s)
+        settings = settings_from_env(env)
+        engine = create_db_engine(database)
+        stack.callback(engine.dispose)
+        sessions = create_session_factory(engine)
+        queue = CeleryJobQueue(create_celery(broker))
+        tenant = f"t{uuid.uuid4().hex[:10]}"
+        documents = [{"external_id": f"d{i}", "text": f"Document {i}."} for i in range(32)]
+        async with api_client(settings, tenant=tenant) as client:
+            resp = await client.post("/v1/documents", json={"documents": documents})
+            assert resp.status_code == 202, resp.text
+        job_id = uuid.UUID(resp.json()["job_id"])
+
+        with engine.connect() as holder:
+            holder.execute(
+                text("SELECT id FROM tenants WHERE id = :t FOR NO KEY UPDATE"), {"t": tenant}
+            )
+            worker = start_test_worker(env, tmp_path, name=f"hb{heartbeat_s:g}")
+            stack.callback(worker.stop)
+            worker.wait_until(
+                lambda: _job(sessions, job_id).turn == 1,
+                timeout=60,
+                what="the first turn started",
+            )
+            assert queue.depths(timeout_s=5)["ingest"] == 0, "the worker holds the message"
+            if heartbeat_s:
+                worker.wait_until(
+                    lambda: queue.depths(timeout_s=5)["ingest"] == 1,
+                    timeout=30,
+                    what="the broker gave the message back (missed heartbeats)",
+                )
+            else:
+                deadline = time.monotonic() + 6  # three heartbeats of the other case
+                while time.monotonic() < deadline:
+                    assert queue.depths(timeout_s=5)["ingest"] == 0, "given back"
+                    await asyncio.sleep(0.5)
+            holder.rollback()  # the turn goes on
+
+        worker.wait_until(
+            lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
+            timeout=60,
+            what="the job finished",
+        )
+        job = _job(sessions, job_id)
+        assert (job.indexed, job.turn, job.attempts) == (32, 2, 1)
+        log = worker.log_text()
+        duplicate = f"ingest.job.duplicate_message job_id={job_id} turn=0 current=1"
+        assert (duplicate in log) is bool(heartbeat_s)
+        assert ("Connection to broker lost" in log) is bool(heartbeat_s)
 
 
 def _job(sessions: sessionmaker[Session], job_id: uuid.UUID) -> IngestionJob:

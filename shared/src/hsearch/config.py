@@ -177,6 +177,15 @@ class BrokerSettings(BaseModel):
         default=None,
         description="Celery broker URL. Unset: the Redis URL if set, else SQLite in data_dir.",
     )
+    heartbeat_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="AMQP heartbeat (RabbitMQ); 0: off. A worker sends none while it runs a "
+        "task, so RabbitMQ closes its connection once a turn outlasts about this long and "
+        "re-delivers the message (docs/architecture.md, Broker heartbeats). A dead "
+        "worker's connection closes with its process either way.",
+    )
 
 
 class MilvusSettings(BaseModel):

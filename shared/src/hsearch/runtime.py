@@ -564,7 +564,12 @@ def _queue_factory(settings: Settings, queue: JobQueue | None) -> Callable[[], J
         return lambda: queue
     visibility = 2 * settings.ingest.lease_s
     return lambda: CeleryJobQueue(
-        create_celery(settings.broker_url, name="hsearch-api", visibility_timeout_s=visibility)
+        create_celery(
+            settings.broker_url,
+            name="hsearch-api",
+            visibility_timeout_s=visibility,
+            heartbeat_s=settings.broker.heartbeat_s,
+        )
     )
 
 

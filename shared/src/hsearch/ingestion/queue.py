@@ -44,10 +44,15 @@ class JobQueue(Protocol):
 
 
 def create_celery(
-    broker_url: str, *, name: str = "hsearch", visibility_timeout_s: float = 120.0
+    broker_url: str,
+    *,
+    name: str = "hsearch",
+    visibility_timeout_s: float = 120.0,
+    heartbeat_s: float = 0.0,
 ) -> Celery:
     """The Celery app both edges share: late acks, prefetch 1, no result backend
-    (job state lives in the metadata database)."""
+    (job state lives in the metadata database); ``heartbeat_s`` is the AMQP heartbeat
+    (0: off, see below)."""
     app = Celery(name, broker=broker_url)
     app.conf.update(
         task_acks_late=True,
@@ -73,6 +78,12 @@ def create_celery(
         # job reported queued is in the queue. Tasks end within a turn
         # (ingest.batches_per_task), far inside the broker's consumer_timeout.
         app.conf.broker_transport_options = {"confirm_publish": True}
+        # Off by default: a worker runs its task in its own process (the solo pool) and
+        # sends no heartbeat until the task returns, so a turn that outlasts the
+        # heartbeat (BGE-M3 on CPU, a large document) had RabbitMQ close the connection
+        # and re-deliver the message on every such turn. A dead worker's connection
+        # closes with its process, and TCP keepalive finds a lost host.
+        app.conf.broker_heartbeat = heartbeat_s
     return app
 
 
