@@ -7,9 +7,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from celery.app.task import Context
 
 from hsearch.ingestion.queue import TURN_TASK_HEADER
-from hsearch_ingest.tasks.ingest import sent_turn
+from hsearch_ingest.tasks.ingest import ingest_job, sent_turn
 
 
 @pytest.mark.parametrize(
@@ -26,3 +27,14 @@ from hsearch_ingest.tasks.ingest import sent_turn
 )
 def test_the_turn_comes_from_the_task_header(request_: object, expected: int | None) -> None:
     assert sent_turn(request_) == expected
+
+
+def test_a_retry_carries_the_turn_of_the_message_it_retries() -> None:
+    """Celery's own request context (as a worker builds it from a message carrying the
+    header) and the message of an autoretry (a turn failed: the retry runs that turn)."""
+    request = Context(
+        {"id": "task-1", "retries": 0, "args": [], "kwargs": {"job_id": "j"}, TURN_TASK_HEADER: 3}
+    )
+    assert sent_turn(request) == 3
+    retry = ingest_job.signature_from_request(request, args=(), kwargs={"job_id": "j"})
+    assert retry.options["headers"][TURN_TASK_HEADER] == 3

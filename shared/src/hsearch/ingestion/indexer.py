@@ -144,7 +144,8 @@ class IndexingService:
         flush).
         """
         with transaction(self._sessions) as session:
-            job = JobRepository(session).lock(job_id)
+            jobs = JobRepository(session)
+            job = jobs.lock(job_id)
             if job is None:
                 raise JobNotFoundError(f"job {job_id} not found")
             if job.status in FINISHED_JOB_STATUSES:
@@ -168,22 +169,26 @@ class IndexingService:
                     "ingest.job.leased_elsewhere job_id=%s owner=%s", job_id, job.lease_owner
                 )
                 return job.status
-            job.status = JobStatus.RUNNING
-            if not job.between_turns:  # a first start, or a re-run of an interrupted turn
-                job.attempts += 1
-            job.between_turns = False
-            job.turn += 1  # other messages for the turn are duplicates now
+            read_turn = job.turn
+            if not jobs.start_turn(
+                job, owner=self._leases.owner, until=self._leases.until(), now=utcnow()
+            ):
+                # Another worker started the turn since the row was read (SQLite locks
+                # no row on read: two workers may both have read it).
+                logger.info(
+                    "ingest.job.duplicate_message job_id=%s turn=%d started elsewhere",
+                    job_id,
+                    read_turn,
+                )
+                return JobStatus.RUNNING
             started_turn = job.turn
-            job.started_at = job.started_at or utcnow()
-            job.lease_owner = self._leases.owner
-            job.lease_expires_at = self._leases.until()
             tenant_id, kind = job.tenant_id, job.kind
             if kind is JobKind.DELETE and job.total == 0:
                 self._deleter.plan(session, job)  # its documents, selected once
-            pending = JobRepository(session).pending_item_ids(job_id)
+            pending = jobs.pending_item_ids(job_id)
         self._leases.hold(job_id)
         try:
-            return self._index(job_id, tenant_id, pending, kind=kind)
+            return self._index(job_id, tenant_id, pending, kind=kind, turn=started_turn)
         except BaseException:
             # A retry of this message, or the sweeper's re-send, may take the job over at
             # once (here or on another worker).
@@ -210,7 +215,7 @@ class IndexingService:
             )
 
     def _index(
-        self, job_id: uuid.UUID, tenant_id: str, pending: list[int], *, kind: JobKind
+        self, job_id: uuid.UUID, tenant_id: str, pending: list[int], *, kind: JobKind, turn: int
     ) -> JobStatus:
         if not self._collection_ready:
             self._store.ensure_collection(self._embedder.info)
@@ -232,10 +237,7 @@ class IndexingService:
             job = self._lock(session, job_id)
             if changed:
                 TenantRepository(session).bump_generation(tenant_id)
-            if (
-                job.status in FINISHED_JOB_STATUSES
-            ):  # cancelled, or a flush for another job finished it
-                self._leases.drop(job_id)
+            if not self._still_running(job, turn=turn):
                 return job.status
             if later:
                 # Unowned, like a job the sweeper re-sends: any worker may take it.
@@ -265,6 +267,26 @@ class IndexingService:
             return JobStatus.RUNNING
         with transaction(self._sessions) as session:
             return self._lock(session, job_id).status
+
+    def _still_running(self, job: IngestionJob, *, turn: int) -> bool:
+        """Whether this worker still runs ``job``'s turn ``turn``; if not, its lease on
+        the job is dropped and the turn ends with nothing more written to the job."""
+        if job.status in FINISHED_JOB_STATUSES:  # cancelled, or finished by another flush
+            self._leases.drop(job.id)
+            return False
+        if job.turn != turn or job.lease_owner != self._leases.owner:
+            # This worker stalled past its lease, and the job was re-sent and taken over:
+            # the turn that runs now ends it, not this one.
+            logger.warning(
+                "ingest.job.taken_over job_id=%s turn=%d current=%d owner=%s",
+                job.id,
+                turn,
+                job.turn,
+                job.lease_owner,
+            )
+            self._leases.drop(job.id)
+            return False
+        return True
 
     def _end_turn(self, job_id: uuid.UUID, *, turn: int) -> JobStatus:
         """Send the job (committed with an unowned lease) for its next turn ``turn`` to

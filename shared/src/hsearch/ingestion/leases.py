@@ -92,23 +92,28 @@ class JobSweeper:
 
     def sweep(self) -> list[uuid.UUID]:
         """Re-send every abandoned job once; returns their ids. A send that fails is
-        logged and tried again at a later sweep (the job's new lease expires)."""
+        logged and tried again at a later sweep: a queued job's at the next, a running
+        job's once the new lease it was given has expired."""
         now = self._clock()
+        sends: list[tuple[uuid.UUID, int, str | None]] = []
         with transaction(self._sessions) as session:
-            stale = JobRepository(session).stale(now=now, unsent_before=now - self._unsent_after)
-            for job in stale:
+            jobs = JobRepository(session)
+            # Each row is taken by a conditional update: on SQLite nothing locks the rows
+            # read, and a worker may have started or renewed the job since.
+            for job in jobs.stale(now=now, unsent_before=now - self._unsent_after):
                 if job.status is JobStatus.RUNNING:
+                    if not jobs.take_expired(job, now=now, until=now + self._lease):
+                        continue
                     logger.warning(
                         "ingest.job.lease_expired job_id=%s owner=%s: re-sending",
                         job.id,
                         job.lease_owner,
                     )
-                    job.lease_owner = None
-                    job.lease_expires_at = now + self._lease
                 else:
+                    if not jobs.take_unsent(job, now=now):
+                        continue
                     logger.warning("ingest.job.never_sent job_id=%s: sending", job.id)
-                    job.sent_at = now
-            sends = [(job.id, job.turn, job.request_id) for job in stale]
+                sends.append((job.id, job.turn, job.request_id))
         for job_id, turn, request_id in sends:
             # The job's own request id travels with it again (logs and task header).
             with bind_request_id(request_id):
@@ -118,6 +123,10 @@ class JobSweeper:
                     logger.warning(
                         "ingest.job.resend_failed job_id=%s error=%s", job_id, exc.message
                     )
+                    # A queued job is sent again at a later sweep; a running one once
+                    # its new lease has expired.
+                    with transaction(self._sessions) as session:
+                        JobRepository(session).mark_unsent(job_id)
         if self._retention is not None:
             with transaction(self._sessions) as session:
                 purged = JobRepository(session).purge_finished(before=now - self._retention)

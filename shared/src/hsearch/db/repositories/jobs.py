@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, case, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
@@ -210,6 +210,75 @@ class JobRepository:
                 .values(lease_owner=None, lease_expires_at=now)
                 .execution_options(synchronize_session=False)
             )
+
+    def start_turn(self, job: IngestionJob, *, owner: str, until: datetime, now: datetime) -> bool:
+        """Start ``job``'s next turn for ``owner`` (running, leased until ``until``, an
+        attempt more unless the last turn ended as planned) if no one has started one
+        since ``job`` was read; returns whether it did, with ``job`` refreshed. A
+        compare-and-set on ``turn``: on SQLite, :meth:`lock` locks nothing, and two
+        workers may both have read the row."""
+        result = self._session.execute(
+            update(IngestionJob)
+            .where(IngestionJob.id == job.id, IngestionJob.turn == job.turn)
+            .values(
+                status=JobStatus.RUNNING,
+                attempts=case(
+                    (IngestionJob.between_turns, IngestionJob.attempts),
+                    else_=IngestionJob.attempts + 1,
+                ),
+                between_turns=False,
+                turn=IngestionJob.turn + 1,
+                started_at=func.coalesce(IngestionJob.started_at, now),
+                lease_owner=owner,
+                lease_expires_at=until,
+            )
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            return False
+        self._session.refresh(job)
+        return True
+
+    def take_expired(self, job: IngestionJob, *, now: datetime, until: datetime) -> bool:
+        """Give running ``job``, whose lease had expired when it was read, a fresh unowned
+        lease until ``until``, unless a worker has taken or renewed it since; returns
+        whether it did (the caller then re-sends it)."""
+        result = self._session.execute(
+            update(IngestionJob)
+            .where(
+                IngestionJob.id == job.id,
+                IngestionJob.status == JobStatus.RUNNING,
+                IngestionJob.turn == job.turn,
+                or_(IngestionJob.lease_expires_at.is_(None), IngestionJob.lease_expires_at < now),
+            )
+            .values(lease_owner=None, lease_expires_at=until)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0) == 1  # type: ignore[attr-defined]
+
+    def take_unsent(self, job: IngestionJob, *, now: datetime) -> bool:
+        """Mark queued ``job``, never sent when it was read, sent at ``now`` unless it has
+        been since; returns whether it did (the caller then sends it)."""
+        result = self._session.execute(
+            update(IngestionJob)
+            .where(
+                IngestionJob.id == job.id,
+                IngestionJob.status == JobStatus.QUEUED,
+                IngestionJob.sent_at.is_(None),
+            )
+            .values(sent_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0) == 1  # type: ignore[attr-defined]
+
+    def mark_unsent(self, job_id: uuid.UUID) -> None:
+        """A send of queued ``job_id`` failed: the sweeper sends it again later."""
+        self._session.execute(
+            update(IngestionJob)
+            .where(IngestionJob.id == job_id, IngestionJob.status == JobStatus.QUEUED)
+            .values(sent_at=None)
+            .execution_options(synchronize_session=False)
+        )
 
     def reopen_turn(self, job_id: uuid.UUID, *, owner: str, turn: int, now: datetime) -> None:
         """Let ``owner``'s lease on ``job_id`` expire now and, if no message has started
