@@ -24,7 +24,7 @@ from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
-from tests.unit.ingestion.test_fairness import RecordingStore, submit
+from tests.unit.ingestion.test_fairness import submit
 from tests.unit.ingestion.test_indexing import make_service
 
 
@@ -94,58 +94,56 @@ def after_reading_jobs(
     assert done
 
 
-def test_two_workers_reading_the_same_turn_run_it_once(
-    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+def test_a_turn_starts_only_if_no_one_started_it_since_the_job_was_read(
+    sessions: sessionmaker[Session],
 ) -> None:
-    """The original message and the sweeper's re-send reach two workers at once: both
-    read the job at the same turn. Only the first to write starts it."""
+    """Reading the job to start its turn locks it (on SQLite, the database's write
+    lock: test_write_lock.py); the start itself is also a compare-and-set on the turn,
+    so a worker acting on a row read earlier starts nothing."""
     queue = InMemoryJobQueue()
-    store = RecordingStore()
     job = submit(sessions, queue, "t", 4)
-    message = queue.messages.pop(0)
-    first, second = (worker(sessions, store, queue, n) for n in ("w1", "w2"))
-    outcome: list[JobStatus] = []
-
-    def second_runs_its_copy() -> None:
-        outcome.append(second.process_job(message.job_id, turn=message.turn))
-
-    with after_reading_jobs(monkeypatch, "lock", second_runs_its_copy):
-        assert first.process_job(message.job_id, turn=message.turn) is JobStatus.RUNNING
-    assert outcome == [JobStatus.RUNNING], "the second worker ran the turn and ended it"
-    assert store.tenants == ["t", "t"], "one turn's batch, written once"
-    assert [m.turn for m in queue.messages] == [1], "one message for the next turn"
+    now = utcnow()
+    with sessions() as late:
+        stale = late.get_one(IngestionJob, job)  # read, not locked
+        with sessions() as first, first.begin():
+            row = first.get_one(IngestionJob, job)
+            assert JobRepository(first).start_turn(
+                row, owner="w1", until=now + timedelta(seconds=60), now=now
+            )
+        started = JobRepository(late).start_turn(
+            stale, owner="w2", until=now + timedelta(seconds=60), now=now
+        )
+        late.commit()
+    assert not started
     row = job_row(sessions, job)
-    assert (row.turn, row.attempts, row.indexed) == (1, 1, 2)
+    assert (row.turn, row.lease_owner, row.attempts) == (1, "w1", 1)
 
 
 def test_a_sweep_does_not_take_a_job_a_worker_started_after_it_was_read(
-    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+    sessions: sessionmaker[Session],
 ) -> None:
-    """The sweeper reads a job whose lease has expired; a worker starts its turn before
-    the sweeper writes. The sweeper neither wipes that worker's lease nor re-sends."""
+    """A job whose lease had expired when the sweeper read it, started by a worker
+    before the sweeper writes, is neither re-sent nor stripped of that worker's lease
+    (the sweeper's read locks the rows it returns; the take is a compare-and-set too)."""
     queue = InMemoryJobQueue()
     job = submit(sessions, queue, "t", 4)
-    message = queue.messages.pop(0)
+    now = utcnow()
     with sessions() as session, session.begin():  # a dead worker's job, between turns
         row = session.get_one(IngestionJob, job)
-        row.status, row.lease_expires_at = JobStatus.RUNNING, utcnow() - timedelta(seconds=1)
-    leases_while_running: list[str | None] = []
-
-    class Watching(RecordingStore):
-        def upsert(self, records: Sequence[ChunkRecord]) -> None:
-            leases_while_running.append(job_row(sessions, job).lease_owner)
-            super().upsert(records)
-
-    started = worker(sessions, Watching(), InMemoryJobQueue(), "w1")
-
-    def worker_starts_the_turn() -> None:
-        started.process_job(message.job_id, turn=message.turn)
-
-    sweeper = JobSweeper(sessions, queue, lease_s=60)
-    with after_reading_jobs(monkeypatch, "stale", worker_starts_the_turn):
-        assert sweeper.sweep() == []
-    assert queue.messages == [], "nothing re-sent"
-    assert leases_while_running == ["w1"]
+        row.status, row.lease_expires_at = JobStatus.RUNNING, now - timedelta(seconds=1)
+    with sessions() as sweeping:
+        expired = sweeping.get_one(IngestionJob, job)  # read, not locked
+        with sessions() as starting, starting.begin():
+            row = starting.get_one(IngestionJob, job)
+            assert JobRepository(starting).start_turn(
+                row, owner="w1", until=now + timedelta(seconds=60), now=now
+            )
+        taken = JobRepository(sweeping).take_expired(
+            expired, now=now, until=now + timedelta(seconds=60)
+        )
+        sweeping.commit()
+    assert not taken
+    assert job_row(sessions, job).lease_owner == "w1"
 
 
 def test_a_turn_taken_over_ends_without_touching_the_job(

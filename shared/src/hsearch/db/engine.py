@@ -57,6 +57,22 @@ def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Eng
     return create_engine(url, echo=echo, pool_size=pool_size, pool_pre_ping=True)
 
 
+def hold_write_lock(session: Session) -> None:
+    """Make the rows this transaction reads next locked, as ``FOR UPDATE`` locks them on
+    Postgres: on SQLite, which drops ``FOR UPDATE``, take the database's write lock now
+    (``BEGIN IMMEDIATE``, waiting as long as the busy timeout for another writer).
+
+    SQLite serialises writers, but from their first write on: the driver begins the
+    transaction there, so two processes could both read a row (a job's turn, a
+    document's version, a tenant's quota) before either wrote, and both act on what
+    they read. Call it before a read whose rows the transaction goes on to change."""
+    connection = session.connection()
+    if connection.dialect.name != "sqlite":
+        return
+    if not connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 def ping_database(engine: Engine) -> None:
     """Return when the database answers; raise when it does not (readiness).
 

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, tuple_
 from sqlalchemy.orm import Session
 
+from hsearch.db.engine import hold_write_lock
 from hsearch.db.models import Document
 
 
@@ -19,7 +20,8 @@ class DocumentRepository:
         return self._session.get(Document, document_id)
 
     def get_for_update(self, document_id: uuid.UUID) -> Document | None:
-        # Serialises two workers indexing the same document (Postgres row lock).
+        # Serialises two workers indexing the same document (Postgres: a row lock).
+        hold_write_lock(self._session)
         return self._session.scalar(
             select(Document).where(Document.id == document_id).with_for_update()
         )
@@ -34,6 +36,7 @@ class DocumentRepository:
             return {}
         stmt = select(Document).where(Document.id.in_(sorted(document_ids))).order_by(Document.id)
         if for_update:
+            hold_write_lock(self._session)
             stmt = stmt.with_for_update()
         return {doc.id: doc for doc in self._session.scalars(stmt)}
 

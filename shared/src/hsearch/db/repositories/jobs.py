@@ -7,6 +7,7 @@ from datetime import datetime
 from sqlalchemy import and_, case, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from hsearch.db.engine import hold_write_lock
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
 
@@ -68,7 +69,9 @@ class JobRepository:
         return self._session.scalar(stmt)
 
     def lock(self, job_id: uuid.UUID) -> IngestionJob | None:
-        """The job row, locked for this transaction (no-op lock on SQLite)."""
+        """The job row, locked for this transaction (on SQLite: the database's write
+        lock)."""
+        hold_write_lock(self._session)
         return self._session.scalar(
             select(IngestionJob).where(IngestionJob.id == job_id).with_for_update()
         )
@@ -144,6 +147,7 @@ class JobRepository:
         """Jobs no worker is working on, locked (skipping rows another sweeper holds):
         running with an expired lease (its worker died), or queued and never sent (the
         process that committed it died before the send)."""
+        hold_write_lock(self._session)
         stmt = (
             select(IngestionJob)
             .where(
@@ -172,7 +176,9 @@ class JobRepository:
         self, *, now: datetime, max_attempts: int, limit: int = 20
     ) -> list[IngestionJob]:
         """Ended jobs whose webhook is neither delivered nor given up and is due now,
-        locked (skipping rows another sender holds)."""
+        locked (skipping rows another sender holds; on SQLite, the database's write
+        lock, so two workers' senders take turns)."""
+        hold_write_lock(self._session)
         stmt = (
             select(IngestionJob)
             .where(

@@ -9,6 +9,7 @@ from sqlalchemy import func, select, union
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Subquery
 
+from hsearch.db.engine import hold_write_lock
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus, Tenant
 from hsearch.types import JobKind
 
@@ -20,8 +21,9 @@ class QuotaRepository:
         self._session = session
 
     def lock_tenant(self, tenant_id: str) -> None:
-        """Lock the tenant's row for this transaction (Postgres; SQLite serialises
-        writers anyway), so two submissions of one tenant are checked one after the other."""
+        """Lock the tenant's row for this transaction (on SQLite: the database's write
+        lock), so two submissions of one tenant are checked one after the other."""
+        hold_write_lock(self._session)
         self._session.execute(select(Tenant.id).where(Tenant.id == tenant_id).with_for_update())
 
     def _held(self, tenant_id: str) -> Subquery:
