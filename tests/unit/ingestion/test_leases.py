@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Sequence
@@ -247,3 +248,33 @@ def test_the_sweeper_purges_finished_jobs_past_their_retention(
         left = set(session.scalars(select(IngestionJob.id)))
         items = set(session.scalars(select(JobItem.job_id)))
     assert left == items == {recent, running}
+
+
+def test_a_job_waiting_for_its_next_turn_is_re_sent_ever_less_often(
+    sessions: sessionmaker[Session],
+) -> None:
+    """Its message is most likely still queued behind other jobs' turns: each re-send
+    is a message the workers drop, but the queue's depth (what autoscaling reads)
+    counts it. The wait between re-sends doubles, up to ten leases; a dead worker's job
+    is re-sent every lease (test above)."""
+    queue = InMemoryJobQueue()
+    job = submit(sessions, docs(A, B, C), tenant="t")
+    service = make_service(
+        sessions, InMemoryVectorStore(), batch_documents=1, batches_per_task=1, requeue=queue
+    )
+    assert service.process_job(job) is JobStatus.RUNNING  # turn 1 ends; back in the queue
+    ended = job_row(sessions, job).sent_at
+    assert ended is not None
+    clock = Clock()
+    clock.now = aware(ended)
+    sweeper = JobSweeper(sessions, queue, lease_s=60, clock=clock)
+    resent_at = []
+    for second in range(3000):  # a sweep every second for 50 minutes
+        clock.now = aware(ended) + timedelta(seconds=second)
+        if sweeper.sweep():
+            resent_at.append(second)
+    assert 59 <= resent_at[0] <= 61, "first once its lease has expired"
+    for before, after in itertools.pairwise(resent_at):
+        # Then as long again as it has waited (the sweep that finds it: a second on).
+        assert after - before - min(before, 600) in (0, 1), resent_at
+    assert len(resent_at) == 8, "against 49 at one re-send per lease"

@@ -244,6 +244,7 @@ class IndexingService:
                 job.lease_owner = None
                 job.lease_expires_at = self._leases.until()
                 job.between_turns = True  # its next turn is no new attempt
+                job.sent_at = utcnow()  # when it went back to the queue (the sweeper's backoff)
                 self._leases.drop(job_id)
                 turn_ended, next_turn = True, job.turn
             elif job.indexed == 0:

@@ -45,7 +45,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.base import utcnow
 from hsearch.db.engine import transaction
-from hsearch.db.models import JobStatus
+from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.errors import BackendError
 from hsearch.ingestion.queue import JobQueue
@@ -55,6 +55,11 @@ from hsearch.logging import bind_request_id
 __all__ = ["JobSweeper", "LeaseKeeper", "aware", "worker_identity"]
 
 logger = logging.getLogger(__name__)
+
+MAX_REQUEUE_CHECK_LEASES = 10
+"""The longest the sweeper waits between re-sends of a job waiting for its next turn,
+in leases: how long a job whose message the broker lost (a Redis restarted without
+persistence) may wait, at most, once it has waited that long already."""
 
 
 def worker_identity() -> str:
@@ -102,7 +107,7 @@ class JobSweeper:
             # read, and a worker may have started or renewed the job since.
             for job in jobs.stale(now=now, unsent_before=now - self._unsent_after):
                 if job.status is JobStatus.RUNNING:
-                    if not jobs.take_expired(job, now=now, until=now + self._lease):
+                    if not jobs.take_expired(job, now=now, until=self._next_check(job, now)):
                         continue
                     logger.warning(
                         "ingest.job.lease_expired job_id=%s owner=%s: re-sending",
@@ -135,6 +140,17 @@ class JobSweeper:
         if self._webhooks is not None:
             self._webhooks.deliver_due()
         return [job_id for job_id, _, _ in sends]
+
+    def _next_check(self, job: IngestionJob, now: datetime) -> datetime:
+        """When to look at re-sent ``job`` again: a lease from now, or, for a job that
+        went back to the queue at the end of a turn, as long again as it has waited
+        since (at most :data:`MAX_REQUEUE_CHECK_LEASES` leases). Its message is most
+        likely still queued behind other jobs' turns, and each re-send adds a message
+        that the workers drop (one turn per message) but the queue's depth counts."""
+        if job.between_turns and job.lease_owner is None and job.sent_at is not None:
+            waited = now - aware(job.sent_at)
+            return now + min(max(self._lease, waited), self._lease * MAX_REQUEUE_CHECK_LEASES)
+        return now + self._lease
 
     def wake(self) -> None:
         """Make :meth:`run` sweep now (a job has ended: its webhook is due)."""
