@@ -19,13 +19,18 @@ from hsearch.config import IngestSettings
 from hsearch.db.base import utcnow
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
+from hsearch.db.models import JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.quotas import QuotaRepository
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.chunking import Chunk, Chunker
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.ingestion.test_indexing import make_service
 
 TENANT = "t1"
 
@@ -95,3 +100,35 @@ def test_a_transaction_that_has_written_locks_again_without_a_new_begin(
         session.flush()
         assert JobRepository(session).lock(job_id) is job
         session.commit()
+
+
+class Probing(Chunker):
+    """While it chunks, another process's writer tries to lock a job."""
+
+    def __init__(self, other: sessionmaker[Session], job_id: uuid.UUID) -> None:
+        super().__init__(FakeEmbedder().tokenizer, max_tokens=36, overlap_tokens=0)
+        self._other, self._job_id = other, job_id
+        self.locked_out = 0
+        self.chunked = 0
+
+    def chunk(self, text: str, *, title: str = "", lang: str = "") -> list[Chunk]:
+        self.chunked += 1
+        with self._other() as session:
+            try:
+                JobRepository(session).lock(self._job_id)
+            except OperationalError:
+                self.locked_out += 1
+        return super().chunk(text, title=title, lang=lang)
+
+
+def test_documents_are_chunked_before_the_decision_locks(
+    database: tuple[sessionmaker[Session], sessionmaker[Session]],
+) -> None:
+    """Chunking a batch of long documents takes a while: on SQLite, every other writer
+    (the API's submissions, the other workers) would wait for it."""
+    sessions, other = database
+    job_id = submitted(sessions)
+    chunker = Probing(other, job_id)
+    service = make_service(sessions, InMemoryVectorStore(), chunker=chunker)
+    assert service.process_job(job_id) is JobStatus.SUCCEEDED
+    assert (chunker.chunked, chunker.locked_out) == (1, 0)

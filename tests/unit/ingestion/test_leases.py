@@ -19,7 +19,7 @@ from hsearch.db.base import utcnow
 from hsearch.db.models import IngestionJob, JobItem, JobStatus
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
-from hsearch.errors import VectorStoreError
+from hsearch.errors import BackendError, VectorStoreError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
@@ -262,9 +262,12 @@ def test_a_job_waiting_for_its_next_turn_is_re_sent_ever_less_often(
     service = make_service(
         sessions, InMemoryVectorStore(), batch_documents=1, batches_per_task=1, requeue=queue
     )
+    set_job(sessions, job, sent_at=utcnow() - timedelta(hours=1))  # sent long ago
+    turn_ran = utcnow()
     assert service.process_job(job) is JobStatus.RUNNING  # turn 1 ends; back in the queue
     ended = job_row(sessions, job).sent_at
     assert ended is not None
+    assert aware(ended) >= turn_ran, "the end of the turn is when it went back"
     clock = Clock()
     clock.now = aware(ended)
     sweeper = JobSweeper(sessions, queue, lease_s=60, clock=clock)
@@ -278,3 +281,34 @@ def test_a_job_waiting_for_its_next_turn_is_re_sent_ever_less_often(
         # Then as long again as it has waited (the sweep that finds it: a second on).
         assert after - before - min(before, 600) in (0, 1), resent_at
     assert len(resent_at) == 8, "against 49 at one re-send per lease"
+
+
+def test_a_failed_re_send_of_a_waiting_job_is_tried_again_a_lease_later(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The broker is down when the sweeper first re-sends a job waiting for its next
+    turn (the turn's own send failed too): the backoff, meant for messages that are
+    queued, does not apply to one that never was."""
+    queue = InMemoryJobQueue()
+    job = submit(sessions, docs(A, B, C), tenant="t")
+    service = make_service(
+        sessions, InMemoryVectorStore(), batch_documents=1, batches_per_task=1, requeue=queue
+    )
+    assert service.process_job(job) is JobStatus.RUNNING
+    ended = job_row(sessions, job).sent_at
+    assert ended is not None
+    clock = Clock()
+
+    class Down(InMemoryJobQueue):
+        def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
+            raise BackendError("broker down")
+
+    down = JobSweeper(sessions, Down(), lease_s=60, clock=clock)
+    up = JobSweeper(sessions, queue, lease_s=60, clock=clock)
+    queue.messages.clear()
+    for second in range(2000):
+        clock.now = aware(ended) + timedelta(seconds=second)
+        (down if second < 300 else up).sweep()
+        if queue.messages:
+            break
+    assert 300 <= second <= 361, "within a lease of the broker's return"

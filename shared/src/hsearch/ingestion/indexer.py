@@ -39,7 +39,7 @@ from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
-from hsearch.ingestion.chunking import Chunker
+from hsearch.ingestion.chunking import Chunk, Chunker
 from hsearch.ingestion.deletion import DocumentDeleter
 from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
 from hsearch.ingestion.ids import chunk_id, document_id
@@ -541,6 +541,7 @@ class IndexingService:
         """Skip what needs no work (unchanged or superseded documents), chunk the rest;
         the batch's items and documents read in one query each."""
         fingerprint = self._embedder.info.fingerprint
+        chunked = self._chunk_unlocked(tenant_id, item_ids, fingerprint)
         todo: list[_PreparedItem] = []
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
@@ -553,11 +554,7 @@ class IndexingService:
                 if existing is not None and existing.version > item.id:
                     self._superseded(job, item, doc_id)
                     continue
-                if (
-                    existing is not None
-                    and existing.content_hash == item.content_hash
-                    and existing.encoder == fingerprint
-                ):
+                if existing is not None and _unchanged(existing, item, fingerprint):
                     item.status = JobItemStatus.SKIPPED
                     item.document_id = doc_id
                     job.skipped += 1
@@ -569,9 +566,9 @@ class IndexingService:
                     )
                     continue
                 try:
-                    chunks = self._chunker.chunk(item.content, title=item.title, lang=item.lang)
-                    if not chunks:
-                        raise InvalidRequestError("text: the document has no text to index")
+                    chunks = chunked[item.id] if item.id in chunked else self._chunk(item)
+                    if isinstance(chunks, Exception):
+                        raise chunks
                 except (ValueError, InvalidRequestError) as exc:
                     self._fail(job, item, exc)
                     continue
@@ -596,6 +593,39 @@ class IndexingService:
                     )
                 )
         return todo
+
+    def _chunk(self, item: JobItem) -> list[Chunk]:
+        chunks = self._chunker.chunk(item.content, title=item.title, lang=item.lang)
+        if not chunks:
+            raise InvalidRequestError("text: the document has no text to index")
+        return chunks
+
+    def _chunk_unlocked(
+        self, tenant_id: str, item_ids: list[int], fingerprint: str
+    ) -> dict[int, list[Chunk] | ValueError | InvalidRequestError]:
+        """The chunks (or the error) of each item that, as its document stands now, will
+        be written: cut before the decision locks the job (on SQLite, the database's
+        write lock), since chunking a batch of long documents takes a while and every
+        other writer would wait for it. The decision checks again under the lock; an
+        item's text never changes, so its chunks stay right."""
+        with self._sessions() as session:
+            items = [i for i in JobRepository(session).items(item_ids) if _pending(i)]
+            ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
+            documents = DocumentRepository(session).get_many(set(ids.values()))
+            wanted = []
+            for item in items:
+                existing = documents.get(ids[item.id])
+                if existing is None or not (
+                    existing.version > item.id or _unchanged(existing, item, fingerprint)
+                ):
+                    wanted.append(item)
+        out: dict[int, list[Chunk] | ValueError | InvalidRequestError] = {}
+        for item in wanted:
+            try:
+                out[item.id] = self._chunk(item)
+            except (ValueError, InvalidRequestError) as exc:
+                out[item.id] = exc
+        return out
 
     def _embed_items(self, todo: list[_PreparedItem]) -> _Embedded:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
@@ -844,6 +874,11 @@ def _groups(todo: list[_PreparedItem], *, max_chunks: int) -> list[list[_Prepare
 
 def _by_id(items: list[JobItem]) -> dict[int, JobItem]:
     return {item.id: item for item in items}
+
+
+def _unchanged(existing: Document, item: JobItem, fingerprint: str) -> bool:
+    """Whether ``existing`` already holds ``item``'s content, encoded by this encoder."""
+    return existing.content_hash == item.content_hash and existing.encoder == fingerprint
 
 
 def _pending(item: JobItem) -> bool:

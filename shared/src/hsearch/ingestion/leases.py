@@ -98,7 +98,7 @@ class JobSweeper:
     def sweep(self) -> list[uuid.UUID]:
         """Re-send every abandoned job once; returns their ids. A send that fails is
         logged and tried again at a later sweep: a queued job's at the next, a running
-        job's once the new lease it was given has expired."""
+        job's a lease later."""
         now = self._clock()
         sends: list[tuple[uuid.UUID, int, str | None]] = []
         with transaction(self._sessions) as session:
@@ -128,10 +128,13 @@ class JobSweeper:
                     logger.warning(
                         "ingest.job.resend_failed job_id=%s error=%s", job_id, exc.message
                     )
-                    # A queued job is sent again at a later sweep; a running one once
-                    # its new lease has expired.
+                    # Sent again at a later sweep: a queued job at the next, a running
+                    # one a lease from now (not after the backoff of _next_check: the
+                    # send it stands for did not happen).
                     with transaction(self._sessions) as session:
-                        JobRepository(session).mark_unsent(job_id)
+                        JobRepository(session).resend_failed(
+                            job_id, turn=turn, until=now + self._lease
+                        )
         if self._retention is not None:
             with transaction(self._sessions) as session:
                 purged = JobRepository(session).purge_finished(before=now - self._retention)

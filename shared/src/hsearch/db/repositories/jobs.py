@@ -277,12 +277,25 @@ class JobRepository:
         )
         return int(result.rowcount or 0) == 1  # type: ignore[attr-defined]
 
-    def mark_unsent(self, job_id: uuid.UUID) -> None:
-        """A send of queued ``job_id`` failed: the sweeper sends it again later."""
+    def resend_failed(self, job_id: uuid.UUID, *, turn: int, until: datetime) -> None:
+        """The sweeper's send of ``job_id`` for ``turn`` failed: a queued job counts as
+        never sent again, and a running one nobody has started since is looked at again
+        at ``until``."""
         self._session.execute(
             update(IngestionJob)
             .where(IngestionJob.id == job_id, IngestionJob.status == JobStatus.QUEUED)
             .values(sent_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        self._session.execute(
+            update(IngestionJob)
+            .where(
+                IngestionJob.id == job_id,
+                IngestionJob.status == JobStatus.RUNNING,
+                IngestionJob.lease_owner.is_(None),
+                IngestionJob.turn == turn,
+            )
+            .values(lease_expires_at=until)
             .execution_options(synchronize_session=False)
         )
 
