@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -94,6 +94,17 @@ def after_reading_jobs(
     assert done
 
 
+def start_turn_meanwhile(
+    sessions: sessionmaker[Session], job_id: uuid.UUID, *, owner: str, now: datetime
+) -> None:
+    """A worker starts the job's turn in a transaction of its own, committed."""
+    with sessions() as session, session.begin():
+        row = session.get_one(IngestionJob, job_id)
+        assert JobRepository(session).start_turn(
+            row, owner=owner, until=now + timedelta(seconds=60), now=now
+        )
+
+
 def test_a_turn_starts_only_if_no_one_started_it_since_the_job_was_read(
     sessions: sessionmaker[Session],
 ) -> None:
@@ -105,11 +116,7 @@ def test_a_turn_starts_only_if_no_one_started_it_since_the_job_was_read(
     now = utcnow()
     with sessions() as late:
         stale = late.get_one(IngestionJob, job)  # read, not locked
-        with sessions() as first, first.begin():
-            row = first.get_one(IngestionJob, job)
-            assert JobRepository(first).start_turn(
-                row, owner="w1", until=now + timedelta(seconds=60), now=now
-            )
+        start_turn_meanwhile(sessions, job, owner="w1", now=now)
         started = JobRepository(late).start_turn(
             stale, owner="w2", until=now + timedelta(seconds=60), now=now
         )
@@ -133,11 +140,7 @@ def test_a_sweep_does_not_take_a_job_a_worker_started_after_it_was_read(
         row.status, row.lease_expires_at = JobStatus.RUNNING, now - timedelta(seconds=1)
     with sessions() as sweeping:
         expired = sweeping.get_one(IngestionJob, job)  # read, not locked
-        with sessions() as starting, starting.begin():
-            row = starting.get_one(IngestionJob, job)
-            assert JobRepository(starting).start_turn(
-                row, owner="w1", until=now + timedelta(seconds=60), now=now
-            )
+        start_turn_meanwhile(sessions, job, owner="w1", now=now)
         taken = JobRepository(sweeping).take_expired(
             expired, now=now, until=now + timedelta(seconds=60)
         )

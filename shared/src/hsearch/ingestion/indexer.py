@@ -173,8 +173,8 @@ class IndexingService:
             if not jobs.start_turn(
                 job, owner=self._leases.owner, until=self._leases.until(), now=utcnow()
             ):
-                # Another worker started the turn since the row was read (SQLite locks
-                # no row on read: two workers may both have read it).
+                # Another worker started the turn since the row was read (the lock
+                # above rules it out; the compare-and-set guards the turn besides).
                 logger.info(
                     "ingest.job.duplicate_message job_id=%s turn=%d started elsewhere",
                     job_id,

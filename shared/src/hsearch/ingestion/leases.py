@@ -103,8 +103,8 @@ class JobSweeper:
         sends: list[tuple[uuid.UUID, int, str | None]] = []
         with transaction(self._sessions) as session:
             jobs = JobRepository(session)
-            # Each row is taken by a conditional update: on SQLite nothing locks the rows
-            # read, and a worker may have started or renewed the job since.
+            # The rows read are locked (stale()); each is also taken by a conditional
+            # update, which leaves alone a job a worker started or renewed since.
             for job in jobs.stale(now=now, unsent_before=now - self._unsent_after):
                 if job.status is JobStatus.RUNNING:
                     if not jobs.take_expired(job, now=now, until=self._next_check(job, now)):

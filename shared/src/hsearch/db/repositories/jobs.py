@@ -221,8 +221,8 @@ class JobRepository:
         """Start ``job``'s next turn for ``owner`` (running, leased until ``until``, an
         attempt more unless the last turn ended as planned) if no one has started one
         since ``job`` was read; returns whether it did, with ``job`` refreshed. A
-        compare-and-set on ``turn``: on SQLite, :meth:`lock` locks nothing, and two
-        workers may both have read the row."""
+        compare-and-set on ``turn``, a guard besides the lock :meth:`lock` takes: it
+        holds for a row read without it too."""
         result = self._session.execute(
             update(IngestionJob)
             .where(IngestionJob.id == job.id, IngestionJob.turn == job.turn)
