@@ -33,9 +33,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.base import utcnow
 from hsearch.db.engine import transaction
-from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.db.models import Document, IngestionJob, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
-from hsearch.db.repositories.jobs import JobRepository
+from hsearch.db.repositories.jobs import ItemRow, JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
@@ -491,10 +491,15 @@ class IndexingService:
         if errors:
             with transaction(self._sessions) as session:
                 job = self._lock(session, job_id)
-                items = _by_id(JobRepository(session).items(sorted(errors)))
-                for item_id, error in errors.items():
-                    if _pending(items[item_id]):  # else cancelled while it was encoded
+                jobs = JobRepository(session)
+                items = _by_id(jobs.item_rows(sorted(errors)))
+                jobs.update_items(
+                    [
                         self._fail(job, items[item_id], error)
+                        for item_id, error in errors.items()
+                        if _pending(items[item_id])  # else cancelled while it was encoded
+                    ]
+                )
         ready = [p for p in group if p.item_id not in errors]
         return self._write(job_id, tenant_id, ready, embeddings) if ready else False
 
@@ -523,9 +528,10 @@ class IndexingService:
                 return any(written)
             with transaction(self._sessions) as session:
                 job = self._lock(session, job_id)
-                item = session.get_one(JobItem, ready[0].item_id)
+                jobs = JobRepository(session)
+                (item,) = jobs.item_rows([ready[0].item_id])
                 if _pending(item):
-                    self._fail(job, item, refused.error)
+                    jobs.update_items([self._fail(job, item, refused.error)])
             return False
 
     @staticmethod
@@ -545,18 +551,21 @@ class IndexingService:
         todo: list[_PreparedItem] = []
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
-            items = [i for i in JobRepository(session).items(item_ids) if _pending(i)]
+            jobs = JobRepository(session)
+            items = [i for i in jobs.item_rows(item_ids) if _pending(i)]
             ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
             documents = DocumentRepository(session).get_many(set(ids.values()))
+            changes: list[dict[str, Any]] = []
             for item in items:
                 doc_id = ids[item.id]
                 existing = documents.get(doc_id)
-                if existing is not None and existing.version > item.id:
-                    self._superseded(job, item, doc_id)
+                if _newer_indexed(existing, item):
+                    changes.append(self._superseded(job, item, doc_id))
                     continue
                 if existing is not None and _unchanged(existing, item, fingerprint):
-                    item.status = JobItemStatus.SKIPPED
-                    item.document_id = doc_id
+                    changes.append(
+                        {"id": item.id, "status": JobItemStatus.SKIPPED, "document_id": doc_id}
+                    )
                     job.skipped += 1
                     # The indexed version is this submission's now: an older one
                     # pending elsewhere must not replace it.
@@ -570,17 +579,18 @@ class IndexingService:
                     if isinstance(chunks, Exception):
                         raise chunks
                 except (ValueError, InvalidRequestError) as exc:
-                    self._fail(job, item, exc)
+                    changes.append(self._fail(job, item, exc))
                     continue
                 cids = tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks))
                 # Committed with the decision, before Milvus sees them: a crash can never
                 # leave chunks nobody knows of (the next attempt deletes what it does
-                # not rewrite).
-                item.document_id = doc_id
-                # What a dead attempt of this item wrote, if it chunked otherwise (other
-                # settings before a restart), is kept: the write deletes it.
+                # not rewrite). What a dead attempt of this item wrote, if it chunked
+                # otherwise (other settings before a restart), is kept: the write
+                # deletes it.
                 earlier = set(item.chunk_ids or ()).difference(cids)
-                item.chunk_ids = [*cids, *sorted(earlier)]
+                changes.append(
+                    {"id": item.id, "document_id": doc_id, "chunk_ids": [*cids, *sorted(earlier)]}
+                )
                 todo.append(
                     _PreparedItem(
                         item_id=item.id,
@@ -592,9 +602,10 @@ class IndexingService:
                         chunk_ids=cids,
                     )
                 )
+            jobs.update_items(changes)
         return todo
 
-    def _chunk(self, item: JobItem) -> list[Chunk]:
+    def _chunk(self, item: ItemRow) -> list[Chunk]:
         chunks = self._chunker.chunk(item.content, title=item.title, lang=item.lang)
         if not chunks:
             raise InvalidRequestError("text: the document has no text to index")
@@ -609,14 +620,14 @@ class IndexingService:
         other writer would wait for it. The decision checks again under the lock; an
         item's text never changes, so its chunks stay right."""
         with self._sessions() as session:
-            items = [i for i in JobRepository(session).items(item_ids) if _pending(i)]
+            items = [i for i in JobRepository(session).item_rows(item_ids) if _pending(i)]
             ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
             documents = DocumentRepository(session).get_many(set(ids.values()))
             wanted = []
             for item in items:
                 existing = documents.get(ids[item.id])
                 if existing is None or not (
-                    existing.version > item.id or _unchanged(existing, item, fingerprint)
+                    _newer_indexed(existing, item) or _unchanged(existing, item, fingerprint)
                 ):
                     wanted.append(item)
         out: dict[int, list[Chunk] | ValueError | InvalidRequestError] = {}
@@ -671,17 +682,20 @@ class IndexingService:
         job = self._lock(session, job_id)
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
-        items = _by_id(jobs.items([p.item_id for p in ready]))
+        items = _by_id(jobs.item_rows([p.item_id for p in ready]))
         # Cancelled meanwhile: nothing of it is written.
         todo = sorted((p for p in ready if _pending(items[p.item_id])), key=lambda p: p.document_id)
         existing = docs.get_many({p.document_id for p in todo}, for_update=True)
         live: list[_PreparedItem] = []
+        superseded: list[dict[str, Any]] = []
         for prepared in todo:
-            item, current = items[prepared.item_id], existing.get(prepared.document_id)
-            if current is not None and current.version > item.id:
-                self._superseded(job, item, prepared.document_id)
+            if _newer_indexed(existing.get(prepared.document_id), items[prepared.item_id]):
+                superseded.append(
+                    self._superseded(job, items[prepared.item_id], prepared.document_id)
+                )
             else:
                 live.append(prepared)
+        jobs.update_items(superseded)
         if not live:
             return 0, 0
         unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
@@ -699,7 +713,7 @@ class IndexingService:
         records: list[ChunkRecord] = []
         stale: set[str] = set()
         added: list[dict[str, Any]] = []
-        written: list[tuple[JobItem, int, int]] = []
+        written: list[tuple[ItemRow, int, int]] = []
         for position, prepared in enumerate(live):
             item = items[prepared.item_id]
             vectors = embeddings[prepared.item_id]
@@ -723,7 +737,6 @@ class IndexingService:
             stale.update(old)
             if new is not None:
                 added.append(new)
-            item.status = JobItemStatus.INDEXED
             job.indexed += 1
             written.append((item, len(prepared.chunks), len(old)))
         # The store writes while this transaction writes the rows; it commits only once
@@ -732,6 +745,7 @@ class IndexingService:
             self._store_write, tenant_id, records, sorted(stale)
         )
         try:
+            jobs.update_items([{"id": p.item_id, "status": JobItemStatus.INDEXED} for p in live])
             docs.insert_all(added)
             self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed)
             session.flush()
@@ -741,20 +755,13 @@ class IndexingService:
             raise _StoreRefusedError(error) from error
         if error is not None:
             raise error  # transient (BackendError) or unexpected: this transaction rolls back
-        for item, count, deleted in written:
-            logger.info(
-                "ingest.document.indexed job_id=%s external_id=%s chunks=%d stale_deleted=%d",
-                job.id,
-                item.external_id,
-                count,
-                deleted,
-            )
+        _log_indexed(job.id, written)
         return len(written), sum(count for _, count, _ in written)
 
     def _document_write(
         self,
         tenant_id: str,
-        item: JobItem,
+        item: ItemRow,
         prepared: _PreparedItem,
         current: Document | None,
         *,
@@ -775,7 +782,7 @@ class IndexingService:
             source=item.source,
             lang=item.lang,
             tags=item.tags,
-            metadata=item.metadata_,
+            metadata=item.metadata,
             created_at=created,
             chunk_ids=prepared.chunk_ids,
             chunks=prepared.chunks,
@@ -791,7 +798,7 @@ class IndexingService:
             "source": item.source,
             "lang": item.lang,
             "tags": list(item.tags),
-            "metadata_": dict(item.metadata_),
+            "metadata_": dict(item.metadata),
             "content": item.content,
             "content_hash": item.content_hash,
             "chunk_count": len(prepared.chunks),
@@ -827,26 +834,31 @@ class IndexingService:
             return self._threads[name]
 
     @staticmethod
-    def _superseded(job: IngestionJob, item: JobItem, doc_id: uuid.UUID) -> None:
+    def _superseded(job: IngestionJob, item: ItemRow, doc_id: uuid.UUID) -> dict[str, Any]:
         """A newer submission of the document is indexed already: this older one is
-        skipped (a stale job re-delivered, or jobs run out of order)."""
-        item.status = JobItemStatus.SKIPPED
-        item.document_id = doc_id
-        item.error = "superseded: a newer submission of this document is indexed"
+        skipped (a stale job re-delivered, or jobs run out of order). Returns the item's
+        change (:meth:`JobRepository.update_items`)."""
         job.skipped += 1
         logger.info("ingest.document.superseded job_id=%s external_id=%s", job.id, item.external_id)
+        return {
+            "id": item.id,
+            "status": JobItemStatus.SKIPPED,
+            "document_id": doc_id,
+            "error": "superseded: a newer submission of this document is indexed",
+        }
 
     @staticmethod
-    def _fail(job: IngestionJob, item: JobItem, exc: Exception) -> None:
-        item.status = JobItemStatus.FAILED
-        item.error = f"{type(exc).__name__}: {exc}"
+    def _fail(job: IngestionJob, item: ItemRow, exc: Exception) -> dict[str, Any]:
+        """``item`` failed with ``exc``; returns its change."""
+        error = f"{type(exc).__name__}: {exc}"
         job.failed += 1
         logger.warning(
             "ingest.document.failed job_id=%s external_id=%s error=%s",
             job.id,
             item.external_id,
-            item.error,
+            error,
         )
+        return {"id": item.id, "status": JobItemStatus.FAILED, "error": error}
 
 
 class _StoreRefusedError(Exception):
@@ -872,16 +884,32 @@ def _groups(todo: list[_PreparedItem], *, max_chunks: int) -> list[list[_Prepare
     return groups
 
 
-def _by_id(items: list[JobItem]) -> dict[int, JobItem]:
+def _log_indexed(job_id: uuid.UUID, written: list[tuple[ItemRow, int, int]]) -> None:
+    for item, count, deleted in written:
+        logger.info(
+            "ingest.document.indexed job_id=%s external_id=%s chunks=%d stale_deleted=%d",
+            job_id,
+            item.external_id,
+            count,
+            deleted,
+        )
+
+
+def _by_id(items: list[ItemRow]) -> dict[int, ItemRow]:
     return {item.id: item for item in items}
 
 
-def _unchanged(existing: Document, item: JobItem, fingerprint: str) -> bool:
+def _newer_indexed(existing: Document | None, item: ItemRow) -> bool:
+    """Whether ``existing`` holds a submission of the document newer than ``item``."""
+    return existing is not None and existing.version > item.id
+
+
+def _unchanged(existing: Document, item: ItemRow, fingerprint: str) -> bool:
     """Whether ``existing`` already holds ``item``'s content, encoded by this encoder."""
     return existing.content_hash == item.content_hash and existing.encoder == fingerprint
 
 
-def _pending(item: JobItem) -> bool:
+def _pending(item: ItemRow) -> bool:
     """Whether ``item`` still waits to be indexed (not done, failed or cancelled)."""
     return item.status is JobItemStatus.PENDING
 

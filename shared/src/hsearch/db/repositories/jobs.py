@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import and_, case, delete, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -10,6 +12,40 @@ from sqlalchemy.orm import Session
 from hsearch.db.engine import hold_write_lock
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRow:
+    """A job item's columns, read without an ORM object behind them: the indexer reads
+    and changes a group's items with a statement each (:meth:`JobRepository.item_rows`,
+    :meth:`JobRepository.update_items`), where objects cost it a third of its time."""
+
+    id: int
+    external_id: str
+    title: str
+    source: str
+    lang: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    content: str
+    content_hash: str
+    status: JobItemStatus
+    chunk_ids: list[str] | None
+
+
+_ITEM_COLUMNS = (
+    JobItem.id,
+    JobItem.external_id,
+    JobItem.title,
+    JobItem.source,
+    JobItem.lang,
+    JobItem.tags,
+    JobItem.metadata_,
+    JobItem.content,
+    JobItem.content_hash,
+    JobItem.status,
+    JobItem.chunk_ids,
+)
 
 
 class JobRepository:
@@ -110,6 +146,21 @@ class JobRepository:
                 select(JobItem).where(JobItem.id.in_(item_ids)).order_by(JobItem.ordinal)
             )
         )
+
+    def item_rows(self, item_ids: Sequence[int]) -> list[ItemRow]:
+        """The items of ``item_ids`` in submission order, as rows (:class:`ItemRow`)."""
+        stmt = select(*_ITEM_COLUMNS).where(JobItem.id.in_(item_ids)).order_by(JobItem.ordinal)
+        return [ItemRow(*row) for row in self._session.execute(stmt)]
+
+    def update_items(self, changes: Sequence[Mapping[str, Any]]) -> None:
+        """Change items by id: each of ``changes`` holds an item's ``id`` and the
+        attributes that change; one statement (executed for many parameter sets) per
+        set of attributes. Items loaded as objects in this session are not refreshed."""
+        by_keys: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+        for change in changes:
+            by_keys.setdefault(tuple(sorted(change)), []).append(change)
+        for rows in by_keys.values():
+            self._session.execute(update(JobItem), list(rows))
 
     def failed_items(self, job_id: uuid.UUID, *, limit: int = 100) -> list[JobItem]:
         return list(
