@@ -63,6 +63,20 @@ from hsearch.vectorstore.schema import (
 
 logger = logging.getLogger(__name__)
 
+
+class _ClientTimestampNotice(logging.Filter):
+    """Drops pymilvus' warning that a query iterator falls back to the client's
+    timestamp. Milvus Lite returns no session timestamp for the iterator's first query,
+    so every :meth:`MilvusVectorStore.tenant_chunk_ids` against it (``hsearch
+    reconcile``) printed it; the fallback reads every chunk written before the call,
+    which is what the callers want, so the warning tells an operator nothing to do."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "failed to get mvccTs" not in record.getMessage()
+
+
+logging.getLogger("pymilvus.client.iterator.query_iterator").addFilter(_ClientTimestampNotice())
+
 _T = TypeVar("_T")
 
 ENCODER_PROPERTY = "hsearch.encoder"
