@@ -382,12 +382,17 @@ def documents_delete(
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Delete an indexed document: its chunks, metadata and statistics."""
+    """Delete a document: its chunks, metadata and statistics, and its versions still
+    pending in jobs (submitted before the delete, they are skipped)."""
     if not yes:
         typer.confirm(f"delete document {external_id!r}?", abort=True)
     with _api(url, api_key) as client:
         deleted = client.delete_document(external_id)
-    typer.echo(f"deleted {deleted['external_id']!r} ({deleted['deleted_chunks']} chunks)")
+    line = f"deleted {deleted['external_id']!r} ({deleted['deleted_chunks']} chunks)"
+    superseded = deleted.get("superseded_jobs") or []
+    if superseded:
+        line += f"; its pending version skipped in job {', '.join(superseded)}"
+    typer.echo(line)
 
 
 @tenants_app.command("create")

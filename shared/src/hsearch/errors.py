@@ -275,6 +275,14 @@ class QuotaExceededError(HsearchError):
         self.retry_after_s = retry_after_s
 
 
+class DocumentPendingError(HsearchError):
+    """The document is not indexed yet, only submitted in a job that has not finished:
+    what changes an indexed document cannot change it."""
+
+    status_code = 409
+    code = "document_pending"
+
+
 class JobFinishedError(HsearchError):
     """The job has finished: there is nothing left to cancel."""
 

@@ -8,8 +8,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from hsearch.config import WebhookSettings
-from hsearch.db.models import LexicalCorpusStats
+from hsearch.db.models import JobItem, LexicalCorpusStats
+from hsearch.ingestion.documents import DELETED_AFTER_SUBMISSION
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.api.conftest import Api, api_settings, serve
@@ -85,7 +88,7 @@ async def test_delete_removes_chunks_metadata_and_statistics(api: Api) -> None:
 
     resp = await api.client.delete("/v1/documents/doc/02")
     assert resp.status_code == 200, resp.text
-    assert resp.json() == {"external_id": "doc/02", "deleted_chunks": gone}
+    assert resp.json() == {"external_id": "doc/02", "deleted_chunks": gone, "superseded_jobs": []}
     assert api.services.store.count(tenant_id=TENANT) == chunks - gone
     assert corpus_chunks(api) == only_first, "its statistics are counted out"
     assert (await api.client.get("/v1/documents/doc/02")).status_code == 404
@@ -94,6 +97,57 @@ async def test_delete_removes_chunks_metadata_and_statistics(api: Api) -> None:
     again = await api.client.delete("/v1/documents/doc/02")
     assert again.status_code == 404
     assert (await api.client.get("/v1/documents/doc/00")).json()["status"] == "indexed"
+
+
+async def test_deleting_a_pending_document_skips_its_submissions(api: Api) -> None:
+    """A delete comes after the submissions still waiting in jobs: they are never
+    indexed, whichever job runs first; the other documents of their jobs are."""
+    first = await submit(api, DOCS[:2], run=False)
+    second = await submit(api, [{**DOCS[0], "text": "A newer text."}], run=False)
+    assert (await api.client.get("/v1/documents/doc/00")).json()["status"] == "pending"
+
+    resp = await api.client.delete("/v1/documents/doc/00")
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {
+        "external_id": "doc/00",
+        "deleted_chunks": 0,
+        "superseded_jobs": sorted([str(first), str(second)]),
+    }
+    assert api.services.indexing().process_job(second) == "succeeded"
+    assert api.services.indexing().process_job(first) == "succeeded"
+    assert (await api.client.get("/v1/documents/doc/00")).status_code == 404
+    assert (await api.client.get("/v1/documents/doc/01")).json()["status"] == "indexed"
+    job = (await api.client.get(f"/v1/jobs/{first}")).json()
+    assert (job["indexed"], job["skipped"], job["total"]) == (1, 1, 2)
+    with api.services.sessions() as session:
+        reasons = session.scalars(
+            select(JobItem.error).where(JobItem.external_id == "doc/00")
+        ).all()
+    assert reasons == [DELETED_AFTER_SUBMISSION] * 2
+    assert {r.external_id for r in stored_rows(api).values()} == {"doc/01"}
+    again = await api.client.delete("/v1/documents/doc/00")
+    assert again.status_code == 404
+
+
+async def test_deleting_an_indexed_document_also_skips_its_pending_version(api: Api) -> None:
+    await submit(api, DOCS[:1])
+    newer = await submit(api, [{**DOCS[0], "text": "A newer text."}], run=False)
+    resp = await api.client.delete("/v1/documents/doc/00")
+    assert resp.json()["superseded_jobs"] == [str(newer)]
+    assert resp.json()["deleted_chunks"] >= 1
+    assert api.services.indexing().process_job(newer) == "succeeded"
+    assert (await api.client.get("/v1/documents/doc/00")).status_code == 404
+    assert api.services.store.count(tenant_id=TENANT) == 0
+
+
+async def test_a_pending_document_cannot_be_patched(api: Api) -> None:
+    job_id = await submit(api, DOCS[:1], run=False)
+    resp = await api.client.patch("/v1/documents/doc/00", json={"tags": ["x"]})
+    assert resp.status_code == 409, resp.text
+    assert resp.json()["error"] == "document_pending"
+    assert str(job_id) in resp.json()["detail"]
+    missing = await api.client.patch("/v1/documents/nope", json={"tags": ["x"]})
+    assert missing.status_code == 404
 
 
 async def test_list_jobs_newest_first_by_status_page_by_page(api: Api) -> None:

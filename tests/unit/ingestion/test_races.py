@@ -20,9 +20,11 @@ from hsearch.db.base import utcnow
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
+from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.models import DocumentInput
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import TENANT, docs, get_job, make_service, stats, submit
 
@@ -187,3 +189,28 @@ def test_a_worker_whose_lease_expired_mid_batch_writes_nothing_twice(
         items = session.scalars(select(JobItem).where(JobItem.job_id == job_id)).all()
     assert {i.status for i in items} == {JobItemStatus.INDEXED}
     assert all(i.document_id == document_id(TENANT, i.external_id) for i in items)
+
+
+def test_a_delete_while_the_submission_encodes_wins(sessions: sessionmaker[Session]) -> None:
+    """The delete comes after the submission; the worker had decided it (its chunk ids
+    recorded) and was encoding it: nothing of it is written, and its job goes on."""
+    store = InMemoryVectorStore()
+    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
+    job_id = submit(sessions, docs(FIRST, ("z", "A third document. " * 10)))
+    service, embedder = indexer(sessions, store, "slow")
+    documents = DocumentService(sessions, store=store, statistics=LexicalStatistics(sessions))
+    deletions = []
+    embedder.meanwhile = lambda: deletions.append(
+        documents.delete(tenant_id=TENANT, external_id="x")
+    )
+    assert service.process_job(job_id) is JobStatus.SUCCEEDED
+
+    assert deletions[0].superseded_jobs == (job_id,)
+    assert deletions[0].deleted_chunks > 0  # the old version's
+    with sessions() as session:
+        assert session.get(Document, document_id(TENANT, "x")) is None
+    assert store.chunk_ids(tenant_id=TENANT, document_id=str(document_id(TENANT, "x"))) == set()
+    assert_consistent(sessions, store)
+    assert stats(sessions) == reference_stats(sessions, OTHER, ("z", "A third document. " * 10))
+    job = get_job(sessions, job_id)
+    assert (job.indexed, job.skipped, job.total) == (1, 1, 2)

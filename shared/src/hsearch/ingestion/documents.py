@@ -6,7 +6,10 @@ writes it in the transaction that marks its job item done). A document can also 
 *pending*: submitted in a job a worker has not finished. Deleting removes its chunks from
 the vector store and its row and statistics from the metadata database together, under
 the document's row lock (the lock a worker indexing the same document takes), and marks
-the tenant's data changed (``data_generation``, what caches key on).
+the tenant's data changed (``data_generation``, what caches key on). Versions of it still
+pending in jobs were submitted before the delete, so they are superseded by it: never
+indexed, skipped with the reason, as an older submission is skipped once a newer one
+is indexed.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
+from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.errors import DocumentNotFoundError, InvalidRequestError
+from hsearch.errors import DocumentNotFoundError, DocumentPendingError, InvalidRequestError
 from hsearch.ingestion.deletion import remove_document
 from hsearch.ingestion.ids import content_hash, document_id
 from hsearch.ingestion.jobs import check_page_limit
@@ -34,7 +38,17 @@ from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["DocumentPage", "DocumentService", "DocumentView", "document_fields"]
+__all__ = [
+    "DELETED_AFTER_SUBMISSION",
+    "DocumentDeletion",
+    "DocumentPage",
+    "DocumentService",
+    "DocumentView",
+    "document_fields",
+]
+
+DELETED_AFTER_SUBMISSION = "superseded: the document was deleted after this submission"
+"""The error of a pending submission skipped because its document was deleted."""
 
 SCAN_LIMIT = 2000
 """The most documents one restricted list request reads past the cursor: a narrow
@@ -57,6 +71,14 @@ class DocumentView:
     pending_jobs: tuple[uuid.UUID, ...]
     created_at: datetime | None
     updated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentDeletion:
+    deleted_chunks: int
+    """Chunks of the indexed version removed from the store (0: none was indexed)."""
+    superseded_jobs: tuple[uuid.UUID, ...]
+    """Unfinished jobs whose pending submission of the document will not be indexed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +233,13 @@ class DocumentService:
         with transaction(self._sessions) as session:
             doc = DocumentRepository(session).get_for_update(document_id(tenant_id, external_id))
             if doc is None:
+                pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
+                if pending:
+                    raise DocumentPendingError(
+                        f"document {external_id!r} is not indexed yet (pending in job "
+                        f"{', '.join(map(str, pending))}): only an indexed document can be "
+                        "changed; submit it again with the new fields, or wait for the job"
+                    )
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
             if metadata is not None:
                 # The merged whole goes to the chunks and the row: a partial update of the
@@ -237,24 +266,66 @@ class DocumentService:
             pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
             return _view(doc, external_id=external_id, pending=pending)
 
-    def delete(self, *, tenant_id: str, external_id: str) -> int:
-        """Delete the indexed document: its chunks, its row, its share of the tenant's
-        statistics. Returns how many chunks went; raises DocumentNotFoundError (404).
+    def delete(self, *, tenant_id: str, external_id: str) -> DocumentDeletion:
+        """Delete the document: the indexed version's chunks, row and share of the
+        tenant's statistics, and the versions pending in unfinished jobs (skipped, with
+        :data:`DELETED_AFTER_SUBMISSION`: the delete came after them). Raises
+        DocumentNotFoundError (404) when there is neither.
 
-        Chunks go first, inside the transaction: if the store fails nothing changes; if
-        the commit fails after it, the row stays and a second delete finishes the job
-        (deleting absent chunks is a no-op). A version still pending in a job is indexed
-        when its job runs: deleting does not cancel jobs.
+        The jobs are locked first, in id order, then the document, the order a worker
+        writing the document takes them: a submission is either indexed before (and its
+        version deleted here) or skipped. Chunks go inside the transaction: if the store
+        fails nothing changes; if the commit fails after it, the row stays and a second
+        delete finishes the job (deleting absent chunks is a no-op).
         """
+        doc_id = document_id(tenant_id, external_id)
         with transaction(self._sessions) as session:
-            repo = DocumentRepository(session)
-            doc = repo.get_for_update(document_id(tenant_id, external_id))
-            if doc is None:
+            superseded, written = self._supersede_pending(session, tenant_id, external_id, doc_id)
+            doc = DocumentRepository(session).get_for_update(doc_id)
+            if doc is None and not superseded:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
-            chunk_ids = remove_document(session, doc, statistics=self._statistics)
-            self._store.delete_chunks(chunk_ids, tenant_id=tenant_id)
+            chunk_ids = (
+                [] if doc is None else remove_document(session, doc, statistics=self._statistics)
+            )
+            # What a dead attempt of a skipped submission may have stored: no later write
+            # of the document would know of it.
+            gone = sorted(written.difference(chunk_ids))
+            if chunk_ids or gone:
+                self._store.delete_chunks([*chunk_ids, *gone], tenant_id=tenant_id)
             TenantRepository(session).bump_generation(tenant_id)
-        return len(chunk_ids)
+        return DocumentDeletion(deleted_chunks=len(chunk_ids), superseded_jobs=superseded)
+
+    @staticmethod
+    def _supersede_pending(
+        session: Session, tenant_id: str, external_id: str, doc_id: uuid.UUID
+    ) -> tuple[tuple[uuid.UUID, ...], set[str]]:
+        """Skip the document's submissions pending in unfinished jobs (each job locked);
+        returns those jobs and the chunk ids their attempts recorded."""
+        jobs = JobRepository(session)
+        superseded: list[uuid.UUID] = []
+        written: set[str] = set()
+        held = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
+        for job_id in sorted(set(held)):
+            job = jobs.lock(job_id)
+            if job is None or job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
+                continue  # finished since it was read
+            items = session.scalars(
+                select(JobItem).where(
+                    JobItem.job_id == job_id,
+                    JobItem.external_id == external_id,
+                    JobItem.status == JobItemStatus.PENDING,
+                )
+            ).all()
+            for item in items:
+                item.status = JobItemStatus.SKIPPED
+                item.document_id = doc_id
+                item.error = DELETED_AFTER_SUBMISSION
+                job.skipped += 1
+                written.update(item.chunk_ids or ())
+            if items:
+                superseded.append(job_id)
+        session.flush()
+        return tuple(superseded), written
 
 
 def document_fields(doc: Document) -> dict[str, Any]:

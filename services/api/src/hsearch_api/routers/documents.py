@@ -120,7 +120,7 @@ def read_document(
     return document_read(view)
 
 
-@router.patch("/documents/{external_id:path}", responses=error_responses(404, 413))
+@router.patch("/documents/{external_id:path}", responses=error_responses(404, 409, 413))
 def update_document(
     external_id: str, body: DocumentPatch, tenant: IngestTenantDep, documents: DocumentServiceDep
 ) -> DocumentRead:
@@ -139,9 +139,14 @@ def update_document(
 def delete_document(
     external_id: str, tenant: IngestTenantDep, documents: DocumentServiceDep
 ) -> DocumentDeleted:
-    """Delete an indexed document: its chunks, its metadata and its statistics."""
-    chunks = documents.delete(tenant_id=tenant, external_id=external_id)
-    return DocumentDeleted(external_id=external_id, deleted_chunks=chunks)
+    """Delete a document: its chunks, its metadata and its statistics, and the versions
+    of it still pending in jobs (submitted before the delete: they are skipped)."""
+    deletion = documents.delete(tenant_id=tenant, external_id=external_id)
+    return DocumentDeleted(
+        external_id=external_id,
+        deleted_chunks=deletion.deleted_chunks,
+        superseded_jobs=list(deletion.superseded_jobs),
+    )
 
 
 @router.get("/jobs")

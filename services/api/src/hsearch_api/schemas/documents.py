@@ -204,6 +204,11 @@ class DocumentPageRead(BaseModel):
 class DocumentDeleted(BaseModel):
     external_id: str
     deleted_chunks: int
+    superseded_jobs: list[uuid.UUID] = Field(
+        default_factory=list,
+        description="Unfinished jobs whose pending submission of the document will not be "
+        "indexed: it was submitted before the delete (its item is skipped).",
+    )
 
 
 class DocumentPatch(BaseModel):
