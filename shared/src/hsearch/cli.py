@@ -152,6 +152,7 @@ def reconcile(
             )
             try:
                 reconciler = services.reconciler()
+                reconciler.require(tenant)
                 for tenant_id in tenant or reconciler.tenants():
                     drift = reconciler.check(tenant_id)
                     if repair and not drift.clean:

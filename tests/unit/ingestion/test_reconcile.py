@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
 from hsearch.db.models import Document, JobStatus
 from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.errors import TenantNotFoundError
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.ingestion.reconcile import Reconciler
@@ -61,3 +63,23 @@ def test_orphans_and_missing_chunks_are_found_and_repaired(
     assert reconciler.check(TENANT).clean
     assert lost in store.tenant_chunk_ids(tenant_id=TENANT)
     assert "f" * 32 not in store.tenant_chunk_ids(tenant_id=TENANT)
+
+
+def test_every_registered_tenant_is_checked_and_an_unknown_one_is_refused(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = InMemoryVectorStore()
+    run(sessions, make_service(sessions, store), docs(A))
+    with sessions() as session, session.begin():
+        TenantRepository(session).ensure("empty")  # no document: chunks it has are orphans
+    stray = next(iter(store._rows.values()))
+    store.upsert([dataclasses.replace(stray, chunk_id="e" * 32, tenant_id="empty")])
+    reconciler = Reconciler(
+        sessions, store=store, queue=InMemoryJobQueue(), settings=IngestSettings()
+    )
+
+    assert reconciler.tenants() == sorted([TENANT, "empty"])
+    assert reconciler.check("empty").orphans == ("e" * 32,)
+    reconciler.require([TENANT, "empty"])
+    with pytest.raises(TenantNotFoundError, match="'nope'"):
+        reconciler.require([TENANT, "nope"])

@@ -31,6 +31,7 @@ from hsearch.config import IngestSettings
 from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.errors import TenantNotFoundError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
@@ -78,8 +79,20 @@ class Reconciler:
         self._settings = settings
 
     def tenants(self) -> list[str]:
+        """Every tenant, in id order: those registered (a tenant with no document left
+        may still have chunks in the store) and those with documents."""
         with self._sessions() as session:
-            return list(session.scalars(select(Document.tenant_id).distinct()))
+            registered = {t.id for t in TenantRepository(session).list()}
+            holding = set(session.scalars(select(Document.tenant_id).distinct()))
+        return sorted(registered | holding)
+
+    def require(self, tenant_ids: Sequence[str]) -> None:
+        """Raise TenantNotFoundError naming the first of ``tenant_ids`` that is not a
+        tenant (a mistyped id would otherwise report a tenant with nothing, no drift)."""
+        known = set(self.tenants())
+        for tenant_id in tenant_ids:
+            if tenant_id not in known:
+                raise TenantNotFoundError(f"tenant {tenant_id!r} not found")
 
     def check(self, tenant_id: str) -> Drift:
         stored = self._store.tenant_chunk_ids(tenant_id=tenant_id)
