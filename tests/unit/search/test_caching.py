@@ -5,6 +5,7 @@ invalidation by the tenant's data generation, single flight, what is never cache
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -444,10 +445,22 @@ async def test_a_cursor_serves_only_its_own_search_and_tenant(
     assert cursor is not None
     with pytest.raises(InvalidRequestError, match="cursor: it belongs to another search"):
         await service.search(SearchQuery(tenant_id=TENANT, query="mountains", cursor=cursor))
-    # Another tenant finds no snapshot under its own keys: its own (empty) live list.
-    other = await service.search(SearchQuery(tenant_id="other", query="rivers sea", cursor=cursor))
+    # The tenant is part of the search: another tenant's use of it is refused, as
+    # another search's (its snapshot is under the issuing tenant's keys besides).
+    with pytest.raises(InvalidRequestError, match="cursor: it belongs to another search"):
+        await service.search(SearchQuery(tenant_id="other", query="rivers sea", cursor=cursor))
+    # A cursor of a release that did not record its search pages as before.
+    legacy = dataclasses.replace(Cursor.decode(cursor), search=None).encode()
+    other = await service.search(SearchQuery(tenant_id="other", query="rivers sea", cursor=legacy))
     assert other.hits == ()
-    for bad in ("garbage", Cursor(1, "../../x").encode(), Cursor(-1).encode(), "x" * 300):
+    bad_cursors = (
+        "garbage",
+        Cursor(1, "../../x").encode(),
+        Cursor(-1).encode(),
+        Cursor(1, None, "not-hex").encode(),
+        "x" * 300,
+    )
+    for bad in bad_cursors:
         with pytest.raises(InvalidRequestError, match="cursor"):
             await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea", cursor=bad))
     # A page size of its own, from the same list.
@@ -471,6 +484,11 @@ async def test_a_cursor_whose_snapshot_is_gone_pages_the_live_list(
     assert not second.cached
     assert second.offset == 2
     assert set(chunk_ids(second)).isdisjoint(chunk_ids(first))
+    # Still refused with another search, though no snapshot is left to compare.
+    with pytest.raises(InvalidRequestError, match="cursor: it belongs to another search"):
+        await service.search(
+            SearchQuery(tenant_id=TENANT, query="mountains", top_k=2, cursor=first.next_cursor)
+        )
 
 
 async def test_a_tenant_created_again_never_meets_its_predecessors_entries(

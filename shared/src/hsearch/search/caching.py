@@ -279,7 +279,12 @@ class ResultCache:
 
 
 _SNAPSHOT_ID = re.compile(r"[0-9a-f]{32}")
+_SEARCH_ID = re.compile(r"[0-9a-f]{16}")
 _BAD_CURSOR = "cursor: not a cursor this server issued (send a response's next_cursor as it is)"
+_OTHER_SEARCH = (
+    "cursor: it belongs to another search; send it with the same query, "
+    "filter and options as the search that returned it"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,10 +294,20 @@ class Cursor:
 
     offset: int
     snapshot: str | None = None
+    search: str | None = None
+    """The search it belongs to (:func:`search_id`; ``None`` in cursors of releases
+    that did not record it): checked whether or not the snapshot is still kept."""
 
     def encode(self) -> str:
-        raw = json.dumps({"o": self.offset, "s": self.snapshot}, separators=(",", ":"))
+        data = {"o": self.offset, "s": self.snapshot, "h": self.search}
+        raw = json.dumps(data, separators=(",", ":"))
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    def check(self, plan: SearchPlan) -> None:
+        """Raise InvalidRequestError (422) naming ``cursor`` if it was issued for
+        another search than ``plan``'s (another query, filter, option or tenant)."""
+        if self.search is not None and self.search != search_id(plan):
+            raise InvalidRequestError(_OTHER_SEARCH)
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
@@ -301,16 +316,19 @@ class Cursor:
             raise InvalidRequestError(_BAD_CURSOR)
         try:
             data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-            offset, snapshot = data["o"], data["s"]
-        except (ValueError, KeyError, TypeError, binascii.Error):
+            offset, snapshot, search = data["o"], data["s"], data.get("h")
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
             raise InvalidRequestError(_BAD_CURSOR) from None
         valid_offset = isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0
         valid_snapshot = snapshot is None or (
             isinstance(snapshot, str) and _SNAPSHOT_ID.fullmatch(snapshot) is not None
         )
-        if not (valid_offset and valid_snapshot):
+        valid_search = search is None or (
+            isinstance(search, str) and _SEARCH_ID.fullmatch(search) is not None
+        )
+        if not (valid_offset and valid_snapshot and valid_search):
             raise InvalidRequestError(_BAD_CURSOR)
-        return cls(offset, snapshot)
+        return cls(offset, snapshot, search)
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,11 +378,7 @@ class PageSnapshots:
         except ValidationError:
             return None
         if kept.shape != _shape(plan):
-            msg = (
-                "cursor: it belongs to another search; send it with the same query, "
-                "filter and options as the search that returned it"
-            )
-            raise InvalidRequestError(msg)
+            raise InvalidRequestError(_OTHER_SEARCH)
         return kept.result
 
     def _key(self, plan: SearchPlan, snapshot: str) -> str:
@@ -376,6 +390,12 @@ def _shape(plan: SearchPlan) -> str:
     """What a snapshot's search is, whatever its page (a cursor may change ``top_k``)."""
     ranking = replace(plan.ranking, offset=0, top_k=1)
     return digest(replace(plan, ranking=ranking, budget_s=0.0))
+
+
+def search_id(plan: SearchPlan) -> str:
+    """A short id of ``plan``'s search, whatever its page, that a cursor carries: its
+    tenant is part of it, so another tenant's cursor is refused as another search's."""
+    return _shape(plan)[:16]
 
 
 async def purge_tenant(store: CacheBackend, *, namespace: str, tenant_id: str) -> int:

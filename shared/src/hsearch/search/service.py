@@ -40,6 +40,7 @@ from hsearch.search.caching import (
     GenerationReader,
     PageSnapshots,
     ResultCache,
+    search_id,
 )
 from hsearch.search.fusion import FusedHit
 from hsearch.search.highlight import make_snippet
@@ -106,6 +107,8 @@ class SearchService:
         if cursor is not None:
             query = replace(query, offset=cursor.offset)
         plan = self._planner.plan(query)
+        if cursor is not None:
+            cursor.check(plan)
         clock.lap(Stage.PLAN)
         if cursor is not None and cursor.snapshot is not None and self._snapshots is not None:
             window = await self._snapshots.load(plan, cursor.snapshot)
@@ -225,7 +228,7 @@ class SearchService:
             timings=timings,
             took_ms=timings.total_ms,
             rerank_ms=timings.rerank_ms if plan.rerank else None,
-            next_cursor=Cursor(end, kept).encode() if more else None,
+            next_cursor=Cursor(end, kept, search_id(plan)).encode() if more else None,
         )
         _record(plan, outcomes, outcome="degraded" if result.degraded else "ok", timings=timings)
         logger.info(
@@ -301,7 +304,9 @@ class SearchService:
             hits=hits,
             offset=spec.offset,
             top_k=spec.top_k,
-            next_cursor=Cursor(end, snapshot).encode() if end < len(window.hits) else None,
+            next_cursor=(
+                Cursor(end, snapshot, search_id(plan)).encode() if end < len(window.hits) else None
+            ),
             cached=True,
             embedding_cached=False,
             timings=timings,
