@@ -44,6 +44,12 @@ def assert_names(body: dict[str, Any], field: str, *, code: str = "invalid_reque
         ({"query": "x", "leg_timeout_ms": True}, "leg_timeout_ms"),
         ({"query": "x", "min_score": True}, "min_score"),
         ({"query": "x", "weights": {"dense": True}}, "weights.dense"),
+        # Strict booleans: "no", "false" or 1 is not a boolean (lax parsing read them).
+        ({"query": "x", "group_by_document": "no"}, "group_by_document"),
+        ({"query": "x", "track_total": 1}, "track_total"),
+        ({"query": "x", "track_total": "false"}, "track_total"),
+        ({"query": "x", "highlight": "off"}, "highlight"),
+        ({"query": "x", "rerank": "yes"}, "rerank"),
     ],
 )
 async def test_invalid_searches_name_the_field(

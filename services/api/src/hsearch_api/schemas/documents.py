@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from hsearch.types import JobKind, JobStatus
 from hsearch.vectorstore.schema import TITLE_MAX_LENGTH
@@ -88,7 +88,7 @@ class DocumentDeleteByFilter(BaseModel):
         "(docs/filters.md), on their fields (not `ordinal`).",
         examples=[{"source": {"eq": "news"}, "created_at": {"lt": 1700000000}}],
     )
-    everything: bool = Field(
+    everything: StrictBool = Field(
         default=False,
         alias="all",
         description="Delete every document of the tenant (and send no filter).",

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    create_model,
+)
 
 from hsearch.config import SearchSettings
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
@@ -17,7 +25,8 @@ from hsearch.search.planner import MAX_QUERY_CHARS
 from hsearch.types import CountScope, CountUnit, FusionMethod, Leg, LegStatus, SearchMode
 
 # Numbers are strict: JSON's true is not the number 1, nor "5" the number 5 (lax
-# validation would take both). A whole number is still a valid float.
+# validation would take both). A whole number is still a valid float. So are booleans:
+# "no", "off", "false" or 1 are not a boolean (lax validation would read them as one).
 LegWeight = Annotated[
     StrictFloat,
     Field(
@@ -104,12 +113,14 @@ class SearchRequest(BaseModel):
     min_score: StrictFloat | None = Field(
         default=None, description="Drop fused candidates scoring below this (finite)."
     )
-    group_by_document: bool = False
-    rerank: bool = Field(
+    group_by_document: StrictBool = False
+    rerank: StrictBool = Field(
         default=False, description="Rescore the best fused hits with the cross-encoder."
     )
-    highlight: bool = Field(default=True, description="Add a snippet with query terms in <em>.")
-    track_total: bool = Field(
+    highlight: StrictBool = Field(
+        default=True, description="Add a snippet with query terms in <em>."
+    )
+    track_total: StrictBool = Field(
         default=True,
         description="Count every keyword match for `total` and the facets (exact up to the "
         "server's count limit). false: count the window only (`total_basis` `window`), "
