@@ -59,8 +59,13 @@ def test_ingest_a_folder_and_wait_with_plain_progress_lines(cli: Cli, tmp_path: 
     assert "\x1b" not in result.stdout  # no terminal: no bar, plain lines
     assert any(line.startswith("sent: ") for line in out), out
     assert any(line.startswith("indexing: 5/5 documents (100%), ") for line in out), out
-    assert out[-2:] == [
+    reads = (
+        "a folder is read for .htm, .html, .markdown, .md, .pdf, .txt files (give a .jsonl or "
+        ".json file by itself)"
+    )
+    assert out[-3:] == [
         "documents: 5 read, 5 sent in 2 jobs, 0 already accepted",
+        f"passed over 1 file in the folders given (1 .csv): {folder / 'notes.csv'}; {reads}",
         "jobs: 2 finished: 5 indexed, 0 unchanged, 0 failed, 0 cancelled",
     ]
     assert cli.api.gate.uploads == [4, 1]
@@ -84,9 +89,14 @@ def test_ingest_a_folder_and_wait_with_plain_progress_lines(cli: Cli, tmp_path: 
     ).json()
     assert hits["hits"][0]["external_id"] == "sub/glaciers.html"
 
+    (folder / "more.jsonl").write_text('{"external_id": "m", "text": "More."}\n')
     again = cli("ingest", str(folder), "--wait")
     assert again.exit_code == 0, again.output
-    assert lines_of(again.stdout)[-1] == "documents: 5 read, 0 sent in 0 jobs, 5 already accepted"
+    assert lines_of(again.stdout)[-2:] == [
+        "documents: 5 read, 0 sent in 0 jobs, 5 already accepted",
+        f"passed over 2 files in the folders given (1 .csv, 1 .jsonl): {folder / 'more.jsonl'}, "
+        f"{folder / 'notes.csv'}; {reads}",
+    ]
     assert cli.api.gate.uploads == [4, 1], "nothing is sent twice"
 
 

@@ -12,8 +12,10 @@ from hsearch.client.files import TITLE_CHARS, ReadFailure, SourceDocument, read_
 from tests.unit.client.documents import write, write_jsonl, write_pdf
 
 
-def read(path: Path, **kwargs: str) -> list[SourceDocument | ReadFailure]:
-    return list(read_documents(path, **kwargs))
+def read(
+    path: Path, *, source: str | None = None, passed_over: list[Path] | None = None
+) -> list[SourceDocument | ReadFailure]:
+    return list(read_documents(path, source=source, passed_over=passed_over))
 
 
 def one(path: Path) -> dict[str, object]:
@@ -111,7 +113,10 @@ def test_a_folder_is_read_recursively_in_name_order(tmp_path: Path) -> None:
         else:
             write(root / name, "<p>Text.</p>" if name.endswith(".html") else "Text.")
     write(root / ".git" / "notes.txt", "Not mine.")
-    items = read(root)
+    write(root / "sub" / "bulk.jsonl", '{"external_id": "x", "text": "X."}')
+    passed_over: list[Path] = []
+    items = read(root, passed_over=passed_over)
+    assert passed_over == [root / "skip.csv", root / "sub" / "bulk.jsonl"]
     assert all(isinstance(i, SourceDocument) for i in items)
     ids = [i.document["external_id"] for i in items if isinstance(i, SourceDocument)]
     assert ids == ["a.txt", "b.md", "sub/d.pdf", "sub/deeper/c.html"]

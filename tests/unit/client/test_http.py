@@ -100,6 +100,28 @@ def test_with_retry_for_s_a_request_is_tried_for_that_long_saying_so() -> None:
     assert said[-1].endswith("503: starting; trying again in 10 s, for 94 s more")
 
 
+def test_a_pause_cut_short_by_retry_for_s_is_said_in_tenths() -> None:
+    clock = Clock()
+    said: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    api = ApiClient(
+        "http://api.test",
+        retries=0,
+        retry_for_s=3.2371,
+        on_retry=said.append,
+        transport=httpx.MockTransport(refuse),
+        sleep=clock.sleep,
+        clock=lambda: clock.now,
+    )
+    with pytest.raises(ApiUnavailableError):
+        api.job(JOB_ID)
+    assert clock.pauses[:3] == [0.5, 1.0, pytest.approx(1.7371)]  # the last one: what is left
+    assert said[2].endswith("trying again in 1.7 s, for 2 s more")
+
+
 def test_with_retry_for_s_it_gives_up_once_that_time_has_passed() -> None:
     clock = Clock()
     api = ApiClient(

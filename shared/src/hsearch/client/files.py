@@ -90,14 +90,15 @@ class ReadFailure:
 
 
 def read_documents(
-    path: Path, *, source: str | None = None
+    path: Path, *, source: str | None = None, passed_over: list[Path] | None = None
 ) -> Iterator[SourceDocument | ReadFailure]:
     """Every document of ``path`` (a file or a folder), in a stable order; what cannot
-    be read as a :class:`ReadFailure`. Files of other types in a folder are passed
-    over silently; one given by itself is a failure."""
+    be read as a :class:`ReadFailure`. Files of other types in a folder (JSON files
+    among them: a folder's ``package.json`` holds no documents) are passed over, and
+    appended to ``passed_over``; one given by itself is a failure."""
     if path.is_dir():
         name = source or path.resolve().name
-        for file in _walk(path):
+        for file in _walk(path, passed_over):
             yield read_file(file, root=path, source=name)
         return
     suffix = path.suffix.lower()
@@ -134,12 +135,16 @@ def read_file(path: Path, *, root: Path, source: str) -> SourceDocument | ReadFa
     return SourceDocument(origin=external_id, document=document)
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path, passed_over: list[Path] | None) -> Iterator[Path]:
     for folder, dirs, files in os.walk(root):  # symbolic links to folders are not followed
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
-            if not name.startswith(".") and Path(name).suffix.lower() in FILE_FORMATS:
+            if name.startswith("."):
+                continue
+            if Path(name).suffix.lower() in FILE_FORMATS:
                 yield Path(folder) / name
+            elif passed_over is not None:
+                passed_over.append(Path(folder) / name)
 
 
 def _json_lines(path: Path, *, source: str | None) -> Iterator[SourceDocument | ReadFailure]:

@@ -276,7 +276,7 @@ class ApiClient:
                 until = f", for {left:.0f} s more"
             if self._on_retry is not None:
                 what = "waiting for the API" if answer.limited is None else "rate limited"
-                again = f"trying again in {pause:g} s{until}"
+                again = f"trying again in {round(pause, 1):g} s{until}"
                 self._on_retry(f"{what}: {where}: {answer.last}; {again}")
             self._sleep(pause)
 

@@ -27,13 +27,14 @@ import signal
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hsearch.client.files import ReadFailure, SourceDocument, read_documents
+from hsearch.client.files import FILE_FORMATS, ReadFailure, SourceDocument, read_documents
 from hsearch.client.http import ApiClient, ApiError, Job
 from hsearch.client.progress import Progress
 from hsearch.client.state import UploadState
@@ -100,6 +101,8 @@ class IngestReport:
     job_errors: list[str] = field(default_factory=list)
     """Errors of jobs as a whole (a job that could not run)."""
     notes: list[str] = field(default_factory=list)
+    passed_over: list[Path] = field(default_factory=list)
+    """Files in the folders given that are of no type read in a folder."""
 
     @property
     def failed(self) -> int:
@@ -122,6 +125,8 @@ class IngestReport:
             f"documents: {self.read} read, {self.sent} sent in {len(self.jobs)} jobs{maybe}, "
             f"{self.already_accepted} already accepted"
         ]
+        if self.passed_over:
+            lines.append(_passed_over_line(self.passed_over))
         stages = {s: sum(f.stage == s for f in self.failures) for s in _STAGES}
         if self.waited:
             indexed = sum(j.indexed for j in self.waited.values())
@@ -157,6 +162,20 @@ class IngestReport:
 
 
 _STAGES = ("unreadable", "refused", "failed")
+
+
+def _passed_over_line(files: list[Path]) -> str:
+    """What the folders held that was not read: how many files of each type, the first
+    few named, and what a folder is read for."""
+    kinds = Counter(f.suffix.lower() or "(no extension)" for f in files)
+    counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    named = ", ".join(str(f) for f in files[:3]) + (", ..." if len(files) > 3 else "")
+    noun = "file" if len(files) == 1 else "files"
+    read = ", ".join(sorted(set(FILE_FORMATS)))
+    return (
+        f"passed over {len(files)} {noun} in the folders given ({counted}): {named}; "
+        f"a folder is read for {read} files (give a .jsonl or .json file by itself)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +225,9 @@ class Uploader:
             if job is None or job.finished:
                 self._record(job_id, job)
         for path, state in zip(paths, states, strict=True):
-            for item in read_documents(path, source=self._options.source):
+            for item in read_documents(
+                path, source=self._options.source, passed_over=self.report.passed_over
+            ):
                 if isinstance(item, ReadFailure):
                     name = item.external_id or item.origin
                     self.report.failures.append(Failure(name, "unreadable", item.error))
