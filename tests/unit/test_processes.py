@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -22,6 +23,7 @@ from hsearch.processes import (
     milvus_lite_command,
     port_open,
     start_milvus_lite,
+    stop_all,
     wait_until,
     worker_command,
 )
@@ -185,3 +187,43 @@ def test_a_free_port_taken_before_the_bind_is_chosen_again(
             child.stop()
     finally:
         taken.stop()
+
+
+def test_the_services_stop_after_those_using_them(tmp_path: Path) -> None:
+    """A worker stopping still reaches Milvus: the service gets SIGTERM only once the
+    worker has exited (here after a last second of work), all within the timeout."""
+    service = Child(
+        "service",
+        argv=python("import time; print('up', flush=True); time.sleep(60)"),
+        env={},
+        log=tmp_path / "service.log",
+    )
+    # On SIGTERM the user works one more second, then says whether the service is up
+    # (a service that has exited is a zombie of this test until it is reaped).
+    user_code = (
+        "import signal, sys, time\n"
+        "def service_up():\n"
+        "    try:\n"
+        f"        with open('/proc/{service.proc.pid}/stat') as stat:\n"
+        "            return stat.read().split()[2] != 'Z'\n"
+        "    except FileNotFoundError:\n"
+        "        return False\n"
+        "def last_write(*_):\n"
+        "    time.sleep(1)\n"
+        "    print('service up' if service_up() else 'service gone', flush=True)\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, last_write)\n"
+        "print('up', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    user = Child("user", argv=python(user_code), env={}, log=tmp_path / "user.log")
+    service.wait_until(lambda: "up" in service.log_text(), timeout=30, what="service")
+    user.wait_until(lambda: "up" in user.log_text(), timeout=30, what="user")
+    started = time.monotonic()
+    stop_all([user], last=[service], timeout=3)
+    assert time.monotonic() - started < 5  # hsearch run's promise for Ctrl-C
+    assert not user.alive()
+    assert not service.alive()
+    assert user.log_text().splitlines()[-1] == "service up"
+    assert user.proc.returncode == 0  # it finished its last second of work
+    assert service.proc.returncode == -15  # SIGTERM, not SIGKILL

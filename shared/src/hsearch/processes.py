@@ -32,6 +32,8 @@ import httpx
 from hsearch.errors import ConfigurationError
 
 LOCALHOST = "127.0.0.1"
+MILVUS_CHILD = "milvus"
+"""The name of the Milvus Lite server's :class:`Child`."""
 LOG_TAIL_CHARS = 4000
 _PR_SET_PDEATHSIG = 1
 
@@ -272,7 +274,7 @@ def start_milvus_lite(
     for attempt in range(1, (1 if chosen is not None else FREE_PORT_TRIES) + 1):
         bound = chosen if chosen is not None else free_port(host)
         child = Child(
-            "milvus",
+            MILVUS_CHILD,
             argv=milvus_lite_command(data_dir, host=host, port=bound),
             env=os.environ if env is None else env,
             log=log,
@@ -342,13 +344,22 @@ def start_api(
     return _started(child, ready, timeout=timeout, what="API"), base
 
 
-def stop_all(children: Sequence[Child], *, timeout: float) -> None:
-    """Stop ``children`` together: SIGTERM to every process group at once, SIGKILL to
-    what is still running ``timeout`` seconds later. A Celery worker's warm shutdown
-    would wait for its running task; the job it held is resumed after a restart (its
-    lease expires: hsearch.ingestion.leases)."""
-    for child in children:
-        child.terminate()
+LAST_STOP_S = 0.5
+"""Of :func:`stop_all`'s time, what is kept for the services the others use."""
+
+
+def stop_all(children: Sequence[Child], *, timeout: float, last: Sequence[Child] = ()) -> None:
+    """Stop ``children``, then ``last`` (the services they use: Milvus), all within
+    ``timeout`` seconds: SIGTERM to every process group of ``children`` at once, SIGKILL
+    to what is still running :data:`LAST_STOP_S` before the end; then the same for
+    ``last`` in what is left. The workers' last writes thus still reach Milvus, rather
+    than failing and being retried against a server that is going away. A Celery
+    worker's warm shutdown would wait for its running task; the job it held is resumed
+    after a restart (its lease expires: hsearch.ingestion.leases)."""
     deadline = time.monotonic() + timeout
-    for child in children:
-        child.stop(timeout=max(0.0, deadline - time.monotonic()))
+    first_deadline = deadline - (min(LAST_STOP_S, timeout / 2) if last else 0.0)
+    for group, until in ((children, first_deadline), (last, deadline)):
+        for child in group:
+            child.terminate()
+        for child in group:
+            child.stop(timeout=max(0.0, until - time.monotonic()))

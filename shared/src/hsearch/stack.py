@@ -41,6 +41,7 @@ from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import AuthenticationError, ConfigurationError
 from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
 from hsearch.processes import (
+    MILVUS_CHILD,
     Child,
     port_open,
     start_api,
@@ -123,7 +124,9 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
         return 2
     finally:
         say("stopping...", err=True)
-        stop_all(list(reversed(children)), timeout=STOP_TIMEOUT_S)
+        services = [c for c in children if c.name == MILVUS_CHILD]
+        users = [c for c in reversed(children) if c.name != MILVUS_CHILD]
+        stop_all(users, last=services, timeout=STOP_TIMEOUT_S)
 
 
 def _worker(index: int, settings: Settings, env: dict[str, str], data: Path) -> Child:
