@@ -4,6 +4,7 @@ and BM25 statistics under re-runs, changes, failures and crashes."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from hsearch.db.models import (
     LexicalCorpusStats,
     LexicalTermStats,
 )
+from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import EncoderError, InvalidRequestError, VectorStoreError
@@ -366,6 +368,43 @@ def test_a_job_that_wrote_nothing_finishes_without_waiting(sessions: sessionmake
     again = submit(sessions, docs(A))  # unchanged: skipped, nothing written
     assert service.process_job(again) is JobStatus.SUCCEEDED
     assert len(store.flushes) == 1
+
+
+def ends(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [m for r in caplog.records if (m := r.getMessage()).startswith("ingest.job.finished")]
+
+
+def test_a_job_end_rolled_back_is_logged_only_once_it_commits(
+    sessions: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The flush marks the job finished, then its transaction fails: the job ends with
+    the next flush, and its end is logged once, when it has committed."""
+    store = FlushCountingStore()
+    timers = Timers()
+    service = make_service(sessions, store, timers=timers)
+    run(sessions, service, docs(A))
+    waiting = run(sessions, service, docs(B))
+    bump = TenantRepository.bump_generation
+    failures = [RuntimeError("the database went away")]
+
+    def failing_bump(self: TenantRepository, tenant_id: str) -> None:
+        if failures:
+            raise failures.pop()
+        bump(self, tenant_id)
+
+    monkeypatch.setattr(TenantRepository, "bump_generation", failing_bump)
+    caplog.set_level(logging.INFO, logger="hsearch.ingestion.indexer")
+    caplog.clear()  # the first job's end
+    timers.fire()  # marks the job finished, then rolls back
+    assert get_job(sessions, waiting).status is JobStatus.RUNNING
+    assert ends(caplog) == []
+    timers.fire()  # tried again
+    assert get_job(sessions, waiting).status is JobStatus.SUCCEEDED
+    assert ends(caplog) == [
+        f"ingest.job.finished job_id={waiting} status=succeeded indexed=1 skipped=0 failed=0"
+    ]
 
 
 def test_closing_runs_the_waiting_flush(sessions: sessionmaker[Session]) -> None:

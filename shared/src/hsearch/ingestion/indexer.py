@@ -360,19 +360,13 @@ class IndexingService:
         )
 
     def _finish(self, job: IngestionJob) -> JobStatus:
+        """Mark ``job`` finished in this transaction; it is logged and counted once the
+        transaction has committed (:meth:`_ended`)."""
         job.status = _final_status(job)
         job.finished_at = utcnow()
         self._pending_ends().append(_ended_figures(job))
         job.lease_owner = None
         job.lease_expires_at = None
-        logger.info(
-            "ingest.job.finished job_id=%s status=%s indexed=%d skipped=%d failed=%d",
-            job.id,
-            job.status,
-            job.indexed,
-            job.skipped,
-            job.failed,
-        )
         return job.status
 
     def fail_job(self, job_id: uuid.UUID, *, error: str) -> None:
@@ -924,6 +918,9 @@ def _final_status(job: IngestionJob) -> JobStatus:
 
 @dataclass(frozen=True, slots=True)
 class _EndedJob:
+    job_id: uuid.UUID
+    status: JobStatus
+    indexed: int
     skipped: int
     failed: int
     deleted: int
@@ -935,13 +932,30 @@ def _ended_figures(job: IngestionJob) -> _EndedJob:
     if job.status in SEARCHABLE_JOB_STATUSES and job.finished_at is not None:
         searchable = (aware(job.finished_at) - aware(job.created_at)).total_seconds()
     return _EndedJob(
-        skipped=job.skipped, failed=job.failed, deleted=job.deleted, searchable_after_s=searchable
+        job_id=job.id,
+        status=job.status,
+        indexed=job.indexed,
+        skipped=job.skipped,
+        failed=job.failed,
+        deleted=job.deleted,
+        searchable_after_s=searchable,
     )
 
 
 def _record_ended(job: _EndedJob) -> None:
-    """A job's end in the metrics: its documents that were not indexed (those that were
-    are counted as they are written) and its time to searchable."""
+    """A job's end, committed, in the log and the metrics: its documents that were not
+    indexed (those that were are counted as they are written) and its time to
+    searchable. Logged here rather than as the job is marked: a transaction that rolls
+    back (a worker killed, a flush that failed) ends it again later, and the log told
+    of two ends."""
+    logger.info(
+        "ingest.job.finished job_id=%s status=%s indexed=%d skipped=%d failed=%d",
+        job.job_id,
+        job.status,
+        job.indexed,
+        job.skipped,
+        job.failed,
+    )
     instruments.record_ingest(outcome="skipped", documents=job.skipped)
     instruments.record_ingest(outcome="failed", documents=job.failed)
     instruments.record_ingest(outcome="deleted", documents=job.deleted)
