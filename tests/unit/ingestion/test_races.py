@@ -13,20 +13,34 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.config import IngestSettings
 from hsearch.db.base import utcnow
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
+from hsearch.errors import VectorStoreError
+from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.documents import DocumentService
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
-from tests.unit.ingestion.test_indexing import TENANT, docs, get_job, make_service, stats, submit
+from tests.unit.ingestion.test_indexing import (
+    TENANT,
+    CrashingStore,
+    docs,
+    get_job,
+    make_service,
+    stats,
+    submit,
+)
 
 OLD = ("x", "The old version of the page. " * 30)
 FIRST = ("x", "A river runs through the valley to the sea. " * 30)
@@ -214,3 +228,55 @@ def test_a_delete_while_the_submission_encodes_wins(sessions: sessionmaker[Sessi
     assert stats(sessions) == reference_stats(sessions, OTHER, ("z", "A third document. " * 10))
     job = get_job(sessions, job_id)
     assert (job.indexed, job.skipped, job.total) == (1, 1, 2)
+
+
+def test_a_delete_removes_what_a_dead_attempt_of_a_newer_version_stored(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The newer version's worker stored its chunks and died before its commit: the
+    delete, under the document's row lock, removes them with the indexed version's."""
+    store = CrashingStore()
+    store.crash = False
+    make_service(sessions, store).process_job(submit(sessions, docs(OLD)))
+    newer = submit(sessions, docs(FIRST))
+    store.crash = True
+    with pytest.raises(VectorStoreError):
+        make_service(sessions, store).process_job(newer)
+    doc = str(document_id(TENANT, "x"))
+    assert len(store.chunk_ids(tenant_id=TENANT, document_id=doc)) > 1, "both versions stored"
+
+    documents = DocumentService(sessions, store=store, statistics=LexicalStatistics(sessions))
+    deletion = documents.delete(tenant_id=TENANT, external_id="x")
+    assert deletion.superseded_jobs == (newer,)
+    assert store.chunk_ids(tenant_id=TENANT, document_id=doc) == set()
+    assert store.count(tenant_id=TENANT) == 0
+
+
+def test_a_delete_leaves_a_delete_job_to_its_work(sessions: sessionmaker[Session]) -> None:
+    """A delete-by-filter job's pending item is no version of the document: it is not
+    reported superseded, and the job ends as it would have (the document is gone)."""
+    store = InMemoryVectorStore()
+    make_service(sessions, store).process_job(submit(sessions, docs(OLD, OTHER)))
+    queue = InMemoryJobQueue()
+    with unit_of_work(sessions, queue=queue) as uow:
+        job = JobService(uow, settings=IngestSettings()).submit_delete(
+            tenant_id=TENANT, filter=None, everything=True
+        )
+    service = make_service(sessions, store, batch_documents=1, batches_per_task=1, requeue=queue)
+    first = queue.messages.pop(0)
+    assert service.process_job(first.job_id, turn=first.turn) is JobStatus.RUNNING  # one deleted
+    with sessions() as session:
+        (left,) = session.scalars(
+            select(JobItem.external_id).where(
+                JobItem.job_id == job.id, JobItem.status == JobItemStatus.PENDING
+            )
+        ).all()
+    documents = DocumentService(sessions, store=store, statistics=LexicalStatistics(sessions))
+    deletion = documents.delete(tenant_id=TENANT, external_id=left)
+    assert deletion.superseded_jobs == ()
+    assert deletion.deleted_chunks > 0
+    while queue.messages:
+        message = queue.messages.pop(0)
+        service.process_job(message.job_id, turn=message.turn)
+    assert get_job(sessions, job.id).status is JobStatus.SUCCEEDED
+    assert store.count(tenant_id=TENANT) == 0

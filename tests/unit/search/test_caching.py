@@ -445,6 +445,11 @@ async def test_a_cursor_serves_only_its_own_search_and_tenant(
     assert cursor is not None
     with pytest.raises(InvalidRequestError, match="cursor: it belongs to another search"):
         await service.search(SearchQuery(tenant_id=TENANT, query="mountains", cursor=cursor))
+    # Refused as another search's before its offset is read against that search's
+    # window (which may be narrower than the window the cursor was issued from).
+    deep = Cursor(10_000, None, Cursor.decode(cursor).search).encode()
+    with pytest.raises(InvalidRequestError, match="cursor: it belongs to another search"):
+        await service.search(SearchQuery(tenant_id=TENANT, query="mountains", cursor=deep))
     # The tenant is part of the search: another tenant's use of it is refused, as
     # another search's (its snapshot is under the issuing tenant's keys besides).
     with pytest.raises(InvalidRequestError, match="cursor: it belongs to another search"):

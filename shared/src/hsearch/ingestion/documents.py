@@ -35,6 +35,7 @@ from hsearch.ingestion.jobs import check_page_limit
 from hsearch.ingestion.merge import merge_patch
 from hsearch.ingestion.storable import unstorable
 from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.types import JobKind
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.protocol import VectorStore
 
@@ -233,7 +234,9 @@ class DocumentService:
         with transaction(self._sessions) as session:
             doc = DocumentRepository(session).get_for_update(document_id(tenant_id, external_id))
             if doc is None:
-                pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
+                pending = _pending_jobs(
+                    session, tenant_id, [external_id], kinds=(JobKind.INGEST,)
+                ).get(external_id, ())
                 if pending:
                     raise DocumentPendingError(
                         f"document {external_id!r} is not indexed yet (pending in job "
@@ -288,8 +291,11 @@ class DocumentService:
                 [] if doc is None else remove_document(session, doc, statistics=self._statistics)
             )
             # What a dead attempt of a skipped submission may have stored: no later write
-            # of the document would know of it.
-            gone = sorted(written.difference(chunk_ids))
+            # of the document would know of it. Only under the document's row lock: with
+            # no row there is nothing to lock on Postgres, and a newer submission being
+            # written meanwhile stores chunks of the same ids (those of the same text).
+            # Such leftovers of a document never indexed are orphans for reconcile.
+            gone = sorted(written.difference(chunk_ids)) if doc is not None else []
             if chunk_ids or gone:
                 self._store.delete_chunks([*chunk_ids, *gone], tenant_id=tenant_id)
             TenantRepository(session).bump_generation(tenant_id)
@@ -304,7 +310,9 @@ class DocumentService:
         jobs = JobRepository(session)
         superseded: list[uuid.UUID] = []
         written: set[str] = set()
-        held = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
+        held = _pending_jobs(session, tenant_id, [external_id], kinds=(JobKind.INGEST,)).get(
+            external_id, ()
+        )
         for job_id in sorted(set(held)):
             job = jobs.lock(job_id)
             if job is None or job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
@@ -345,12 +353,17 @@ def document_fields(doc: Document) -> dict[str, Any]:
 
 
 def _pending_jobs(
-    session: Session, tenant_id: str, external_ids: list[str]
+    session: Session,
+    tenant_id: str,
+    external_ids: list[str],
+    *,
+    kinds: Sequence[JobKind] | None = None,
 ) -> dict[str, tuple[uuid.UUID, ...]]:
-    """Per external id, the unfinished jobs holding a pending version of it."""
+    """Per external id, the unfinished jobs (of ``kinds``; default: any) holding a
+    pending item of it (a version to index, or a delete to run)."""
     if not external_ids:
         return {}
-    rows = session.execute(
+    stmt = (
         select(JobItem.external_id, JobItem.job_id)
         .join(IngestionJob, IngestionJob.id == JobItem.job_id)
         .where(
@@ -361,6 +374,9 @@ def _pending_jobs(
         )
         .order_by(IngestionJob.created_at)
     )
+    if kinds is not None:
+        stmt = stmt.where(IngestionJob.kind.in_(kinds))
+    rows = session.execute(stmt)
     out: dict[str, list[uuid.UUID]] = {}
     for external_id, job_id in rows:
         out.setdefault(external_id, []).append(job_id)

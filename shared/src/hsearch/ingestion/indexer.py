@@ -338,7 +338,9 @@ class IndexingService:
         self._forget_ends()
         with transaction(self._sessions) as session:
             sealed: set[str] = set()
-            for job_id in jobs:
+            # In id order, as other transactions that lock several jobs (a document's
+            # delete) take them: two such transactions wait instead of deadlocking.
+            for job_id in sorted(jobs):
                 job = JobRepository(session).lock(job_id)
                 if job is not None and job.status is JobStatus.RUNNING:
                     self._finish(job)

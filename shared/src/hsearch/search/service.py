@@ -105,10 +105,10 @@ class SearchService:
         clock = StageClock()
         cursor = Cursor.decode(query.cursor) if query.cursor is not None else None
         if cursor is not None:
+            # Whose cursor first (its offset may not fit another search's window).
+            cursor.check(self._planner.plan(replace(query, offset=0)))
             query = replace(query, offset=cursor.offset)
         plan = self._planner.plan(query)
-        if cursor is not None:
-            cursor.check(plan)
         clock.lap(Stage.PLAN)
         if cursor is not None and cursor.snapshot is not None and self._snapshots is not None:
             window = await self._snapshots.load(plan, cursor.snapshot)
