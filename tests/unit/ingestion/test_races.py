@@ -30,6 +30,7 @@ from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.reconcile import Reconciler
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import (
@@ -280,3 +281,27 @@ def test_a_delete_leaves_a_delete_job_to_its_work(sessions: sessionmaker[Session
         service.process_job(message.job_id, turn=message.turn)
     assert get_job(sessions, job.id).status is JobStatus.SUCCEEDED
     assert store.count(tenant_id=TENANT) == 0
+
+
+def test_a_delete_of_a_document_never_indexed_leaves_a_dead_attempt_to_reconcile(
+    sessions: sessionmaker[Session],
+) -> None:
+    """With no document row there is nothing to lock on Postgres: a newer submission
+    written meanwhile would store chunks of the ids a dead attempt stored (the same
+    text), so the delete leaves those ids alone; reconcile reports them as orphans."""
+    store = CrashingStore()
+    job_id = submit(sessions, docs(FIRST))
+    with pytest.raises(VectorStoreError):
+        make_service(sessions, store).process_job(job_id)
+    doc = str(document_id(TENANT, "x"))
+    stored = store.chunk_ids(tenant_id=TENANT, document_id=doc)
+    assert stored, "the dead attempt's chunks"
+
+    documents = DocumentService(sessions, store=store, statistics=LexicalStatistics(sessions))
+    deletion = documents.delete(tenant_id=TENANT, external_id="x")
+    assert (deletion.deleted_chunks, deletion.superseded_jobs) == (0, (job_id,))
+    assert store.chunk_ids(tenant_id=TENANT, document_id=doc) == stored
+    reconciler = Reconciler(
+        sessions, store=store, queue=InMemoryJobQueue(), settings=IngestSettings()
+    )
+    assert set(reconciler.check(TENANT).orphans) == stored
