@@ -111,6 +111,25 @@ async def test_a_body_that_is_not_json_is_a_422_in_the_contract(api: Api) -> Non
     assert resp.json()["detail"]
 
 
+@pytest.mark.parametrize("media_type", ["text/plain", "application/x-www-form-urlencoded"])
+async def test_a_json_body_sent_as_another_type_is_refused_saying_which(
+    api: Api, media_type: str
+) -> None:
+    resp = await api.client.post(
+        "/v1/search", content=b'{"query": "x"}', headers={"content-type": media_type}
+    )
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["detail"] == (
+        f"request: the body must be sent as Content-Type: application/json (it was {media_type})"
+    )
+    fine = await api.client.post(
+        "/v1/search",
+        content=b'{"query": "x"}',
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert fine.status_code == 200, fine.text
+
+
 @pytest.mark.parametrize(
     ("body", "where"),
     [

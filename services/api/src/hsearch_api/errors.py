@@ -90,6 +90,30 @@ def _invalid_json(error: Mapping[str, Any], body: object) -> dict[str, object]:
     return {"field": "request", "message": message}
 
 
+def _whole_body(error: Mapping[str, Any]) -> bool:
+    """Whether ``error`` refuses the body as a whole for not being an object (what
+    FastAPI reports when it did not read the body as JSON)."""
+    return tuple(error.get("loc", ())) == ("body",) and error.get("type") in (
+        "model_attributes_type",
+        "dict_type",
+    )
+
+
+def _is_json(media_type: str) -> bool:
+    subtype = media_type.split(";", 1)[0].strip().lower().rpartition("/")[2]
+    return subtype == "json" or subtype.endswith("+json")
+
+
+def _not_json_body(media_type: str) -> dict[str, object]:
+    """The body sent as another media type: FastAPI reads JSON only when it is declared
+    as such, and would say the body is not an object."""
+    sent = media_type.split(";", 1)[0].strip() or "no Content-Type"
+    return {
+        "field": "request",
+        "message": f"the body must be sent as Content-Type: application/json (it was {sent})",
+    }
+
+
 def _headers(exc: HsearchError) -> dict[str, str] | None:
     headers = _challenge(exc) or {}
     retry_after = getattr(exc, "retry_after", None)
@@ -139,10 +163,13 @@ def install_error_handlers(app: FastAPI) -> None:
             return await _domain(request, unavailable(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        media_type = request.headers.get("content-type", "")
         errors = [
             _invalid_json(e, exc.body)
             if e.get("type") == "json_invalid"
+            else _not_json_body(media_type)
+            if _whole_body(e) and not _is_json(media_type)
             else {"field": field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
             for e in exc.errors()
         ]
