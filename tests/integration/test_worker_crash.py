@@ -360,3 +360,54 @@ async def test_killing_the_process_running_a_task_leaves_no_worker_stuck(
     finally:
         first.stop()
         engine.dispose()
+
+
+async def test_a_worker_holds_only_the_message_it_runs(tmp_path: Path, milvus_uri: str) -> None:
+    """RabbitMQ: while a worker runs a turn (held up by a lock on its tenant's row), the
+    jobs queued behind it stay in the queue for any other worker. Celery reserves
+    prefetch multiplier x concurrency messages, and the concurrency was the machine's
+    core count even for the solo pool: a worker held a second job behind its running
+    one (32 on a 32-core node) while other workers idled."""
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(postgres_database())
+        upgrade_database(database)
+        broker = stack.enter_context(rabbitmq_vhost())
+        env = _profile_env("postgres-rabbitmq", tmp_path, milvus_uri, database, broker)
+        settings = settings_from_env(env)
+        engine = create_db_engine(database)
+        stack.callback(engine.dispose)
+        sessions = create_session_factory(engine)
+        queue = CeleryJobQueue(create_celery(broker))
+        jobs: list[uuid.UUID] = []
+        tenants = [f"t{uuid.uuid4().hex[:10]}" for _ in range(3)]
+
+        async def submit(tenant: str) -> None:
+            async with api_client(settings, tenant=tenant) as client:
+                documents = [{"external_id": "d", "text": "A document."}]
+                resp = await client.post("/v1/documents", json={"documents": documents})
+                assert resp.status_code == 202, resp.text
+                jobs.append(uuid.UUID(resp.json()["job_id"]))
+
+        await submit(tenants[0])
+        with engine.connect() as holder:
+            holder.execute(
+                text("SELECT id FROM tenants WHERE id = :t FOR NO KEY UPDATE"), {"t": tenants[0]}
+            )
+            for tenant in tenants[1:]:  # queued behind the first
+                await submit(tenant)
+            worker = start_test_worker(env, tmp_path, name="prefetch")
+            stack.callback(worker.stop)
+            worker.wait_until(
+                lambda: _job(sessions, jobs[0]).turn == 1, timeout=60, what="the first turn"
+            )
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                assert queue.depths(timeout_s=5)["ingest"] == 2, "both jobs left in the queue"
+                await asyncio.sleep(0.5)
+            holder.rollback()
+
+        worker.wait_until(
+            lambda: all(_job(sessions, j).status is JobStatus.SUCCEEDED for j in jobs),
+            timeout=60,
+            what="every job finished",
+        )

@@ -138,11 +138,16 @@ def test_commands() -> None:
 
 def test_the_worker_app_runs_tasks_in_the_worker_process() -> None:
     """Whatever command starts it (compose, Kubernetes, by hand): Celery's CLI takes the
-    app's ``worker_pool`` over its ``prefork`` default. In a subprocess, since importing
-    the app configures logging."""
-    code = "from hsearch_ingest.celery_app import app; print(app.conf.worker_pool)"
+    app's ``worker_pool`` over its ``prefork`` default, and its ``worker_concurrency``
+    over the machine's core count, so that it holds one message (multiplier x
+    concurrency), the one it runs. In a subprocess, since importing the app configures
+    logging."""
+    code = (
+        "from hsearch_ingest.celery_app import app; c = app.conf; "
+        "print(c.worker_pool, c.worker_concurrency, c.worker_prefetch_multiplier)"
+    )
     done = subprocess.run(python(code), capture_output=True, text=True, timeout=120, check=True)
-    assert done.stdout.split() == ["solo"]
+    assert done.stdout.split() == ["solo", "1", "1"]
 
 
 def test_a_second_milvus_lite_on_a_taken_port_fails_instead_of_sharing_it(

@@ -57,7 +57,12 @@ def create_celery(
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        # One message held per worker: the one it runs. Celery reserves multiplier x
+        # concurrency messages, and the concurrency defaults to the machine's cores even
+        # for the solo pool, where one task runs at a time: a worker on a 32-core node
+        # held 32 jobs behind its running one while other workers idled.
         worker_prefetch_multiplier=1,
+        worker_concurrency=1,
         task_ignore_result=True,
         task_default_queue=INGEST_QUEUE,
         task_serializer="json",
