@@ -25,7 +25,7 @@ from hsearch.db.engine import transaction
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
-from hsearch.errors import InvalidRequestError
+from hsearch.errors import InvalidRequestError, SearchUnavailableError, VectorStoreError
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
@@ -474,6 +474,30 @@ async def test_a_cursor_serves_only_its_own_search_and_tenant(
     )
     assert len(two.hits) == 2
     assert two.offset == 1
+
+
+async def test_a_page_from_a_snapshot_whose_texts_cannot_be_read_is_a_counted_error(
+    sessions: sessionmaker[Session], rows: InMemoryVectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prometheus_client import REGISTRY
+
+    def outcomes(outcome: str) -> float:
+        labels = {"mode": "hybrid", "outcome": outcome, "tenant": "other"}
+        return REGISTRY.get_sample_value("hsearch_search_requests_total", labels) or 0.0
+
+    service = caching_service(sessions, rows, backend=InMemoryCacheBackend())
+    first = await service.search(SearchQuery(tenant_id=TENANT, query="rivers sea", top_k=2))
+
+    async def texts(chunk_ids: Sequence[str], *, tenant_id: str, timeout: float) -> dict[str, str]:
+        raise VectorStoreError("query node gone")
+
+    monkeypatch.setattr(rows, "texts", texts)
+    ok, errors = outcomes("ok"), outcomes("error")
+    with pytest.raises(SearchUnavailableError, match="texts could not be read"):
+        await service.search(
+            SearchQuery(tenant_id=TENANT, query="rivers sea", top_k=2, cursor=first.next_cursor)
+        )
+    assert (outcomes("ok"), outcomes("error")) == (ok, errors + 1)
 
 
 async def test_a_cursor_whose_snapshot_is_gone_pages_the_live_list(

@@ -222,8 +222,21 @@ async def test_texts_that_cannot_be_read_make_the_search_unavailable(
         statistics=LexicalStatistics(sessions),
         settings=SearchSettings(),
     )
+    from prometheus_client import REGISTRY
+
+    def count(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    # Tenants are labelled by name only once configured as such: "other" otherwise.
+    errors = count("hsearch_search_requests_total", mode="hybrid", outcome="error", tenant="other")
+    legs_ok = count("hsearch_search_leg_outcomes_total", leg="dense", status="ok")
     with pytest.raises(SearchUnavailableError, match=r"texts could not be read.*query node gone"):
         await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
+    # Counted, with its legs, though they answered: a 503 is a failed search.
+    assert count(
+        "hsearch_search_requests_total", mode="hybrid", outcome="error", tenant="other"
+    ) == (errors + 1)
+    assert count("hsearch_search_leg_outcomes_total", leg="dense", status="ok") == legs_ok + 1
 
 
 async def test_without_the_statistics_the_keyword_leg_degrades_and_dense_answers(

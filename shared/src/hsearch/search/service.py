@@ -112,9 +112,16 @@ class SearchService:
         clock.lap(Stage.PLAN)
         if cursor is not None and cursor.snapshot is not None and self._snapshots is not None:
             window = await self._snapshots.load(plan, cursor.snapshot)
-            if window is not None:
-                _record(plan, (), outcome="ok")  # served from the kept window
-                return await self._page_of(window, plan=plan, snapshot=cursor.snapshot, clock=clock)
+            if window is not None:  # served from the kept window
+                try:
+                    served = await self._page_of(
+                        window, plan=plan, snapshot=cursor.snapshot, clock=clock
+                    )
+                except SearchUnavailableError:
+                    _record(plan, (), outcome="error")
+                    raise
+                _record(plan, (), outcome="ok")
+                return served
             logger.info("search.snapshot.gone: the page is cut from the live list")
         if self._results is None:
             return await self._compute(plan, clock, await self._version(plan))
@@ -182,7 +189,11 @@ class SearchService:
         more = end < window
         snapshot = more and self._snapshots is not None
         wanted = [fused.id for fused, _ in units[spec.offset : end] if fused.id not in texts]
-        texts.update(await self._texts(plan, wanted))
+        try:
+            texts.update(await self._texts(plan, wanted))
+        except SearchUnavailableError:  # the legs answered, but there is nothing to show
+            _record(plan, outcomes, outcome="error")
+            raise
         # A page with a next one keeps the whole window for it (stable pages); the
         # texts and snippets of other pages are read and made when they are served.
         hits = tuple(
