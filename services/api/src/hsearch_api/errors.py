@@ -100,14 +100,15 @@ def _whole_body(error: Mapping[str, Any]) -> bool:
 
 
 def _is_json(media_type: str) -> bool:
-    subtype = media_type.split(";", 1)[0].strip().lower().rpartition("/")[2]
+    """Whether ``media_type`` (its parameters left out) declares JSON."""
+    subtype = media_type.lower().rpartition("/")[2]
     return subtype == "json" or subtype.endswith("+json")
 
 
 def _not_json_body(media_type: str) -> dict[str, object]:
     """The body sent as another media type: FastAPI reads JSON only when it is declared
     as such, and would say the body is not an object."""
-    sent = media_type.split(";", 1)[0].strip() or "no Content-Type"
+    sent = media_type or "no Content-Type"
     return {
         "field": "request",
         "message": f"the body must be sent as Content-Type: application/json (it was {sent})",
@@ -164,7 +165,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        media_type = request.headers.get("content-type", "")
+        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip()
         errors = [
             _invalid_json(e, exc.body)
             if e.get("type") == "json_invalid"

@@ -171,7 +171,7 @@ def _passed_over_line(files: list[Path]) -> str:
     counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
     named = ", ".join(str(f) for f in files[:3]) + (", ..." if len(files) > 3 else "")
     noun = "file" if len(files) == 1 else "files"
-    read = ", ".join(sorted(set(FILE_FORMATS)))
+    read = ", ".join(sorted(FILE_FORMATS))
     return (
         f"passed over {len(files)} {noun} in the folders given ({counted}): {named}; "
         f"a folder is read for {read} files (give a .jsonl or .json file by itself)"

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -558,7 +558,7 @@ class IndexingService:
                 if _newer_indexed(existing, item):
                     changes.append(self._superseded(job, item, doc_id))
                     continue
-                if existing is not None and _unchanged(existing, item, fingerprint):
+                if _unchanged(existing, item, fingerprint):
                     changes.append(
                         {"id": item.id, "status": JobItemStatus.SKIPPED, "document_id": doc_id}
                     )
@@ -622,9 +622,7 @@ class IndexingService:
             wanted = []
             for item in items:
                 existing = documents.get(ids[item.id])
-                if existing is None or not (
-                    _newer_indexed(existing, item) or _unchanged(existing, item, fingerprint)
-                ):
+                if not (_newer_indexed(existing, item) or _unchanged(existing, item, fingerprint)):
                     wanted.append(item)
         out: dict[int, list[Chunk] | ValueError | InvalidRequestError] = {}
         for item in wanted:
@@ -900,9 +898,13 @@ def _newer_indexed(existing: Document | None, item: ItemRow) -> bool:
     return existing is not None and existing.version > item.id
 
 
-def _unchanged(existing: Document, item: ItemRow, fingerprint: str) -> bool:
+def _unchanged(existing: Document | None, item: ItemRow, fingerprint: str) -> TypeGuard[Document]:
     """Whether ``existing`` already holds ``item``'s content, encoded by this encoder."""
-    return existing.content_hash == item.content_hash and existing.encoder == fingerprint
+    return (
+        existing is not None
+        and existing.content_hash == item.content_hash
+        and existing.encoder == fingerprint
+    )
 
 
 def _pending(item: ItemRow) -> bool:
