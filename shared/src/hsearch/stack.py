@@ -39,6 +39,7 @@ from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import AuthenticationError, ConfigurationError
+from hsearch.ingestion.queue import CeleryJobQueue, create_celery
 from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
 from hsearch.processes import (
     MILVUS_CHILD,
@@ -202,6 +203,13 @@ def _prepare(settings: Settings) -> None:
     say(f"metadata database migrated ({_redact(settings.database_url)})")
     say(f"encoder: {describe_encoder_choice(settings.encoder)}")
     say(f"broker: {_redact(settings.broker_url)}")
+    if settings.broker_url.startswith("sqla+"):
+        # kombu's SQL transport creates its tables and the queue's row on first use,
+        # with no guard against another process doing the same: the API and a worker
+        # starting together raced on them, and the worker stopped on the duplicate
+        # queue row ("Unrecoverable error ... UNIQUE constraint failed: kombu_queue").
+        # Made once here, before either starts.
+        CeleryJobQueue(create_celery(settings.broker_url)).depths(timeout_s=30)
 
 
 def run_key(settings: Settings) -> str:
