@@ -247,26 +247,45 @@ class JobRepository:
 
     def renew_leases(self, job_ids: Sequence[uuid.UUID], *, owner: str, until: datetime) -> int:
         """Extend the leases ``owner`` holds on ``job_ids``; returns how many it holds."""
-        if not job_ids:
-            return 0
-        result = self._session.execute(
-            update(IngestionJob)
-            .where(IngestionJob.id.in_(job_ids), IngestionJob.lease_owner == owner)
-            .values(lease_expires_at=until)
-            .execution_options(synchronize_session=False)
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        held = self._lock_held(job_ids, owner=owner)
+        if held:
+            self._session.execute(
+                update(IngestionJob)
+                .where(IngestionJob.id.in_(held))
+                .values(lease_expires_at=until)
+                .execution_options(synchronize_session=False)
+            )
+        return len(held)
 
     def release_leases(self, job_ids: Sequence[uuid.UUID], *, owner: str, now: datetime) -> None:
         """Let the leases ``owner`` holds on ``job_ids`` expire now: the next sweep
         re-sends those jobs still running."""
-        if job_ids:
+        held = self._lock_held(job_ids, owner=owner)
+        if held:
             self._session.execute(
                 update(IngestionJob)
-                .where(IngestionJob.id.in_(job_ids), IngestionJob.lease_owner == owner)
+                .where(IngestionJob.id.in_(held))
                 .values(lease_owner=None, lease_expires_at=now)
                 .execution_options(synchronize_session=False)
             )
+
+    def _lock_held(self, job_ids: Sequence[uuid.UUID], *, owner: str) -> list[uuid.UUID]:
+        """The jobs of ``job_ids`` whose lease ``owner`` holds, their rows locked in id
+        order, the order of every transaction that locks several jobs (a document's
+        delete, a flush). An ``UPDATE ... WHERE id IN`` alone locks them in the order
+        Postgres scans them, which can be the table's: holding one job while it waits
+        for another that a delete holds, which waits for the first, deadlocks."""
+        if not job_ids:
+            return []
+        hold_write_lock(self._session)
+        return list(
+            self._session.scalars(
+                select(IngestionJob.id)
+                .where(IngestionJob.id.in_(sorted(set(job_ids))), IngestionJob.lease_owner == owner)
+                .order_by(IngestionJob.id)
+                .with_for_update()
+            )
+        )
 
     def start_turn(self, job: IngestionJob, *, owner: str, until: datetime, now: datetime) -> bool:
         """Start ``job``'s next turn for ``owner`` (running, leased until ``until``, an
