@@ -157,6 +157,88 @@ def test_the_next_group_is_decided_while_one_encodes(sessions: sessionmaker[Sess
     assert store.count(tenant_id=TENANT) == 3
 
 
+class GatedStore(InMemoryVectorStore):
+    """Holds its first upsert until ``gate`` is set (5 s at most); ``waited`` says
+    whether it was set in time."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+        self.waited: list[bool] = []
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        if not self.waited:
+            self.waited.append(self.gate.wait(5))
+        super().upsert(records)
+
+
+def test_the_batch_after_next_is_read_while_a_group_is_stored(
+    sessions: sessionmaker[Session],
+) -> None:
+    # Batches [a b] [c d] [e]: the second is decided while the first encodes; the third
+    # is read and chunked while the first group's chunks are being stored, so the
+    # store is not left idle while it is read.
+    read = threading.Event()
+    store = GatedStore(read)
+    embedder = FakeEmbedder()
+    chunker = MarkingChunker(embedder, read, "third")
+    service = make_service(sessions, store, embedder, chunker=chunker, batch_documents=2)
+    batch = docs(("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("e", "the third"))
+    job_id = run(sessions, service, batch)
+    assert store.waited == [True], "the first group's store write waited on nothing"
+    assert get_job(sessions, job_id).indexed == 5
+    assert store.count(tenant_id=TENANT) == 5
+
+
+class RacedIndexer(IndexingService):
+    """Before deciding a batch that holds ``external_id``, runs ``meanwhile`` once: what
+    another worker commits between that batch's read and its decision."""
+
+    def __init__(self, external_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.external_id = external_id
+        self.meanwhile: list[Any] = []
+        self.read_ahead = False
+
+    def _decide(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int], read: Any) -> Any:
+        if any(i.external_id == self.external_id for i in read.items) and self.meanwhile:
+            self.read_ahead = read.chunks != {}
+            self.meanwhile.pop()()
+        return super()._decide(job_id, tenant_id, item_ids, read)
+
+
+def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
+    sessions: sessionmaker[Session],
+) -> None:
+    # The third batch, [e], is read (and "e" chunked: it is new) while the first group
+    # is stored. An older job submitting the same "e" is indexed by another worker
+    # before the third batch's decision, which finds "e" unchanged and skips it.
+    store = InMemoryVectorStore()
+    older = submit(sessions, docs(("e", "the text of e")))
+    job_id = submit(
+        sessions,
+        docs(("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("e", "the text of e")),
+    )
+    service = RacedIndexer(
+        "e",
+        session_factory=sessions,
+        embedder=FakeEmbedder(),
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        batch_documents=2,
+        owner="this",
+    )
+    other = make_service(sessions, store, owner="other")
+    service.meanwhile.append(lambda: other.process_job(older))
+    assert service.process_job(job_id) is JobStatus.SUCCEEDED
+    assert service.read_ahead, "the batch was not read ahead"
+    assert service.meanwhile == []
+    view = get_job(sessions, job_id)
+    assert (view.indexed, view.skipped) == (4, 1)
+    assert get_job(sessions, older).indexed == 1
+    assert store.count(tenant_id=TENANT) == 5
+
+
 def test_index_counts_and_job_status(sessions: sessionmaker[Session]) -> None:
     store = InMemoryVectorStore()
     job_id = run(sessions, make_service(sessions, store), docs(A, B, C))

@@ -26,7 +26,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -35,7 +35,7 @@ from hsearch.db.base import utcnow
 from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
-from hsearch.db.repositories.jobs import ItemRow, JobRepository
+from hsearch.db.repositories.jobs import ItemRow, ItemState, JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
@@ -56,13 +56,28 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class _PreparedItem:
-    item_id: int
+    item: ItemRow  # as read before the decision: what it is used for never changes
     document_id: uuid.UUID
-    title: str
-    lang: str
     chunks: tuple[str, ...]
     offsets: tuple[tuple[int, int], ...]
     chunk_ids: tuple[str, ...]
+
+    @property
+    def item_id(self) -> int:
+        return self.item.id
+
+
+_Chunked = dict[int, list[Chunk] | ValueError | InvalidRequestError]
+"""Per item id, its chunks or why it has none."""
+
+
+@dataclass(frozen=True, slots=True)
+class _BatchRead:
+    """A batch's items, read before its decision locks the job, and the chunks of those
+    that would be written as their documents stood then (:meth:`_chunk_unlocked`)."""
+
+    items: list[ItemRow]
+    chunks: _Chunked
 
 
 _Embedded = tuple[dict[int, list[Embedding]], dict[int, HsearchError]]
@@ -440,13 +455,31 @@ class IndexingService:
         one after, and queues that one behind it, so the encoder goes from group to
         group without waiting for a decision (encoding changes nothing, so a group
         encoded for nothing, the job cancelled or failing meanwhile, costs only its
-        time)."""
+        time).
+
+        The next batch to decide is read and chunked while a group's store write runs
+        (:meth:`_write_group`), so its decision only checks what it read under the lock.
+        """
+        fingerprint = self._embedder.info.fingerprint
+        reads: dict[int, _BatchRead] = {}
+        decided = 0
+
+        def decide(index: int) -> list[_PreparedItem]:
+            nonlocal decided
+            decided = index + 1
+            read = reads.pop(index, None)
+            if read is None:
+                read = self._chunk_unlocked(tenant_id, batches[index], fingerprint)
+            return self._decide(job_id, tenant_id, batches[index], read)
+
+        def read_ahead() -> None:
+            if decided < len(batches) and decided not in reads:
+                reads[decided] = self._chunk_unlocked(tenant_id, batches[decided], fingerprint)
+
         groups = (
             group
-            for batch in batches
-            for group in _groups(
-                self._decide(job_id, tenant_id, batch), max_chunks=self._batch_chunks
-            )
+            for index in range(len(batches))
+            for group in _groups(decide(index), max_chunks=self._batch_chunks)
         )
         encoder = self._thread("encode")
         queued: deque[tuple[list[_PreparedItem], Future[_Embedded]]] = deque()
@@ -462,7 +495,9 @@ class IndexingService:
             while queued:
                 queue_next()  # decided while the group before it encodes
                 group, encoding = queued.popleft()
-                changed |= self._process_group(job_id, tenant_id, group, encoding.result())
+                changed |= self._process_group(
+                    job_id, tenant_id, group, encoding.result(), meanwhile=read_ahead
+                )
         finally:
             for _, encoding in queued:
                 encoding.cancel()  # groups not yet encoding when one failed
@@ -474,6 +509,8 @@ class IndexingService:
         tenant_id: str,
         group: list[_PreparedItem],
         embedded: _Embedded,
+        *,
+        meanwhile: Callable[[], None],
     ) -> bool:
         """1. encoded (``embedded``), with no transaction open (the slow part); the
            documents the encoder failed on are marked failed (a transaction of their
@@ -481,23 +518,27 @@ class IndexingService:
         2. in one transaction, under the documents' row locks: upsert every chunk of
            the group, delete the stale ones by primary key, update statistics and the
            documents, mark the items (:meth:`_write`). The chunk ids were recorded on
-           the items when the batch was decided (:meth:`_decide`).
+           the items when the batch was decided (:meth:`_decide`). ``meanwhile`` runs
+           while the store writes (:meth:`_write_group`).
         """
         embeddings, errors = embedded
         if errors:
             with transaction(self._sessions) as session:
                 job = self._lock(session, job_id)
                 jobs = JobRepository(session)
-                items = _by_id(jobs.item_rows(sorted(errors)))
+                states = jobs.item_states(sorted(errors))
+                rows = {p.item_id: p.item for p in group}
                 jobs.update_items(
                     [
-                        self._fail(job, items[item_id], error)
+                        self._fail(job, rows[item_id], error)
                         for item_id, error in errors.items()
-                        if _pending(items[item_id])  # else cancelled while it was encoded
+                        if _pending(states[item_id])  # else cancelled while it was encoded
                     ]
                 )
         ready = [p for p in group if p.item_id not in errors]
-        return self._write(job_id, tenant_id, ready, embeddings) if ready else False
+        if not ready:
+            return False
+        return self._write(job_id, tenant_id, ready, embeddings, meanwhile=meanwhile)
 
     def _write(
         self,
@@ -505,6 +546,8 @@ class IndexingService:
         tenant_id: str,
         ready: list[_PreparedItem],
         embeddings: dict[int, list[Embedding]],
+        *,
+        meanwhile: Callable[[], None],
     ) -> bool:
         """Write ``ready`` in one transaction; returns whether any document changed.
 
@@ -514,19 +557,24 @@ class IndexingService:
         """
         try:
             with transaction(self._sessions) as session:
-                documents, chunks = self._write_group(session, job_id, tenant_id, ready, embeddings)
+                documents, chunks = self._write_group(
+                    session, job_id, tenant_id, ready, embeddings, meanwhile=meanwhile
+                )
             # Counted once committed: a group rolled back is indexed again, counted then.
             instruments.record_ingest(outcome="indexed", documents=documents, chunks=chunks)
             return documents > 0
         except _StoreRefusedError as refused:
             if len(ready) > 1:
-                written = [self._write(job_id, tenant_id, [p], embeddings) for p in ready]
+                written = [
+                    self._write(job_id, tenant_id, [p], embeddings, meanwhile=meanwhile)
+                    for p in ready
+                ]
                 return any(written)
             with transaction(self._sessions) as session:
                 job = self._lock(session, job_id)
                 jobs = JobRepository(session)
-                (item,) = jobs.item_rows([ready[0].item_id])
-                if _pending(item):
+                item = ready[0].item
+                if _pending(jobs.item_states([item.id])[item.id]):
                     jobs.update_items([self._fail(job, item, refused.error)])
             return False
 
@@ -538,17 +586,23 @@ class IndexingService:
         return job
 
     def _decide(
-        self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int]
+        self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int], read: _BatchRead
     ) -> list[_PreparedItem]:
-        """Skip what needs no work (unchanged or superseded documents), chunk the rest;
-        the batch's items and documents read in one query each."""
+        """Skip what needs no work (unchanged or superseded documents), chunk the rest
+        (``read``: the batch's items read, and chunked, before the job is locked);
+        the items' state and the documents read in one query each."""
         fingerprint = self._embedder.info.fingerprint
-        chunked = self._chunk_unlocked(tenant_id, item_ids, fingerprint)
+        chunked = read.chunks
         todo: list[_PreparedItem] = []
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
             jobs = JobRepository(session)
-            items = [i for i in jobs.item_rows(item_ids) if _pending(i)]
+            states = jobs.item_states(item_ids)
+            items = [
+                _current(row, states[row.id])
+                for row in read.items
+                if row.id in states and _pending(states[row.id])
+            ]
             ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
             documents = DocumentRepository(session).get_many(set(ids.values()))
             changes: list[dict[str, Any]] = []
@@ -589,10 +643,8 @@ class IndexingService:
                 )
                 todo.append(
                     _PreparedItem(
-                        item_id=item.id,
+                        item=item,
                         document_id=doc_id,
-                        title=item.title,
-                        lang=item.lang,
                         chunks=tuple(c.text for c in chunks),
                         offsets=tuple((c.start, c.end) for c in chunks),
                         chunk_ids=cids,
@@ -607,36 +659,36 @@ class IndexingService:
             raise InvalidRequestError("text: the document has no text to index")
         return chunks
 
-    def _chunk_unlocked(
-        self, tenant_id: str, item_ids: list[int], fingerprint: str
-    ) -> dict[int, list[Chunk] | ValueError | InvalidRequestError]:
-        """The chunks (or the error) of each item that, as its document stands now, will
-        be written: cut before the decision locks the job (on SQLite, the database's
-        write lock), since chunking a batch of long documents takes a while and every
-        other writer would wait for it. The decision checks again under the lock; an
-        item's text never changes, so its chunks stay right."""
+    def _chunk_unlocked(self, tenant_id: str, item_ids: list[int], fingerprint: str) -> _BatchRead:
+        """The batch's items, and the chunks (or the error) of each that, as its
+        document stands now, will be written: read and cut before the decision locks
+        the job (on SQLite, the database's write lock), since chunking a batch of long
+        documents takes a while and every other writer would wait for it. The decision
+        checks again under the lock; an item's text never changes, so its chunks stay
+        right."""
         with self._sessions() as session:
-            items = [i for i in JobRepository(session).item_rows(item_ids) if _pending(i)]
-            ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
+            items = JobRepository(session).item_rows(item_ids)
+            pending = [i for i in items if _pending(i)]
+            ids = {i.id: document_id(tenant_id, i.external_id) for i in pending}
             documents = DocumentRepository(session).get_many(set(ids.values()))
             wanted = []
-            for item in items:
+            for item in pending:
                 existing = documents.get(ids[item.id])
                 if not (_newer_indexed(existing, item) or _unchanged(existing, item, fingerprint)):
                     wanted.append(item)
-        out: dict[int, list[Chunk] | ValueError | InvalidRequestError] = {}
+        out: _Chunked = {}
         for item in wanted:
             try:
                 out[item.id] = self._chunk(item)
             except (ValueError, InvalidRequestError) as exc:
                 out[item.id] = exc
-        return out
+        return _BatchRead(items=items, chunks=out)
 
     def _embed_items(self, todo: list[_PreparedItem]) -> _Embedded:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
         document fails alone. Returns embeddings and errors by item id."""
-        texts = [embedding_text(p.title, c) for p in todo for c in p.chunks]
-        langs = [p.lang for p in todo for _ in p.chunks]
+        texts = [embedding_text(p.item.title, c) for p in todo for c in p.chunks]
+        langs = [p.item.lang for p in todo for _ in p.chunks]
         out: dict[int, list[Embedding]] = {}
         errors: dict[int, HsearchError] = {}
         try:
@@ -645,8 +697,8 @@ class IndexingService:
             for prepared in todo:
                 try:
                     out[prepared.item_id] = self._embedder.embed_documents(
-                        [embedding_text(prepared.title, c) for c in prepared.chunks],
-                        langs=[prepared.lang] * len(prepared.chunks),
+                        [embedding_text(prepared.item.title, c) for c in prepared.chunks],
+                        langs=[prepared.item.lang] * len(prepared.chunks),
                     )
                 except HsearchError as exc:
                     errors[prepared.item_id] = exc
@@ -664,6 +716,8 @@ class IndexingService:
         tenant_id: str,
         ready: list[_PreparedItem],
         embeddings: dict[int, list[Embedding]],
+        *,
+        meanwhile: Callable[[], None],
     ) -> tuple[int, int]:
         """The group's statements, one per kind rather than one per document: the
         items, the documents (locked, in id order: two workers writing overlapping
@@ -672,24 +726,17 @@ class IndexingService:
         changed once, by the group's summed contribution; the new documents inserted
         together. Each document is weighed as the tenant's corpus stands once the
         documents before it in the group are counted in, as if they were written one
-        by one."""
+        by one. ``meanwhile`` runs once the rows are written, while the store writes."""
         job = self._lock(session, job_id)
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
-        items = _by_id(jobs.item_rows([p.item_id for p in ready]))
+        states = jobs.item_states([p.item_id for p in ready])
         # Cancelled meanwhile: nothing of it is written.
-        todo = sorted((p for p in ready if _pending(items[p.item_id])), key=lambda p: p.document_id)
+        todo = sorted(
+            (p for p in ready if _pending(states[p.item_id])), key=lambda p: p.document_id
+        )
         existing = docs.get_many({p.document_id for p in todo}, for_update=True)
-        live: list[_PreparedItem] = []
-        superseded: list[dict[str, Any]] = []
-        for prepared in todo:
-            if _newer_indexed(existing.get(prepared.document_id), items[prepared.item_id]):
-                superseded.append(
-                    self._superseded(job, items[prepared.item_id], prepared.document_id)
-                )
-            else:
-                live.append(prepared)
-        jobs.update_items(superseded)
+        live = self._skip_superseded(jobs, job, todo, existing)
         if not live:
             return 0, 0
         unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
@@ -709,7 +756,7 @@ class IndexingService:
         added: list[dict[str, Any]] = []
         written: list[tuple[ItemRow, int, int]] = []
         for position, prepared in enumerate(live):
-            item = items[prepared.item_id]
+            item = prepared.item
             vectors = embeddings[prepared.item_id]
             contribution = LexicalContribution()
             if weighed:
@@ -720,12 +767,14 @@ class IndexingService:
                 contribution = weighed[position].contribution
             rows, old, new = self._document_write(
                 tenant_id,
-                item,
                 prepared,
                 existing.get(prepared.document_id),
                 vectors=vectors,
                 contribution=contribution,
-                unfinished=unfinished[prepared.document_id],
+                # What interrupted attempts wrote, this item's own included.
+                unfinished=unfinished[prepared.document_id].union(
+                    states[prepared.item_id].chunk_ids or ()
+                ),
             )
             records.extend(rows)
             stale.update(old)
@@ -743,6 +792,7 @@ class IndexingService:
             docs.insert_all(added)
             self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed)
             session.flush()
+            meanwhile()
         finally:
             error = stored.exception()  # never committed before the store has answered
         if isinstance(error, HsearchError) and not isinstance(error, BackendError):
@@ -752,10 +802,28 @@ class IndexingService:
         _log_indexed(job.id, written)
         return len(written), sum(count for _, count, _ in written)
 
+    def _skip_superseded(
+        self,
+        jobs: JobRepository,
+        job: IngestionJob,
+        todo: list[_PreparedItem],
+        existing: dict[uuid.UUID, Document],
+    ) -> list[_PreparedItem]:
+        """``todo`` but the items whose document holds a newer submission, which are
+        skipped (:meth:`_superseded`)."""
+        live: list[_PreparedItem] = []
+        superseded: list[dict[str, Any]] = []
+        for prepared in todo:
+            if _newer_indexed(existing.get(prepared.document_id), prepared.item):
+                superseded.append(self._superseded(job, prepared.item, prepared.document_id))
+            else:
+                live.append(prepared)
+        jobs.update_items(superseded)
+        return live
+
     def _document_write(
         self,
         tenant_id: str,
-        item: ItemRow,
         prepared: _PreparedItem,
         current: Document | None,
         *,
@@ -765,8 +833,9 @@ class IndexingService:
     ) -> tuple[list[ChunkRecord], set[str], dict[str, Any] | None]:
         """One document's part of a group write: its chunk records, the chunk ids that
         become stale (what the indexed version has, plus what interrupted attempts,
-        this item's own included, wrote), and its new row's columns (``None``:
-        ``current`` is updated in place)."""
+        ``unfinished``), and its new row's columns (``None``: ``current`` is updated
+        in place)."""
+        item = prepared.item
         created = current.created_at if current else utcnow()
         records = chunk_records(
             tenant_id=tenant_id,
@@ -785,7 +854,6 @@ class IndexingService:
         )
         stale = set(current.chunk_ids if current else ())
         stale.update(unfinished)
-        stale.update(item.chunk_ids or ())  # what this item's dead attempts wrote
         stale.difference_update(prepared.chunk_ids)
         values = {
             "title": item.title,
@@ -889,10 +957,6 @@ def _log_indexed(job_id: uuid.UUID, written: list[tuple[ItemRow, int, int]]) -> 
         )
 
 
-def _by_id(items: list[ItemRow]) -> dict[int, ItemRow]:
-    return {item.id: item for item in items}
-
-
 def _newer_indexed(existing: Document | None, item: ItemRow) -> bool:
     """Whether ``existing`` holds a submission of the document newer than ``item``."""
     return existing is not None and existing.version > item.id
@@ -907,7 +971,14 @@ def _unchanged(existing: Document | None, item: ItemRow, fingerprint: str) -> Ty
     )
 
 
-def _pending(item: ItemRow) -> bool:
+def _current(row: ItemRow, state: ItemState) -> ItemRow:
+    """``row`` (read earlier) with its state as ``state`` (read now) has it."""
+    if row.status is state.status and row.chunk_ids == state.chunk_ids:
+        return row
+    return replace(row, status=state.status, chunk_ids=state.chunk_ids)
+
+
+def _pending(item: ItemRow | ItemState) -> bool:
     """Whether ``item`` still waits to be indexed (not done, failed or cancelled)."""
     return item.status is JobItemStatus.PENDING
 

@@ -33,6 +33,15 @@ class ItemRow:
     chunk_ids: list[str] | None
 
 
+@dataclass(frozen=True, slots=True)
+class ItemState:
+    """What of a job item changes once it is submitted: its status, and the chunk ids
+    its attempts recorded (the rest of :class:`ItemRow` never changes)."""
+
+    status: JobItemStatus
+    chunk_ids: list[str] | None
+
+
 _ITEM_COLUMNS = (
     JobItem.id,
     JobItem.external_id,
@@ -151,6 +160,15 @@ class JobRepository:
         """The items of ``item_ids`` in submission order, as rows (:class:`ItemRow`)."""
         stmt = select(*_ITEM_COLUMNS).where(JobItem.id.in_(item_ids)).order_by(JobItem.ordinal)
         return [ItemRow(*row) for row in self._session.execute(stmt)]
+
+    def item_states(self, item_ids: Sequence[int]) -> dict[int, ItemState]:
+        """The items of ``item_ids`` that exist, their state by id: a read of two
+        columns, for an indexer that holds the items' rows from an earlier read."""
+        stmt = select(JobItem.id, JobItem.status, JobItem.chunk_ids).where(JobItem.id.in_(item_ids))
+        return {
+            item_id: ItemState(status, chunk_ids)
+            for item_id, status, chunk_ids in self._session.execute(stmt)
+        }
 
     def update_items(self, changes: Sequence[Mapping[str, Any]]) -> None:
         """Change items by id: each of ``changes`` holds an item's ``id`` and the
