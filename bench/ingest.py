@@ -927,6 +927,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pipeline, as for the offline encoder) or learned (stored as it is)",
     )  # fmt: skip
     parser.add_argument(
+        "--dimension", type=int, default=Config.dimension, metavar="N",
+        help=f"the pass-through encoder's dense dimension (default {Config.dimension}, the "
+        "offline encoder's; 1024 is BGE-M3's)",
+    )  # fmt: skip
+    parser.add_argument(
         "--store", choices=("milvus-lite", "memory"), default="milvus-lite",
         help="the vector store of both sides: a Milvus Lite server, or the in-memory store "
         "(the pipeline's rate is then that of its own work; the raw side's is meaningless)",
@@ -945,6 +950,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = (args.documents, args.end_to_end_documents, args.repeats, args.end_to_end_repeats)
     if min(counts) < 1:
         parser.error("--documents, --end-to-end-documents and the repeats must be >= 1")
+    if args.dimension < 2:
+        parser.error("--dimension must be >= 2")
     limit = Settings(_env_file=None).ingest.max_documents_per_request
     if args.documents > limit:
         parser.error(
@@ -966,6 +973,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         repeats=args.repeats,
         end_to_end_repeats=args.end_to_end_repeats,
         sparse_kind=SparseKind(args.sparse_kind),
+        dimension=args.dimension,
         parts=parts,
     )
 

@@ -1,6 +1,7 @@
 """What only the Milvus store has: sealing growing segments (``flush``, which the
-relevance benchmark calls after ingesting). Milvus Lite reports no segment states, so
-this checks that a flush keeps every row and every search result."""
+relevance benchmark calls after ingesting; Milvus Lite reports no segment states, so
+this checks that a flush keeps every row and every search result), start-up races, and
+writes sent as columns."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from hsearch.vectorstore.milvus import MilvusVectorStore
+from hsearch.errors import VectorStoreError
+from hsearch.vectorstore.milvus import MilvusVectorStore, _to_row
 from tests.integration.test_vectorstore_contract import ENCODER, ROWS, unit
 
 pytestmark = pytest.mark.integration
@@ -83,4 +85,55 @@ async def test_processes_starting_together_on_an_empty_milvus_all_start(
     finally:
         store.drop_collection()
         await store.aclose()
+        store.close()
+
+
+def test_records_are_stored_as_the_row_api_stores_them(milvus_uri: str) -> None:
+    """The store writes columns (``_upsert_columns``); pymilvus' own row API given the
+    same records (``_to_row``) stores the very same values, field by field."""
+    columns = MilvusVectorStore(milvus_uri, collection=f"cols_{uuid.uuid4().hex[:8]}")
+    rows = MilvusVectorStore(milvus_uri, collection=f"rows_{uuid.uuid4().hex[:8]}")
+    try:
+        for store in (columns, rows):
+            store.ensure_collection(ENCODER)
+        columns.upsert(ROWS)
+        rows._client.upsert(rows.collection, [_to_row(r) for r in ROWS])
+        stored = [
+            sorted(
+                s._client.query(s.collection, filter='chunk_id != ""', output_fields=["*"]),
+                key=lambda row: str(row["chunk_id"]),
+            )
+            for s in (columns, rows)
+        ]
+        assert len(stored[0]) == len(ROWS)
+        assert stored[0] == stored[1]
+        # And they are the records' values (the dense vector as float32 stores it).
+        first = stored[0][0]
+        assert (first["chunk_id"], first["tags"], first["metadata"]) == ("c1", ["x"], {"n": 2})
+        assert first["sparse"] == pytest.approx({1: 1.0, 2: 0.5})
+        assert first["dense"] == pytest.approx(list(ROWS[0].dense))
+    finally:
+        for store in (columns, rows):
+            store.drop_collection()
+            store.close()
+
+
+def test_a_failed_write_reads_the_collections_fields_again(milvus_uri: str) -> None:
+    """The fields the store writes are read once; a write that fails (here, fields
+    read from another collection than the one now behind the name) drops them, so
+    the next write reads them again and succeeds."""
+    store = MilvusVectorStore(milvus_uri, collection=f"fields_{uuid.uuid4().hex[:8]}")
+    try:
+        store.ensure_collection(ENCODER)
+        store.upsert(ROWS[:1])
+        assert store._write_schema is not None
+        stale = dict(store._write_schema)
+        stale["fields"] = [f for f in stale["fields"] if f["name"] != "title"]
+        store._write_schema = stale
+        with pytest.raises(VectorStoreError, match="upsert failed"):
+            store.upsert(ROWS[1:2])
+        store.upsert(ROWS[1:2])
+        assert store.count(tenant_id="a") == 2
+    finally:
+        store.drop_collection()
         store.close()

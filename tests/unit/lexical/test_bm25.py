@@ -48,6 +48,29 @@ def test_document_weights_keep_indices_and_drop_zero_counts() -> None:
     assert weights.indices == (1, 9)
 
 
+@given(
+    terms=st.dictionaries(
+        st.integers(min_value=0, max_value=2**40), st.integers(min_value=0, max_value=9)
+    ),
+    order=st.randoms(use_true_random=False),
+    length=lengths,
+    avg_length=avg_lengths,
+)
+def test_document_weights_are_the_formula_per_present_term_in_index_order(
+    terms: dict[int, int], order: Any, length: int, avg_length: float
+) -> None:
+    # Whatever the input's order or zero counts (the fast path takes sorted, all-present
+    # vectors; the rest go the general way), the same weights, sorted by index.
+    pairs = list(terms.items())
+    order.shuffle(pairs)
+    tf = SparseVector(tuple(i for i, _ in pairs), tuple(float(c) for _, c in pairs))
+    weights = bm25_document_weights(tf, length=length, avg_length=avg_length)
+    norm = 1.2 * (1.0 - 0.75 + 0.75 * length / avg_length)
+    expected = {i: c * 2.2 / (c + norm) for i, c in terms.items() if c > 0}
+    assert weights.indices == tuple(sorted(expected))
+    assert weights.values == tuple(expected[i] for i in weights.indices)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
