@@ -71,7 +71,7 @@ def test_the_result_holds_both_comparisons_with_their_targets(tmp_path: Path) ->
     assert write["encode_calls"] == write["upserts"] > 2
     assert (write["target"], end["target"]) == (0.8, 0.9)
     comparisons = (
-        (write, ("raw_insert", "pipeline"), 3),
+        (write, ("raw_insert", "raw_insert_columns", "pipeline"), 3),
         (end, ("encoder_alone", "pipeline"), 2),
     )
     for part, sides, repeats in comparisons:
@@ -92,10 +92,14 @@ def test_the_result_holds_both_comparisons_with_their_targets(tmp_path: Path) ->
             assert run_row["encode"] == once
     for alone in end["encoder_alone"]["runs"]:
         assert alone["encode"] == {"calls": end["encode_calls"], "texts": end["chunks"]}
-    assert all(r["rows"] == write["chunks"] for r in write["raw_insert"]["runs"])
+    for side in ("raw_insert", "raw_insert_columns"):
+        assert all(r["rows"] == write["chunks"] for r in write[side]["runs"])
+    assert write["pass_columns"] == (write["ratio_columns"]["median"] >= write["target"])
+    assert len(write["ratio_columns"]["per_repeat"]) == 3
     # Each thread's CPU time: some, and never more than the wall time it was taken over.
     cpu, wall = write["cpu_ms_per_chunk"], write["ms_per_chunk"]
     assert 0 < cpu["raw_insert_client"] <= wall["raw_insert"] + 1e-3
+    assert 0 < cpu["raw_insert_columns_client"] <= wall["raw_insert_columns"] + 1e-3
     assert 0 < cpu["pipeline_indexing_thread"] <= wall["pipeline"] + 1e-3
     assert 0 < cpu["pipeline_store_client"] <= wall["pipeline_store_upsert"] + 1e-3
     for run_row in write["pipeline"]["runs"]:
@@ -107,6 +111,7 @@ def test_the_result_holds_both_comparisons_with_their_targets(tmp_path: Path) ->
     text = summary(result)
     assert "write path" in text
     assert "CPU ms per chunk" in text
+    assert "against raw inserts of columns" in text
     assert "end to end" in text
 
 

@@ -19,6 +19,7 @@ from hsearch.config import IngestSettings
 from hsearch.db.models import (
     Document,
     IngestionJob,
+    JobItem,
     JobStatus,
     LexicalCorpusStats,
     LexicalTermStats,
@@ -191,36 +192,44 @@ def test_the_batch_after_next_is_read_while_a_group_is_stored(
 
 
 class RacedIndexer(IndexingService):
-    """Before deciding a batch that holds ``external_id``, runs ``meanwhile`` once: what
-    another worker commits between that batch's read and its decision."""
+    """Runs ``meanwhile`` once, before writing the group that holds ``before``: what
+    another worker commits between two of this job's groups. ``read_early`` records
+    whether the batch holding ``external_id`` had chunks read for it before it was
+    decided."""
 
-    def __init__(self, external_id: str, **kwargs: Any) -> None:
+    def __init__(self, external_id: str, before: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.external_id = external_id
+        self.external_id, self.before = external_id, before
         self.meanwhile: list[Any] = []
-        self.read_ahead = False
+        self.read_early: list[bool] = []
 
-    def _decide(self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int], read: Any) -> Any:
-        if any(i.external_id == self.external_id for i in read.items) and self.meanwhile:
-            self.read_ahead = read.chunks != {}
+    def _process_group(
+        self, job_id: uuid.UUID, tenant_id: str, group: Any, *a: Any, **k: Any
+    ) -> Any:
+        if self.meanwhile and any(p.item.external_id == self.before for p in group):
             self.meanwhile.pop()()
-        return super()._decide(job_id, tenant_id, item_ids, read)
+        return super()._process_group(job_id, tenant_id, group, *a, **k)
+
+    def _decide_in(self, session: Session, job: Any, tenant_id: str, ids: Any, read: Any) -> Any:
+        if any(i.external_id == self.external_id for i in read.items):
+            self.read_early.append(read.chunks != {})
+        return super()._decide_in(session, job, tenant_id, ids, read)
 
 
 def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
     sessions: sessionmaker[Session],
 ) -> None:
-    # The third batch, [e], is read (and "e" chunked: it is new) while the first group
-    # is stored. An older job submitting the same "e" is indexed by another worker
-    # before the third batch's decision, which finds "e" unchanged and skips it.
+    # Batches [a b] [c d] [x y] [e]: [e] is read (and "e" chunked: it is new) while the
+    # first group is stored, and decided while the second is. An older job submitting
+    # the same "e" is indexed by another worker between the two; the decision finds
+    # "e" unchanged then and skips it.
     store = InMemoryVectorStore()
     older = submit(sessions, docs(("e", "the text of e")))
-    job_id = submit(
-        sessions,
-        docs(("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("e", "the text of e")),
-    )
+    batch = [("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("x", "5"), ("y", "6")]
+    job_id = submit(sessions, docs(*batch, ("e", "the text of e")))
     service = RacedIndexer(
         "e",
+        "c",
         session_factory=sessions,
         embedder=FakeEmbedder(),
         store=store,
@@ -231,12 +240,85 @@ def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
     other = make_service(sessions, store, owner="other")
     service.meanwhile.append(lambda: other.process_job(older))
     assert service.process_job(job_id) is JobStatus.SUCCEEDED
-    assert service.read_ahead, "the batch was not read ahead"
     assert service.meanwhile == []
+    assert service.read_early == [True], "the batch was not read before the other job ran"
     view = get_job(sessions, job_id)
-    assert (view.indexed, view.skipped) == (4, 1)
+    assert (view.indexed, view.skipped) == (6, 1)
     assert get_job(sessions, older).indexed == 1
+    assert store.count(tenant_id=TENANT) == 7
+
+
+class DecisionSignallingIndexer(IndexingService):
+    """Sets ``decided`` when it decides a batch holding ``external_id``."""
+
+    def __init__(self, external_id: str, decided: threading.Event, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.external_id, self.decided = external_id, decided
+
+    def _decide_in(self, session: Session, job: Any, tenant_id: str, ids: Any, read: Any) -> Any:
+        out = super()._decide_in(session, job, tenant_id, ids, read)
+        if any(i.external_id == self.external_id for i in read.items):
+            self.decided.set()
+        return out
+
+
+def test_a_batch_is_decided_while_a_group_is_stored(sessions: sessionmaker[Session]) -> None:
+    # Batches [a b] [c d] [e]: the first two are decided before any write; the third
+    # while the first group's chunks are being stored, so the store is not left idle
+    # while it is decided.
+    decided = threading.Event()
+    store = GatedStore(decided)
+    service = DecisionSignallingIndexer(
+        "e",
+        decided,
+        session_factory=sessions,
+        embedder=FakeEmbedder(),
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        batch_documents=2,
+    )
+    batch = docs(("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("e", "five"))
+    job_id = run(sessions, service, batch)
+    assert store.waited == [True], "the first group's store write waited on nothing"
+    assert get_job(sessions, job_id).indexed == 5
     assert store.count(tenant_id=TENANT) == 5
+
+
+def test_a_decision_rolled_back_with_its_group_is_made_again(
+    sessions: sessionmaker[Session],
+) -> None:
+    # One document per batch: [a] [b] [c] [d]. "d" is indexed already, unchanged. The
+    # store refuses "b": the transaction of b's group, in which [d] was decided (d
+    # skipped), rolls back; [d] is decided again, and d counted skipped once.
+    first = InMemoryVectorStore()
+    run(sessions, make_service(sessions, first), docs(("d", "the text of d")))
+    store = RefusingStore("b")
+    service = make_service(sessions, store, batch_documents=1)
+    batch = docs(("a", "one"), ("b", "two"), ("c", "three"), ("d", "the text of d"))
+    job_id = run(sessions, service, batch)
+    view = get_job(sessions, job_id)
+    assert (view.status, view.indexed, view.failed, view.skipped) == (
+        JobStatus.PARTIAL,
+        2,
+        1,
+        1,
+    )
+    assert [e.external_id for e in view.errors] == ["b"]
+    with sessions() as s:
+        pending = s.scalars(
+            select(JobItem).where(JobItem.job_id == job_id, JobItem.status == "pending")
+        ).all()
+    assert pending == []
+    # Every chunk the store holds was recorded on its item before it was written.
+    with sessions() as s:
+        recorded = {
+            cid
+            for ids in s.scalars(select(JobItem.chunk_ids).where(JobItem.job_id == job_id))
+            for cid in (ids or ())
+        }
+    written = store.tenant_chunk_ids(tenant_id=TENANT)  # a's and c's
+    assert len(written) == 2
+    assert written <= recorded
 
 
 def test_index_counts_and_job_status(sessions: sessionmaker[Session]) -> None:

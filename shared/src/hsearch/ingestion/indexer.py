@@ -451,41 +451,36 @@ class IndexingService:
         encoded and written in groups of at most ``batch_chunks`` chunks (a larger
         document is a group of its own), so that progress is committed about once per
         group, whatever the documents' size. The encoder works ahead, in a thread of its
-        own: while it encodes a group, this thread writes the one before and decides the
-        one after, and queues that one behind it, so the encoder goes from group to
-        group without waiting for a decision (encoding changes nothing, so a group
-        encoded for nothing, the job cancelled or failing meanwhile, costs only its
-        time).
+        own: while it encodes a group, this thread writes the one before, and the
+        group after it is queued behind it, so the encoder goes from group to group
+        without waiting for a decision (encoding changes nothing, so a group encoded for
+        nothing, the job cancelled or failing meanwhile, costs only its time).
 
-        The next batch to decide is read and chunked while a group's store write runs
-        (:meth:`_write_group`), so its decision only checks what it read under the lock.
+        The store is the bound of the write path: batches are decided, and read and
+        chunked before that, while a group's chunks are being stored
+        (:class:`_Lookahead`), not between two groups' store writes.
         """
         fingerprint = self._embedder.info.fingerprint
-        reads: dict[int, _BatchRead] = {}
-        decided = 0
 
-        def decide(index: int) -> list[_PreparedItem]:
-            nonlocal decided
-            decided = index + 1
-            read = reads.pop(index, None)
-            if read is None:
-                read = self._chunk_unlocked(tenant_id, batches[index], fingerprint)
-            return self._decide(job_id, tenant_id, batches[index], read)
+        def decide(
+            index: int, read: _BatchRead, held: tuple[Session, IngestionJob] | None
+        ) -> list[_PreparedItem]:
+            if held is None:
+                return self._decide(job_id, tenant_id, batches[index], read)
+            session, job = held
+            return self._decide_in(session, job, tenant_id, batches[index], read)
 
-        def read_ahead() -> None:
-            if decided < len(batches) and decided not in reads:
-                reads[decided] = self._chunk_unlocked(tenant_id, batches[decided], fingerprint)
-
-        groups = (
-            group
-            for index in range(len(batches))
-            for group in _groups(decide(index), max_chunks=self._batch_chunks)
+        ahead = _Lookahead(
+            len(batches),
+            read=lambda index: self._chunk_unlocked(tenant_id, batches[index], fingerprint),
+            decide=decide,
+            max_chunks=self._batch_chunks,
         )
         encoder = self._thread("encode")
         queued: deque[tuple[list[_PreparedItem], Future[_Embedded]]] = deque()
 
         def queue_next() -> None:
-            group = next(groups, None)
+            group = ahead.next_group()
             if group is not None:
                 queued.append((group, encoder.submit(self._embed_items, group)))
 
@@ -493,10 +488,10 @@ class IndexingService:
         try:
             queue_next()
             while queued:
-                queue_next()  # decided while the group before it encodes
+                queue_next()  # the group after it encodes while this one is written
                 group, encoding = queued.popleft()
                 changed |= self._process_group(
-                    job_id, tenant_id, group, encoding.result(), meanwhile=read_ahead
+                    job_id, tenant_id, group, encoding.result(), ahead=ahead
                 )
         finally:
             for _, encoding in queued:
@@ -510,7 +505,7 @@ class IndexingService:
         group: list[_PreparedItem],
         embedded: _Embedded,
         *,
-        meanwhile: Callable[[], None],
+        ahead: _Lookahead,
     ) -> bool:
         """1. encoded (``embedded``), with no transaction open (the slow part); the
            documents the encoder failed on are marked failed (a transaction of their
@@ -518,8 +513,8 @@ class IndexingService:
         2. in one transaction, under the documents' row locks: upsert every chunk of
            the group, delete the stale ones by primary key, update statistics and the
            documents, mark the items (:meth:`_write`). The chunk ids were recorded on
-           the items when the batch was decided (:meth:`_decide`). ``meanwhile`` runs
-           while the store writes (:meth:`_write_group`).
+           the items when the batch was decided (:meth:`_decide`). ``ahead`` decides
+           and reads the next batches while the store writes (:meth:`_write_group`).
         """
         embeddings, errors = embedded
         if errors:
@@ -538,7 +533,7 @@ class IndexingService:
         ready = [p for p in group if p.item_id not in errors]
         if not ready:
             return False
-        return self._write(job_id, tenant_id, ready, embeddings, meanwhile=meanwhile)
+        return self._write(job_id, tenant_id, ready, embeddings, ahead=ahead)
 
     def _write(
         self,
@@ -547,27 +542,32 @@ class IndexingService:
         ready: list[_PreparedItem],
         embeddings: dict[int, list[Embedding]],
         *,
-        meanwhile: Callable[[], None],
+        ahead: _Lookahead,
     ) -> bool:
         """Write ``ready`` in one transaction; returns whether any document changed.
+        A batch ``ahead`` decides in that transaction counts only once it commits.
 
         A store error that is not transient (the store refused the records) rolls the
         group back and writes its documents one by one, so that the document at fault
         fails alone and the others are indexed.
         """
         try:
-            with transaction(self._sessions) as session:
-                documents, chunks = self._write_group(
-                    session, job_id, tenant_id, ready, embeddings, meanwhile=meanwhile
-                )
+            try:
+                with transaction(self._sessions) as session:
+                    documents, chunks = self._write_group(
+                        session, job_id, tenant_id, ready, embeddings, ahead=ahead
+                    )
+            except BaseException:
+                ahead.settle(committed=False)
+                raise
+            ahead.settle(committed=True)
             # Counted once committed: a group rolled back is indexed again, counted then.
             instruments.record_ingest(outcome="indexed", documents=documents, chunks=chunks)
             return documents > 0
         except _StoreRefusedError as refused:
             if len(ready) > 1:
                 written = [
-                    self._write(job_id, tenant_id, [p], embeddings, meanwhile=meanwhile)
-                    for p in ready
+                    self._write(job_id, tenant_id, [p], embeddings, ahead=ahead) for p in ready
                 ]
                 return any(written)
             with transaction(self._sessions) as session:
@@ -588,69 +588,82 @@ class IndexingService:
     def _decide(
         self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int], read: _BatchRead
     ) -> list[_PreparedItem]:
+        """:meth:`_decide_in` a transaction of its own."""
+        with transaction(self._sessions) as session:
+            job = self._lock(session, job_id)
+            return self._decide_in(session, job, tenant_id, item_ids, read)
+
+    def _decide_in(
+        self,
+        session: Session,
+        job: IngestionJob,
+        tenant_id: str,
+        item_ids: list[int],
+        read: _BatchRead,
+    ) -> list[_PreparedItem]:
         """Skip what needs no work (unchanged or superseded documents), chunk the rest
-        (``read``: the batch's items read, and chunked, before the job is locked);
-        the items' state and the documents read in one query each."""
+        (``read``: the batch's items read, and chunked, before the job is locked), in
+        ``session``, whose transaction holds ``job`` locked; the items' state and the
+        documents read in one query each. Returns what is to be encoded and written,
+        valid once the transaction commits."""
         fingerprint = self._embedder.info.fingerprint
         chunked = read.chunks
         todo: list[_PreparedItem] = []
-        with transaction(self._sessions) as session:
-            job = self._lock(session, job_id)
-            jobs = JobRepository(session)
-            states = jobs.item_states(item_ids)
-            items = [
-                _current(row, states[row.id])
-                for row in read.items
-                if row.id in states and _pending(states[row.id])
-            ]
-            ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
-            documents = DocumentRepository(session).get_many(set(ids.values()))
-            changes: list[dict[str, Any]] = []
-            for item in items:
-                doc_id = ids[item.id]
-                existing = documents.get(doc_id)
-                if _newer_indexed(existing, item):
-                    changes.append(self._superseded(job, item, doc_id))
-                    continue
-                if _unchanged(existing, item, fingerprint):
-                    changes.append(
-                        {"id": item.id, "status": JobItemStatus.SKIPPED, "document_id": doc_id}
-                    )
-                    job.skipped += 1
-                    # The indexed version is this submission's now: an older one
-                    # pending elsewhere must not replace it.
-                    existing.version = max(existing.version, item.id)
-                    logger.info(
-                        "ingest.document.skipped job_id=%s external_id=%s", job_id, item.external_id
-                    )
-                    continue
-                try:
-                    chunks = chunked[item.id] if item.id in chunked else self._chunk(item)
-                    if isinstance(chunks, Exception):
-                        raise chunks
-                except (ValueError, InvalidRequestError) as exc:
-                    changes.append(self._fail(job, item, exc))
-                    continue
-                cids = tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks))
-                # Committed with the decision, before Milvus sees them: a crash can never
-                # leave chunks nobody knows of (the next attempt deletes what it does
-                # not rewrite). What a dead attempt of this item wrote, if it chunked
-                # otherwise (other settings before a restart), is kept: the write
-                # deletes it.
-                earlier = set(item.chunk_ids or ()).difference(cids)
+        jobs = JobRepository(session)
+        states = jobs.item_states(item_ids)
+        items = [
+            _current(row, states[row.id])
+            for row in read.items
+            if row.id in states and _pending(states[row.id])
+        ]
+        ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
+        documents = DocumentRepository(session).get_many(set(ids.values()))
+        changes: list[dict[str, Any]] = []
+        for item in items:
+            doc_id = ids[item.id]
+            existing = documents.get(doc_id)
+            if _newer_indexed(existing, item):
+                changes.append(self._superseded(job, item, doc_id))
+                continue
+            if _unchanged(existing, item, fingerprint):
                 changes.append(
-                    {"id": item.id, "document_id": doc_id, "chunk_ids": [*cids, *sorted(earlier)]}
+                    {"id": item.id, "status": JobItemStatus.SKIPPED, "document_id": doc_id}
                 )
-                todo.append(
-                    _PreparedItem(
-                        item=item,
-                        document_id=doc_id,
-                        chunks=tuple(c.text for c in chunks),
-                        offsets=tuple((c.start, c.end) for c in chunks),
-                        chunk_ids=cids,
-                    )
+                job.skipped += 1
+                # The indexed version is this submission's now: an older one
+                # pending elsewhere must not replace it.
+                existing.version = max(existing.version, item.id)
+                logger.info(
+                    "ingest.document.skipped job_id=%s external_id=%s", job.id, item.external_id
                 )
-            jobs.update_items(changes)
+                continue
+            try:
+                chunks = chunked[item.id] if item.id in chunked else self._chunk(item)
+                if isinstance(chunks, Exception):
+                    raise chunks
+            except (ValueError, InvalidRequestError) as exc:
+                changes.append(self._fail(job, item, exc))
+                continue
+            cids = tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks))
+            # Committed with the decision, before Milvus sees them: a crash can never
+            # leave chunks nobody knows of (the next attempt deletes what it does
+            # not rewrite). What a dead attempt of this item wrote, if it chunked
+            # otherwise (other settings before a restart), is kept: the write
+            # deletes it.
+            earlier = set(item.chunk_ids or ()).difference(cids)
+            changes.append(
+                {"id": item.id, "document_id": doc_id, "chunk_ids": [*cids, *sorted(earlier)]}
+            )
+            todo.append(
+                _PreparedItem(
+                    item=item,
+                    document_id=doc_id,
+                    chunks=tuple(c.text for c in chunks),
+                    offsets=tuple((c.start, c.end) for c in chunks),
+                    chunk_ids=cids,
+                )
+            )
+        jobs.update_items(changes)
         return todo
 
     def _chunk(self, item: ItemRow) -> list[Chunk]:
@@ -717,7 +730,7 @@ class IndexingService:
         ready: list[_PreparedItem],
         embeddings: dict[int, list[Embedding]],
         *,
-        meanwhile: Callable[[], None],
+        ahead: _Lookahead,
     ) -> tuple[int, int]:
         """The group's statements, one per kind rather than one per document: the
         items, the documents (locked, in id order: two workers writing overlapping
@@ -726,7 +739,8 @@ class IndexingService:
         changed once, by the group's summed contribution; the new documents inserted
         together. Each document is weighed as the tenant's corpus stands once the
         documents before it in the group are counted in, as if they were written one
-        by one. ``meanwhile`` runs once the rows are written, while the store writes."""
+        by one. Once the rows are written, while the store writes, ``ahead`` decides the
+        next batch in this transaction and reads the one after."""
         job = self._lock(session, job_id)
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
@@ -792,7 +806,7 @@ class IndexingService:
             docs.insert_all(added)
             self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed)
             session.flush()
-            meanwhile()
+            ahead.during_write(session, job)
         finally:
             error = stored.exception()  # never committed before the store has answered
         if isinstance(error, HsearchError) and not isinstance(error, BackendError):
@@ -921,6 +935,82 @@ class IndexingService:
             error,
         )
         return {"id": item.id, "status": JobItemStatus.FAILED, "error": error}
+
+
+_Decide = Callable[[int, _BatchRead, "tuple[Session, IngestionJob] | None"], list[_PreparedItem]]
+"""Decides batch ``index`` as ``read`` had it: in a transaction of its own (``None``) or
+in a session whose transaction holds the job locked."""
+
+
+class _Lookahead:
+    """Which batch of a job is decided when, and the groups decided and not yet queued
+    for encoding (:meth:`IndexingService._index_batches`).
+
+    The store is the bound of the write path, so each batch is decided while a group's
+    chunks are being stored, in that group's transaction (:meth:`during_write`: on
+    SQLite the decision needs the write lock that transaction holds), and the batch
+    after it is read and chunked then too, with no lock. Such a decision counts only
+    once its transaction commits (:meth:`settle`); rolled back, its batch is decided
+    again. A batch is decided on its own only when no write is under way to hold it
+    (the first two batches, or after groups that wrote nothing).
+    """
+
+    def __init__(
+        self,
+        batches: int,
+        *,
+        read: Callable[[int], _BatchRead],
+        decide: _Decide,
+        max_chunks: int,
+    ) -> None:
+        self._batches = batches
+        self._read = read
+        self._decide = decide
+        self._max_chunks = max_chunks
+        self._next = 0  # the next batch to decide
+        self._reads: dict[int, _BatchRead] = {}
+        self._ready: deque[list[_PreparedItem]] = deque()
+        self._tentative: tuple[int, list[_PreparedItem]] | None = None
+
+    def next_group(self) -> list[_PreparedItem] | None:
+        """The next group to encode, deciding batches on their own until one has a
+        group; ``None`` once every batch is decided and its groups taken."""
+        while not self._ready and self._next < self._batches:
+            index = self._next
+            self._next += 1
+            self._ready.extend(
+                _groups(
+                    self._decide(index, self._take_read(index), None), max_chunks=self._max_chunks
+                )
+            )
+        return self._ready.popleft() if self._ready else None
+
+    def during_write(self, session: Session, job: IngestionJob) -> None:
+        """While a group's chunks are stored (its rows written in ``session``, which
+        holds ``job`` locked): decide the next batch in that transaction if no decided
+        group is waiting, then read the batch after it."""
+        if not self._ready and self._tentative is None and self._next < self._batches:
+            index = self._next
+            self._next += 1
+            self._tentative = (index, self._decide(index, self._take_read(index), (session, job)))
+        if self._next < self._batches and self._next not in self._reads:
+            self._reads[self._next] = self._read(self._next)
+
+    def settle(self, *, committed: bool) -> None:
+        """The write's transaction committed, or rolled back: a batch decided in it is
+        decided (its groups wait to be encoded), or is to be decided again."""
+        if self._tentative is None:
+            return
+        index, prepared = self._tentative
+        self._tentative = None
+        if committed:
+            self._ready.extend(_groups(prepared, max_chunks=self._max_chunks))
+        else:
+            self._next = index
+
+    def _take_read(self, index: int) -> _BatchRead:
+        read = self._reads.pop(index, None)
+        return read if read is not None else self._read(index)
 
 
 class _StoreRefusedError(Exception):
