@@ -289,6 +289,41 @@ async def test_strings_postgres_cannot_keep_are_a_422_naming_the_field(api: Api)
     assert (resp.status_code, resp.json()["errors"][0]["field"]) == (422, "name")
 
 
+async def test_numbers_no_store_keeps_are_a_422_naming_the_field(api: Api) -> None:
+    """Python's JSON parser reads NaN and integers of any size: accepted, a NaN became
+    null in Milvus (and was refused by Postgres), and a 70-bit integer failed every
+    write of its document."""
+    body = (
+        '{"documents": [{"external_id": "a", "text": "Rivers.", '
+        '"metadata": {"x": NaN, "n": [1, 1180591620717411303424]}}]}'
+    )
+    resp = await api.client.post(
+        "/v1/documents", content=body, headers={"content-type": "application/json"}
+    )
+    assert resp.status_code == 422, resp.text
+    assert [e["field"] for e in resp.json()["errors"]] == [
+        "documents[0].metadata.x",
+        "documents[0].metadata.n[1]",
+    ]
+    assert "not a finite number" in resp.json()["detail"]
+    ndjson = b'{"external_id": "b", "text": "Rivers.", "metadata": {"y": Infinity}}\n'
+    resp = await api.client.post(
+        "/v1/documents:ndjson", content=ndjson, headers={"content-type": "application/x-ndjson"}
+    )
+    assert resp.status_code == 422, resp.text
+    assert (resp.json()["errors"][0]["field"], resp.json()["errors"][0]["line"]) == (
+        "metadata.y",
+        1,
+    )
+    await api.client.post("/v1/documents", json={"documents": [{"external_id": "c", "text": "x"}]})
+    resp = await api.client.patch(
+        "/v1/documents/c",
+        content='{"metadata": {"z": -Infinity}}',
+        headers={"content-type": "application/json"},
+    )
+    assert (resp.status_code, resp.json()["errors"][0]["field"]) == (422, "metadata.z")
+
+
 async def test_deprecated_fields_say_so_in_the_document(api: Api) -> None:
     schemas = (await openapi(api))["components"]["schemas"]
     for model, field in (("SearchResponse", "total_candidates"), ("ReadinessRead", "checks")):

@@ -1,26 +1,41 @@
-"""Text every store keeps: no NUL character and no lone surrogate.
+"""Values every store keeps: text with no NUL character and no lone surrogate, numbers
+that JSON can write and a 64-bit integer holds.
 
-Postgres refuses both, in ``text`` and in ``jsonb`` alike ("\\u0000 cannot be converted to
-text"; a lone surrogate has no UTF-8 form), while SQLite and the in-memory store take
+Postgres refuses those two strings, in ``text`` and in ``jsonb`` alike ("\\u0000 cannot be
+converted to text"; a lone surrogate has no UTF-8 form), while SQLite and the in-memory store take
 them: without this check a document holding one is accepted by the embedded profile and
-fails in production with a 500. Refused up front instead, naming the field."""
+fails in production with a 500. A NaN or an infinity (which Python's JSON parser reads)
+is no JSON: Postgres refuses it, and Milvus' client writes it as ``null``, so a document's
+metadata would change without a word; an integer past 64 bits the Milvus client cannot
+write at all, and every write of its document would fail. Refused up front instead,
+naming the field."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from hsearch.errors import FieldError
 
 __all__ = ["unstorable"]
 
+_INT64 = (-(2**63), 2**63 - 1)
+
 
 def unstorable(value: object, field: str) -> Iterator[FieldError]:
-    """A :class:`FieldError` for each string in ``value`` (a string, or lists and objects
-    of them, keys included) that a store cannot keep; ``field`` names ``value``."""
+    """A :class:`FieldError` for each string or number in ``value`` (a string or a
+    number, or lists and objects of them, keys included) that a store cannot keep;
+    ``field`` names ``value``."""
     if isinstance(value, str):
         problem = _problem(value)
         if problem:
             yield FieldError(field=field, message=problem)
+    elif isinstance(value, float) and not math.isfinite(value):
+        msg = f"{value} is not a finite number (JSON has no NaN or Infinity): it cannot be stored"
+        yield FieldError(field=field, message=msg)
+    elif isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+        msg = "an integer outside the signed 64-bit range cannot be stored"
+        yield FieldError(field=field, message=msg)
     elif isinstance(value, Mapping):
         for key, item in value.items():
             problem = _problem(str(key))
