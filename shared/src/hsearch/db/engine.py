@@ -3,10 +3,12 @@ owns the transaction: it commits or rolls back; services only ``flush()``."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -34,11 +36,38 @@ def unavailable(exc: Exception) -> MetadataUnavailableError:
     )
 
 
+def json_dumps(value: Any) -> str:
+    """The text of a JSON column's value: orjson's, or for what orjson refuses (keys
+    that are not strings, integers past 64 bits) the standard library's, as before.
+
+    The indexer writes several JSON columns per document (tags, metadata, chunk ids,
+    lexical terms) and reads as many back: with the standard library, encoding and
+    decoding them was about a tenth of its time (docs/benchmarks.md, "Now, the write
+    path"). orjson writes a NaN or an infinity as ``null``, where the standard library
+    writes ``NaN``, which is no JSON: the API refuses both in what it stores
+    (:mod:`hsearch.ingestion.storable`)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
+def json_loads(text: str | bytes) -> Any:
+    """A JSON column's value: orjson's reading, or the standard library's for text orjson
+    refuses (a ``NaN`` an earlier version wrote)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Engine:
     """An engine for ``url``; SQLite gets WAL (synchronous NORMAL), foreign keys and a
-    busy timeout so the API and worker processes can share the embedded file."""
+    busy timeout so the API and worker processes can share the embedded file. JSON
+    columns are written and read with :func:`json_dumps` and :func:`json_loads`."""
+    codec: dict[str, Any] = {"json_serializer": json_dumps, "json_deserializer": json_loads}
     if url.startswith("sqlite"):
-        engine = create_engine(url, echo=echo, connect_args={"timeout": 30})
+        engine = create_engine(url, echo=echo, connect_args={"timeout": 30}, **codec)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -54,7 +83,7 @@ def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Eng
             cur.close()
 
         return engine
-    return create_engine(url, echo=echo, pool_size=pool_size, pool_pre_ping=True)
+    return create_engine(url, echo=echo, pool_size=pool_size, pool_pre_ping=True, **codec)
 
 
 def hold_write_lock(session: Session) -> None:
