@@ -31,7 +31,8 @@ def unstorable(value: object, field: str) -> Iterator[FieldError]:
         if problem:
             yield FieldError(field=field, message=problem)
     elif isinstance(value, float) and not math.isfinite(value):
-        msg = f"{value} is not a finite number (JSON has no NaN or Infinity): it cannot be stored"
+        name = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        msg = f"{name} is not a finite number (JSON has no NaN or Infinity): it cannot be stored"
         yield FieldError(field=field, message=msg)
     elif isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
         msg = "an integer outside the signed 64-bit range cannot be stored"
