@@ -26,8 +26,13 @@ def test_values_read_back_as_the_standard_library_reads_them() -> None:
 
 
 def test_what_an_earlier_version_wrote_is_read() -> None:
-    # json.dumps wrote NaN and Infinity, which are no JSON and which orjson refuses.
+    # json.dumps wrote NaN and Infinity, which are no JSON and which orjson refuses, and
+    # integers past 64 bits, which orjson would read as floats.
     assert math.isnan(json_loads(json.dumps({"x": math.nan}))["x"])
+    for big in (2**64 + 1, -(2**70), 10**25):
+        value = json_loads(json.dumps({"n": [big]}))["n"][0]
+        assert (type(value), value) == (int, big)
+    assert json_loads(b'{"n": 18446744073709551617}') == {"n": 2**64 + 1}
     assert json_loads('{"y": Infinity}') == {"y": math.inf}
     assert json_loads(b'{"z": 1}') == {"z": 1}
 

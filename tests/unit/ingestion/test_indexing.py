@@ -5,6 +5,7 @@ and BM25 statistics under re-runs, changes, failures and crashes."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
@@ -27,7 +29,12 @@ from hsearch.db.models import (
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
-from hsearch.errors import EncoderError, InvalidRequestError, VectorStoreError
+from hsearch.errors import (
+    EncoderError,
+    InvalidRequestError,
+    MetadataUnavailableError,
+    VectorStoreError,
+)
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.ids import document_id
@@ -202,27 +209,44 @@ class RacedIndexer(IndexingService):
         self.external_id, self.before = external_id, before
         self.meanwhile: list[Any] = []
         self.read_early: list[bool] = []
+        self.read = threading.Event()  # the batch holding external_id was read
+
+    def _chunk_unlocked(self, tenant_id: str, item_ids: list[int], fingerprint: str) -> Any:
+        read = super()._chunk_unlocked(tenant_id, item_ids, fingerprint)
+        if any(i.external_id == self.external_id for i in read.items):
+            self.read.set()
+        return read
 
     def _process_group(
         self, job_id: uuid.UUID, tenant_id: str, group: Any, *a: Any, **k: Any
     ) -> Any:
         if self.meanwhile and any(p.item.external_id == self.before for p in group):
+            assert self.read.wait(5), "the batch was never read ahead"
             self.meanwhile.pop()()
         return super()._process_group(job_id, tenant_id, group, *a, **k)
 
-    def _decide_in(self, session: Session, job: Any, tenant_id: str, ids: Any, read: Any) -> Any:
+    def _decide_in(
+        self,
+        session: Session,
+        job: Any,
+        tenant_id: str,
+        ids: Any,
+        read: Any,
+        *,
+        in_write: bool,
+    ) -> Any:
         if any(i.external_id == self.external_id for i in read.items):
             self.read_early.append(read.chunks != {})
-        return super()._decide_in(session, job, tenant_id, ids, read)
+        return super()._decide_in(session, job, tenant_id, ids, read, in_write=in_write)
 
 
 def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
     sessions: sessionmaker[Session],
 ) -> None:
-    # Batches [a b] [c d] [x y] [e]: [e] is read (and "e" chunked: it is new) while the
-    # first group is stored, and decided while the second is. An older job submitting
-    # the same "e" is indexed by another worker between the two; the decision finds
-    # "e" unchanged then and skips it.
+    # Batches [a b] [c d] [x y] [e]: [e] is read (and "e" chunked: it is new) early, and
+    # decided while the second group is stored. An older job submitting the same "e" is
+    # indexed by another worker before that; the decision finds "e" unchanged then and
+    # it is skipped.
     store = InMemoryVectorStore()
     older = submit(sessions, docs(("e", "the text of e")))
     batch = [("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("x", "5"), ("y", "6")]
@@ -241,7 +265,9 @@ def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
     service.meanwhile.append(lambda: other.process_job(older))
     assert service.process_job(job_id) is JobStatus.SUCCEEDED
     assert service.meanwhile == []
-    assert service.read_early == [True], "the batch was not read before the other job ran"
+    # Read (and "e" chunked) before the other job ran; decided in the second group's
+    # write, which leaves the now unchanged "e" to a decision of its own.
+    assert service.read_early == [True, False], "the batch was not read before the other job"
     view = get_job(sessions, job_id)
     assert (view.indexed, view.skipped) == (6, 1)
     assert get_job(sessions, older).indexed == 1
@@ -255,8 +281,17 @@ class DecisionSignallingIndexer(IndexingService):
         super().__init__(**kwargs)
         self.external_id, self.decided = external_id, decided
 
-    def _decide_in(self, session: Session, job: Any, tenant_id: str, ids: Any, read: Any) -> Any:
-        out = super()._decide_in(session, job, tenant_id, ids, read)
+    def _decide_in(
+        self,
+        session: Session,
+        job: Any,
+        tenant_id: str,
+        ids: Any,
+        read: Any,
+        *,
+        in_write: bool,
+    ) -> Any:
+        out = super()._decide_in(session, job, tenant_id, ids, read, in_write=in_write)
         if any(i.external_id == self.external_id for i in read.items):
             self.decided.set()
         return out
@@ -319,6 +354,83 @@ def test_a_decision_rolled_back_with_its_group_is_made_again(
     written = store.tenant_chunk_ids(tenant_id=TENANT)  # a's and c's
     assert len(written) == 2
     assert written <= recorded
+
+
+class AbortedOnceStatistics(LexicalStatistics):
+    """Its first recording fails as Postgres fails a transaction it chose to abort."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        super().__init__(sessions)
+        self.aborted = False
+
+    def record_all(self, session: Session, **kwargs: Any) -> None:
+        if not self.aborted:
+            self.aborted = True
+            orig = Exception("deadlock detected")
+            raise OperationalError("INSERT INTO lexical_corpus_stats ...", {}, orig)
+        super().record_all(session, **kwargs)
+
+
+def test_a_transaction_the_database_aborts_is_retried_not_failed(
+    sessions: sessionmaker[Session],
+) -> None:
+    # A deadlock (or any error of a database that is unreachable) is transient: raised
+    # as a BackendError, which the task retries, the job left to resume; not an
+    # unexpected error, after which the task fails every pending document.
+    store = InMemoryVectorStore()
+    service = IndexingService(
+        session_factory=sessions,
+        embedder=FakeEmbedder(),
+        store=store,
+        statistics=AbortedOnceStatistics(sessions),
+        batch_documents=2,
+    )
+    job_id = submit(sessions, docs(A, B, C))
+    with pytest.raises(MetadataUnavailableError, match="OperationalError"):
+        service.process_job(job_id)
+    assert get_job(sessions, job_id).status is JobStatus.RUNNING
+    assert service.process_job(job_id) is JobStatus.SUCCEEDED
+    view = get_job(sessions, job_id)
+    assert (view.indexed, view.failed) == (3, 0)
+
+
+class ProbingChunker(Chunker):
+    """When it chunks a text holding "third", waits (5 s at most) until another
+    connection can take the database's write lock, and records whether it could."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(FakeEmbedder().tokenizer, max_tokens=36, overlap_tokens=0)
+        self.path = path
+        self.free: list[bool] = []
+
+    def chunk(self, text: str, *, title: str = "", lang: str = "") -> list[Any]:
+        if "third" in text:
+            self.free.append(self._lock_taken_within(5.0))
+        return super().chunk(text, title=title, lang=lang)
+
+    def _lock_taken_within(self, seconds: float) -> bool:
+        probe = sqlite3.connect(self.path, timeout=seconds, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")  # waits up to the timeout for the lock
+            probe.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:  # "database is locked"
+            return False
+        finally:
+            probe.close()
+
+
+def test_no_lock_is_held_while_documents_are_chunked(sessions: sessionmaker[Session]) -> None:
+    # Chunking long documents takes a while: no transaction of the worker may wait for
+    # it while holding locks (on SQLite, the whole database's write lock), or every
+    # other writer (the API taking a batch, other workers) waits as long.
+    bind = sessions.kw["bind"]
+    chunker = ProbingChunker(str(bind.url.database))
+    service = make_service(sessions, InMemoryVectorStore(), chunker=chunker, batch_documents=2)
+    pairs = [(c, c) for c in "abcdef"]
+    job_id = run(sessions, service, docs(*pairs, ("g", "the third")))
+    assert get_job(sessions, job_id).indexed == 7
+    assert chunker.free == [True], "the write lock was held while a document was chunked"
 
 
 def test_index_counts_and_job_status(sessions: sessionmaker[Session]) -> None:

@@ -4,6 +4,7 @@ owns the transaction: it commits or rolls back; services only ``flush()``."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -52,9 +53,19 @@ def json_dumps(value: Any) -> str:
         return json.dumps(value)
 
 
+_LONG_NUMBER = re.compile(r"[0-9]{20}")
+_LONG_NUMBER_BYTES = re.compile(rb"[0-9]{20}")
+"""Twenty digits in a row: possibly an integer past 64 bits, which orjson reads as a
+float where the standard library keeps it exact."""
+
+
 def json_loads(text: str | bytes) -> Any:
     """A JSON column's value: orjson's reading, or the standard library's for text orjson
-    refuses (a ``NaN`` an earlier version wrote)."""
+    refuses (a ``NaN`` an earlier version wrote) or would read otherwise (an integer past
+    64 bits an earlier version took)."""
+    long = _LONG_NUMBER.search(text) if isinstance(text, str) else _LONG_NUMBER_BYTES.search(text)
+    if long:
+        return json.loads(text)
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

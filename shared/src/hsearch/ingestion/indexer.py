@@ -32,7 +32,7 @@ from typing import Any, TypeGuard
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.base import utcnow
-from hsearch.db.engine import transaction
+from hsearch.db.engine import DATABASE_UNAVAILABLE, transaction, unavailable
 from hsearch.db.models import Document, IngestionJob, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import ItemRow, ItemState, JobRepository
@@ -146,6 +146,16 @@ class IndexingService:
         self._ends = threading.local()
 
     def process_job(self, job_id: uuid.UUID, *, turn: int | None = None) -> JobStatus:
+        """:meth:`_process_job`, with the database's transient errors (unreachable, or a
+        transaction it aborted: a deadlock, a serialization failure) raised as
+        :class:`~hsearch.errors.MetadataUnavailableError`, a :class:`BackendError`, so
+        the task retries the job instead of failing its documents."""
+        try:
+            return self._process_job(job_id, turn=turn)
+        except DATABASE_UNAVAILABLE as exc:
+            raise unavailable(exc) from exc
+
+    def _process_job(self, job_id: uuid.UUID, *, turn: int | None) -> JobStatus:
         """Index every pending item of ``job_id`` (or a turn's worth of them); returns
         the final status, or ``running`` when the job's chunks wait for a flush that a
         timer runs (the job finishes then) or its turn has ended.
@@ -461,18 +471,21 @@ class IndexingService:
         (:class:`_Lookahead`), not between two groups' store writes.
         """
         fingerprint = self._embedder.info.fingerprint
+        reader = self._thread("read")
 
         def decide(
-            index: int, read: _BatchRead, held: tuple[Session, IngestionJob] | None
-        ) -> list[_PreparedItem]:
+            item_ids: list[int], read: _BatchRead, held: tuple[Session, IngestionJob] | None
+        ) -> _Decision:
             if held is None:
-                return self._decide(job_id, tenant_id, batches[index], read)
+                return self._decide(job_id, tenant_id, item_ids, read)
             session, job = held
-            return self._decide_in(session, job, tenant_id, batches[index], read)
+            return self._decide_in(session, job, tenant_id, item_ids, read, in_write=True)
 
         ahead = _Lookahead(
-            len(batches),
-            read=lambda index: self._chunk_unlocked(tenant_id, batches[index], fingerprint),
+            batches,
+            read=lambda item_ids: reader.submit(
+                self._chunk_unlocked, tenant_id, item_ids, fingerprint
+            ),
             decide=decide,
             max_chunks=self._batch_chunks,
         )
@@ -587,11 +600,11 @@ class IndexingService:
 
     def _decide(
         self, job_id: uuid.UUID, tenant_id: str, item_ids: list[int], read: _BatchRead
-    ) -> list[_PreparedItem]:
+    ) -> _Decision:
         """:meth:`_decide_in` a transaction of its own."""
         with transaction(self._sessions) as session:
             job = self._lock(session, job_id)
-            return self._decide_in(session, job, tenant_id, item_ids, read)
+            return self._decide_in(session, job, tenant_id, item_ids, read, in_write=False)
 
     def _decide_in(
         self,
@@ -600,15 +613,23 @@ class IndexingService:
         tenant_id: str,
         item_ids: list[int],
         read: _BatchRead,
-    ) -> list[_PreparedItem]:
+        *,
+        in_write: bool,
+    ) -> _Decision:
         """Skip what needs no work (unchanged or superseded documents), chunk the rest
         (``read``: the batch's items read, and chunked, before the job is locked), in
         ``session``, whose transaction holds ``job`` locked; the items' state and the
         documents read in one query each. Returns what is to be encoded and written,
-        valid once the transaction commits."""
+        valid once the transaction commits.
+
+        ``in_write``: the transaction is a group's write, which holds its documents'
+        rows: the items of unchanged documents are left undecided (``deferred``), since
+        skipping one changes its document's row (its version), and taking that row
+        while holding others could deadlock with a worker writing that document."""
         fingerprint = self._embedder.info.fingerprint
         chunked = read.chunks
         todo: list[_PreparedItem] = []
+        deferred: list[int] = []
         jobs = JobRepository(session)
         states = jobs.item_states(item_ids)
         items = [
@@ -626,6 +647,9 @@ class IndexingService:
                 changes.append(self._superseded(job, item, doc_id))
                 continue
             if _unchanged(existing, item, fingerprint):
+                if in_write:
+                    deferred.append(item.id)
+                    continue
                 changes.append(
                     {"id": item.id, "status": JobItemStatus.SKIPPED, "document_id": doc_id}
                 )
@@ -664,7 +688,7 @@ class IndexingService:
                 )
             )
         jobs.update_items(changes)
-        return todo
+        return _Decision(todo=todo, deferred=deferred)
 
     def _chunk(self, item: ItemRow) -> list[Chunk]:
         chunks = self._chunker.chunk(item.content, title=item.title, lang=item.lang)
@@ -903,7 +927,8 @@ class IndexingService:
 
     def _thread(self, name: str) -> ThreadPoolExecutor:
         """The service's thread ``name``: ``encode`` (the encoder, a group ahead of the
-        writes) or ``store-write`` (a group's store writes, beside its rows')."""
+        writes), ``store-write`` (a group's store writes, beside its rows') or ``read``
+        (batches read and chunked ahead of their decisions, :class:`_Lookahead`)."""
         with self._threads_lock:
             if name not in self._threads:
                 self._threads[name] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
@@ -937,29 +962,42 @@ class IndexingService:
         return {"id": item.id, "status": JobItemStatus.FAILED, "error": error}
 
 
-_Decide = Callable[[int, _BatchRead, "tuple[Session, IngestionJob] | None"], list[_PreparedItem]]
-"""Decides batch ``index`` as ``read`` had it: in a transaction of its own (``None``) or
-in a session whose transaction holds the job locked."""
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """A batch decided: what is to be encoded and written, and the items left for a
+    decision of their own (:meth:`IndexingService._decide_in`, ``in_write``)."""
+
+    todo: list[_PreparedItem]
+    deferred: list[int]
+
+
+_Decide = Callable[[list[int], _BatchRead, "tuple[Session, IngestionJob] | None"], _Decision]
+"""Decides the items of a batch as ``read`` had them: in a transaction of its own
+(``None``) or in a session whose write transaction holds the job locked."""
 
 
 class _Lookahead:
-    """Which batch of a job is decided when, and the groups decided and not yet queued
-    for encoding (:meth:`IndexingService._index_batches`).
+    """Which batch of a job is read and decided when, and the groups decided and not yet
+    queued for encoding (:meth:`IndexingService._index_batches`).
 
     The store is the bound of the write path, so each batch is decided while a group's
     chunks are being stored, in that group's transaction (:meth:`during_write`: on
-    SQLite the decision needs the write lock that transaction holds), and the batch
-    after it is read and chunked then too, with no lock. Such a decision counts only
-    once its transaction commits (:meth:`settle`); rolled back, its batch is decided
-    again. A batch is decided on its own only when no write is under way to hold it
-    (the first two batches, or after groups that wrote nothing).
+    SQLite the decision needs the write lock that transaction holds), and only once its
+    items were read and chunked: that happens in a thread of its own, with no lock held,
+    up to two batches ahead. A decision made in a write counts only once its
+    transaction commits (:meth:`settle`); rolled back, its batch is decided again. It
+    leaves unchanged documents to a decision of their own, made between two writes,
+    since skipping one changes the document's row, and a write holds other rows already
+    (two workers would lock the same rows in opposite orders). A batch is decided on its
+    own also when no write is under way to hold it (the first two batches, after groups
+    that wrote nothing, or when its read was not done in time).
     """
 
     def __init__(
         self,
-        batches: int,
+        batches: list[list[int]],
         *,
-        read: Callable[[int], _BatchRead],
+        read: Callable[[list[int]], Future[_BatchRead]],
         decide: _Decide,
         max_chunks: int,
     ) -> None:
@@ -968,49 +1006,65 @@ class _Lookahead:
         self._decide = decide
         self._max_chunks = max_chunks
         self._next = 0  # the next batch to decide
-        self._reads: dict[int, _BatchRead] = {}
+        self._reads: dict[int, Future[_BatchRead]] = {}
         self._ready: deque[list[_PreparedItem]] = deque()
-        self._tentative: tuple[int, list[_PreparedItem]] | None = None
+        self._deferred: list[int] = []
+        self._tentative: tuple[int, _Decision] | None = None
 
     def next_group(self) -> list[_PreparedItem] | None:
-        """The next group to encode, deciding batches on their own until one has a
-        group; ``None`` once every batch is decided and its groups taken."""
-        while not self._ready and self._next < self._batches:
-            index = self._next
-            self._next += 1
-            self._ready.extend(
-                _groups(
-                    self._decide(index, self._take_read(index), None), max_chunks=self._max_chunks
-                )
-            )
+        """The next group to encode, deciding items on their own (those a write left,
+        then the next batches) until one has a group; ``None`` once every batch is
+        decided and its groups taken."""
+        while not self._ready:
+            if self._deferred:
+                ids, self._deferred = self._deferred, []
+                decision = self._decide(ids, self._read(ids).result(), None)
+            elif self._next < len(self._batches):
+                index = self._next
+                self._next += 1
+                read = self._reads.pop(index, None) or self._read(self._batches[index])
+                self._read_ahead()
+                decision = self._decide(self._batches[index], read.result(), None)
+            else:
+                break
+            self._adopt(decision)
         return self._ready.popleft() if self._ready else None
 
     def during_write(self, session: Session, job: IngestionJob) -> None:
         """While a group's chunks are stored (its rows written in ``session``, which
-        holds ``job`` locked): decide the next batch in that transaction if no decided
-        group is waiting, then read the batch after it."""
-        if not self._ready and self._tentative is None and self._next < self._batches:
-            index = self._next
-            self._next += 1
-            self._tentative = (index, self._decide(index, self._take_read(index), (session, job)))
-        if self._next < self._batches and self._next not in self._reads:
-            self._reads[self._next] = self._read(self._next)
+        holds ``job`` locked): if no decided group is waiting, decide the next batch in
+        that transaction, provided it has been read; then read ahead."""
+        if not self._ready and self._tentative is None and self._next < len(self._batches):
+            read = self._reads.get(self._next)
+            if read is not None and read.done():
+                index = self._next
+                self._next += 1
+                del self._reads[index]
+                decision = self._decide(self._batches[index], read.result(), (session, job))
+                self._tentative = (index, decision)
+        self._read_ahead()
 
     def settle(self, *, committed: bool) -> None:
         """The write's transaction committed, or rolled back: a batch decided in it is
         decided (its groups wait to be encoded), or is to be decided again."""
         if self._tentative is None:
             return
-        index, prepared = self._tentative
+        index, decision = self._tentative
         self._tentative = None
         if committed:
-            self._ready.extend(_groups(prepared, max_chunks=self._max_chunks))
+            self._adopt(decision)
         else:
             self._next = index
 
-    def _take_read(self, index: int) -> _BatchRead:
-        read = self._reads.pop(index, None)
-        return read if read is not None else self._read(index)
+    def _adopt(self, decision: _Decision) -> None:
+        self._ready.extend(_groups(decision.todo, max_chunks=self._max_chunks))
+        self._deferred.extend(decision.deferred)
+
+    def _read_ahead(self) -> None:
+        """Start reading the next two batches not decided yet, if not started."""
+        for index in range(self._next, min(self._next + 2, len(self._batches))):
+            if index not in self._reads:
+                self._reads[index] = self._read(self._batches[index])
 
 
 class _StoreRefusedError(Exception):
