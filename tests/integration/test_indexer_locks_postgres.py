@@ -25,7 +25,7 @@ from hsearch.embedding.fake import FakeEmbedder
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
-from tests.unit.ingestion.test_indexing import docs, get_job, make_service, submit
+from tests.unit.ingestion.test_indexing import DecisionHooks, docs, get_job, make_service, submit
 
 pytestmark = pytest.mark.integration
 
@@ -37,28 +37,18 @@ def engine(pg_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-class GatedDecision(IndexingService):
+class GatedDecision(DecisionHooks):
     """Holds a decision made in a write, of a batch holding ``d1``, until ``go`` is set;
     ``held`` says that one was made."""
 
     def __init__(self, go: threading.Event, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__("d1", **kwargs)
         self.go, self.held = go, threading.Event()
 
-    def _decide_in(
-        self,
-        session: Session,
-        job: Any,
-        tenant_id: str,
-        ids: Any,
-        read: Any,
-        *,
-        in_write: bool,
-    ) -> Any:
-        if in_write and any(i.external_id == "d1" for i in read.items):
+    def before_deciding(self, read: Any, *, in_write: bool) -> None:
+        if in_write:
             self.held.set()
             assert self.go.wait(20)
-        return super()._decide_in(session, job, tenant_id, ids, read, in_write=in_write)
 
 
 def waiting_on_a_lock(engine: Engine) -> bool:

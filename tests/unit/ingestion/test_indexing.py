@@ -198,15 +198,49 @@ def test_the_batch_after_next_is_read_while_a_group_is_stored(
     assert store.count(tenant_id=TENANT) == 5
 
 
-class RacedIndexer(IndexingService):
+class DecisionHooks(IndexingService):
+    """An indexer that calls :meth:`before_deciding` and :meth:`after_deciding` around
+    each decision of a batch holding ``external_id`` (``in_write``: made in a group's
+    write transaction)."""
+
+    def __init__(self, external_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.external_id = external_id
+
+    def before_deciding(self, read: Any, *, in_write: bool) -> None:
+        """Called before such a decision, with the batch as it was read."""
+
+    def after_deciding(self, read: Any, *, in_write: bool) -> None:
+        """Called after such a decision (not yet committed)."""
+
+    def _decide_in(
+        self,
+        session: Session,
+        job: Any,
+        tenant_id: str,
+        ids: Any,
+        read: Any,
+        *,
+        in_write: bool,
+    ) -> Any:
+        ours = any(i.external_id == self.external_id for i in read.items)
+        if ours:
+            self.before_deciding(read, in_write=in_write)
+        out = super()._decide_in(session, job, tenant_id, ids, read, in_write=in_write)
+        if ours:
+            self.after_deciding(read, in_write=in_write)
+        return out
+
+
+class RacedIndexer(DecisionHooks):
     """Runs ``meanwhile`` once, before writing the group that holds ``before``: what
     another worker commits between two of this job's groups. ``read_early`` records
     whether the batch holding ``external_id`` had chunks read for it before it was
     decided."""
 
     def __init__(self, external_id: str, before: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.external_id, self.before = external_id, before
+        super().__init__(external_id, **kwargs)
+        self.before = before
         self.meanwhile: list[Any] = []
         self.read_early: list[bool] = []
         self.read = threading.Event()  # the batch holding external_id was read
@@ -225,19 +259,8 @@ class RacedIndexer(IndexingService):
             self.meanwhile.pop()()
         return super()._process_group(job_id, tenant_id, group, *a, **k)
 
-    def _decide_in(
-        self,
-        session: Session,
-        job: Any,
-        tenant_id: str,
-        ids: Any,
-        read: Any,
-        *,
-        in_write: bool,
-    ) -> Any:
-        if any(i.external_id == self.external_id for i in read.items):
-            self.read_early.append(read.chunks != {})
-        return super()._decide_in(session, job, tenant_id, ids, read, in_write=in_write)
+    def before_deciding(self, read: Any, *, in_write: bool) -> None:
+        self.read_early.append(read.chunks != {})
 
 
 def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
@@ -274,27 +297,15 @@ def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
     assert store.count(tenant_id=TENANT) == 7
 
 
-class DecisionSignallingIndexer(IndexingService):
+class DecisionSignallingIndexer(DecisionHooks):
     """Sets ``decided`` when it decides a batch holding ``external_id``."""
 
     def __init__(self, external_id: str, decided: threading.Event, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.external_id, self.decided = external_id, decided
+        super().__init__(external_id, **kwargs)
+        self.decided = decided
 
-    def _decide_in(
-        self,
-        session: Session,
-        job: Any,
-        tenant_id: str,
-        ids: Any,
-        read: Any,
-        *,
-        in_write: bool,
-    ) -> Any:
-        out = super()._decide_in(session, job, tenant_id, ids, read, in_write=in_write)
-        if any(i.external_id == self.external_id for i in read.items):
-            self.decided.set()
-        return out
+    def after_deciding(self, read: Any, *, in_write: bool) -> None:
+        self.decided.set()
 
 
 def test_a_batch_is_decided_while_a_group_is_stored(sessions: sessionmaker[Session]) -> None:
