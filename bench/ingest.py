@@ -95,6 +95,7 @@ from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
 
 # The rows and columns of MilvusVectorStore's records, built by its own functions, so
 # that the raw side writes exactly what the pipeline does.
+from hsearch.vectorstore.milvus import _entities as milvus_entities
 from hsearch.vectorstore.milvus import _to_columns as milvus_columns
 from hsearch.vectorstore.milvus import _to_row as milvus_row
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
@@ -324,11 +325,9 @@ class MilvusTarget:
         schema = self._client.describe_collection(store.collection)
         connection = self._client._get_connection()
         for columns in batches:
-            entities = [
-                {"name": f["name"], "type": f["type"], "values": columns[f["name"]]}
-                for f in schema["fields"]
-            ]
-            connection.batch_insert(store.collection, entities, schema=schema)
+            connection.batch_insert(
+                store.collection, milvus_entities(schema, columns), schema=schema
+            )
 
     def raw_flush(self, store: VectorStore) -> None:
         assert isinstance(store, MilvusVectorStore)

@@ -453,15 +453,10 @@ class MilvusVectorStore:
         schema = self._write_schema
         if schema is None:
             schema = self._write_schema = self._client.describe_collection(self._collection)
-        columns = _to_columns(records)
-        entities = [
-            {"name": f["name"], "type": f["type"], "values": columns[f["name"]]}
-            for f in schema["fields"]
-        ]
         try:
             self._client._get_connection().upsert(
                 self._collection,
-                entities,
+                _entities(schema, _to_columns(records)),
                 timeout=self._write_timeout,
                 schema=schema,
                 context=self._client._generate_call_context(),
@@ -981,30 +976,12 @@ def _remaining(deadline: float, leg: str) -> float:
 
 
 def _to_row(r: ChunkRecord) -> dict[str, Any]:
-    return {
-        PRIMARY_FIELD: r.chunk_id,
-        TENANT_FIELD: r.tenant_id,
-        "document_id": r.document_id,
-        "external_id": r.external_id,
-        "title": r.title,
-        TEXT_FIELD: r.text,
-        "source": r.source,
-        "lang": r.lang,
-        "tags": list(r.tags),
-        "created_at": r.created_at,
-        "ordinal": r.ordinal,
-        "char_start": r.char_start,
-        "char_end": r.char_end,
-        METADATA_FIELD: dict(r.metadata),
-        DENSE_FIELD: list(r.dense),
-        # Milvus refuses an all-zero sparse vector; a chunk with no terms (punctuation
-        # only) gets a placeholder dimension no query ever holds, so it never matches.
-        SPARSE_FIELD: r.sparse.to_dict() or {EMPTY_SPARSE_INDEX: 1.0},
-    }
+    """One record as a row (``MilvusClient``'s row API): its :func:`_to_columns`."""
+    return {name: values[0] for name, values in _to_columns([r]).items()}
 
 
 def _to_columns(records: Sequence[ChunkRecord]) -> dict[str, list[Any]]:
-    """``records`` as :func:`_to_row` has them, a list of values per field."""
+    """``records`` as the collection stores them, a list of values per field."""
     return {
         PRIMARY_FIELD: [r.chunk_id for r in records],
         TENANT_FIELD: [r.tenant_id for r in records],
@@ -1021,8 +998,19 @@ def _to_columns(records: Sequence[ChunkRecord]) -> dict[str, list[Any]]:
         "char_end": [r.char_end for r in records],
         METADATA_FIELD: [dict(r.metadata) for r in records],
         DENSE_FIELD: [r.dense for r in records],
+        # Milvus refuses an all-zero sparse vector; a chunk with no terms (punctuation
+        # only) gets a placeholder dimension no query ever holds, so it never matches.
         SPARSE_FIELD: [r.sparse.to_dict() or {EMPTY_SPARSE_INDEX: 1.0} for r in records],
     }
+
+
+def _entities(schema: Mapping[str, Any], columns: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
+    """``columns`` (:func:`_to_columns`) as pymilvus' connection takes column data, one
+    entry per field of ``schema`` (``describe_collection``'s)."""
+    return [
+        {"name": f["name"], "type": f["type"], "values": columns[f["name"]]}
+        for f in schema["fields"]
+    ]
 
 
 def _from_entity(entity: Mapping[str, Any]) -> dict[str, Any]:
