@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,9 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.models import JobStatus
-from hsearch.embedding.fake import FakeEmbedder
 from hsearch.ingestion.indexer import IndexingService
-from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import DecisionHooks, docs, get_job, make_service, submit
 
@@ -68,15 +67,8 @@ def test_a_decision_in_a_write_takes_no_document_row(engine: Engine, tenant: str
     job_a = submit(sessions, docs(("a1", "one"), ("a2", "two"), ("d1", "old text")), tenant)
     job_b = submit(sessions, docs(("d1", "new text")), tenant)
     go = threading.Event()
-    a = GatedDecision(
-        go,
-        session_factory=sessions,
-        embedder=FakeEmbedder(),
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        batch_documents=1,
-        owner="A",
-    )
+    a = make_service(sessions, store, kind=partial(GatedDecision, go), batch_documents=1, owner="A")
+    assert isinstance(a, GatedDecision)
     b = make_service(sessions, store, owner="B")
     outcome: dict[str, Any] = {}
 

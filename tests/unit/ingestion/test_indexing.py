@@ -8,7 +8,8 @@ import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -85,24 +86,26 @@ def make_service(
     *,
     timers: Timers | None = None,
     chunker: Chunker | None = None,
+    kind: Callable[..., IndexingService] = IndexingService,
     **options: Any,
 ) -> IndexingService:
     """An indexer flushing after every job, or, given ``timers``, at most once per
     10 s of a clock that stands still (the timers fire when a test says so), chunking
-    with ``chunker`` (default: chunks of 36 tokens); ``options`` go to
-    :class:`IndexingService` as they are (``owner``, ``batch_documents``, ...)."""
-    return IndexingService(
-        session_factory=sessions,
-        embedder=embedder or FakeEmbedder(),
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        chunker=chunker
+    with ``chunker`` (default: chunks of 36 tokens); ``kind`` makes it (a subclass, or
+    one with its own first arguments bound); ``options`` go to it as they are
+    (``owner``, ``batch_documents``, ``statistics``, ...)."""
+    arguments: dict[str, Any] = {
+        "session_factory": sessions,
+        "embedder": embedder or FakeEmbedder(),
+        "store": store,
+        "statistics": LexicalStatistics(sessions),
+        "chunker": chunker
         or Chunker((embedder or FakeEmbedder()).tokenizer, max_tokens=36, overlap_tokens=0),
-        flush_min_interval_s=0 if timers is None else 10,
-        clock=Clock(),
-        start_timer=timers or Timers(),
-        **options,
-    )
+        "flush_min_interval_s": 0 if timers is None else 10,
+        "clock": Clock(),
+        "start_timer": timers or Timers(),
+    }
+    return kind(**(arguments | options))
 
 
 def stats(
@@ -274,16 +277,10 @@ def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
     older = submit(sessions, docs(("e", "the text of e")))
     batch = [("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("x", "5"), ("y", "6")]
     job_id = submit(sessions, docs(*batch, ("e", "the text of e")))
-    service = RacedIndexer(
-        "e",
-        "c",
-        session_factory=sessions,
-        embedder=FakeEmbedder(),
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        batch_documents=2,
-        owner="this",
+    service = make_service(
+        sessions, store, kind=partial(RacedIndexer, "e", "c"), batch_documents=2, owner="this"
     )
+    assert isinstance(service, RacedIndexer)
     other = make_service(sessions, store, owner="other")
     service.meanwhile.append(lambda: other.process_job(older))
     assert service.process_job(job_id) is JobStatus.SUCCEEDED
@@ -314,14 +311,8 @@ def test_a_batch_is_decided_while_a_group_is_stored(sessions: sessionmaker[Sessi
     # while it is decided.
     decided = threading.Event()
     store = GatedStore(decided)
-    service = DecisionSignallingIndexer(
-        "e",
-        decided,
-        session_factory=sessions,
-        embedder=FakeEmbedder(),
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        batch_documents=2,
+    service = make_service(
+        sessions, store, kind=partial(DecisionSignallingIndexer, "e", decided), batch_documents=2
     )
     batch = docs(("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("e", "five"))
     job_id = run(sessions, service, batch)
@@ -389,12 +380,8 @@ def test_a_transaction_the_database_aborts_is_retried_not_failed(
     # as a BackendError, which the task retries, the job left to resume; not an
     # unexpected error, after which the task fails every pending document.
     store = InMemoryVectorStore()
-    service = IndexingService(
-        session_factory=sessions,
-        embedder=FakeEmbedder(),
-        store=store,
-        statistics=AbortedOnceStatistics(sessions),
-        batch_documents=2,
+    service = make_service(
+        sessions, store, statistics=AbortedOnceStatistics(sessions), batch_documents=2
     )
     job_id = submit(sessions, docs(A, B, C))
     with pytest.raises(MetadataUnavailableError, match="OperationalError"):
