@@ -88,7 +88,7 @@ from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.lexical.analyzer import term_frequencies
 from hsearch.processes import Child, start_milvus_lite
-from hsearch.runtime import build_services
+from hsearch.runtime import build_services, keep_startup_heap
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
@@ -518,6 +518,7 @@ def run_pipeline(
     store = MeteredStore(stack.target.store(settings), keep=keep)
     queue = InMemoryJobQueue()
     services = build_services(settings, embedder=counter, store=store, queue=queue)
+    keep_startup_heap()  # as the worker does once built (what the run made before, too)
     try:
         started = time.perf_counter()
         with unit_of_work(services.sessions, queue=queue) as uow:
@@ -563,6 +564,7 @@ def run_raw(
     store = stack.target.store(settings)
     try:
         store.ensure_collection(info)
+        keep_startup_heap()  # as before a pipeline run
         started, cpu = time.perf_counter(), time.thread_time()
         if columns:
             stack.target.raw_insert_columns(store, batches)

@@ -8,6 +8,7 @@ in-memory store, the fake encoder, an in-memory job queue.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -71,6 +72,7 @@ __all__ = [
     "Services",
     "build_chunker",
     "build_services",
+    "keep_startup_heap",
     "reindexing",
 ]
 
@@ -501,6 +503,22 @@ def build_services(
         cache_counters=counters,
         query_batcher=batcher,
     )
+
+
+def keep_startup_heap() -> None:
+    """Take what a long-lived process holds once it is built (its libraries, the
+    encoder's model, its services) out of the garbage collector's full collections.
+
+    Python's full collection walks every object it tracks. A worker or an API process
+    with the offline encoder loaded tracks about 600,000, and a full collection of them
+    took 350 ms here: a pause of every thread of the process (a search, a job's write)
+    each time indexing or serving has allocated enough to trigger one. What is built at
+    start lives as long as the process, so it is collected once and frozen
+    (:func:`gc.freeze`); full collections then walk only what was allocated since
+    (docs/benchmarks.md, "Full collections"). Called by the worker once its pool
+    process is built and by the API once its services are."""
+    gc.collect()
+    gc.freeze()
 
 
 def _server_identity(

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.metrics.exposition import process_exited
-from hsearch.runtime import Services, build_services
+from hsearch.runtime import Services, build_services, keep_startup_heap
 
 
 class State(TypedDict):
@@ -43,6 +43,7 @@ def make_lifespan(settings: Settings, *, migrate: bool = True, services: Service
         built = build_services(settings, with_reranker=True, with_cache=True)
         try:
             _ = built.tenancy
+            keep_startup_heap()  # the encoder and the services live as long as the process
             yield {"services": built}
         finally:
             await built.aclose()

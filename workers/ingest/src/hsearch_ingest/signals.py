@@ -33,7 +33,7 @@ from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import REQUEST_ID_TASK_HEADER
 from hsearch.logging import request_id, valid_request_id
 from hsearch.metrics.exposition import process_exited, start_worker_server
-from hsearch.runtime import Services, build_services
+from hsearch.runtime import Services, build_services, keep_startup_heap
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,7 @@ def _start(**_kwargs: Any) -> None:
         name="hsearch-sweeper",
         daemon=True,
     ).start()
+    keep_startup_heap()  # the encoder and the services live as long as the process
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]  # celery is untyped

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, or_, select, update
+from sqlalchemy import and_, bindparam, case, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hsearch.db.engine import hold_write_lock
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.db.repositories.bulk import update_by_key
 from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
 
 
@@ -54,6 +55,22 @@ _ITEM_COLUMNS = (
     JobItem.content_hash,
     JobItem.status,
     JobItem.chunk_ids,
+)
+
+
+# The indexer's reads of a group's items, built once: a statement built per call
+# coerces each id of its ``IN`` list and computes its cache key again.
+_ITEM_ROWS = (
+    select(*_ITEM_COLUMNS)
+    .where(JobItem.id.in_(bindparam("ids", expanding=True)))
+    .order_by(JobItem.ordinal)
+)
+_ITEM_STATES = select(JobItem.id, JobItem.status, JobItem.chunk_ids).where(
+    JobItem.id.in_(bindparam("ids", expanding=True))
+)
+_UNFINISHED = select(JobItem.id, JobItem.document_id, JobItem.chunk_ids).where(
+    JobItem.document_id.in_(bindparam("documents", expanding=True)),
+    JobItem.status.in_([JobItemStatus.PENDING, JobItemStatus.FAILED]),
 )
 
 
@@ -158,27 +175,20 @@ class JobRepository:
 
     def item_rows(self, item_ids: Sequence[int]) -> list[ItemRow]:
         """The items of ``item_ids`` in submission order, as rows (:class:`ItemRow`)."""
-        stmt = select(*_ITEM_COLUMNS).where(JobItem.id.in_(item_ids)).order_by(JobItem.ordinal)
-        return [ItemRow(*row) for row in self._session.execute(stmt)]
+        rows = self._session.execute(_ITEM_ROWS, {"ids": list(item_ids)})
+        return [ItemRow(*row) for row in rows]
 
     def item_states(self, item_ids: Sequence[int]) -> dict[int, ItemState]:
         """The items of ``item_ids`` that exist, their state by id: a read of two
         columns, for an indexer that holds the items' rows from an earlier read."""
-        stmt = select(JobItem.id, JobItem.status, JobItem.chunk_ids).where(JobItem.id.in_(item_ids))
-        return {
-            item_id: ItemState(status, chunk_ids)
-            for item_id, status, chunk_ids in self._session.execute(stmt)
-        }
+        rows = self._session.execute(_ITEM_STATES, {"ids": list(item_ids)})
+        return {item_id: ItemState(status, chunk_ids) for item_id, status, chunk_ids in rows}
 
     def update_items(self, changes: Sequence[Mapping[str, Any]]) -> None:
         """Change items by id: each of ``changes`` holds an item's ``id`` and the
         attributes that change; one statement (executed for many parameter sets) per
         set of attributes. Items loaded as objects in this session are not refreshed."""
-        by_keys: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
-        for change in changes:
-            by_keys.setdefault(tuple(sorted(change)), []).append(change)
-        for rows in by_keys.values():
-            self._session.execute(update(JobItem), list(rows))
+        update_by_key(self._session, JobItem, changes)
 
     def failed_items(self, job_id: uuid.UUID, *, limit: int = 100) -> list[JobItem]:
         return list(
@@ -198,12 +208,7 @@ class JobRepository:
         writing it now) left out; one query for them all."""
         if not writers:
             return {}
-        rows = self._session.execute(
-            select(JobItem.id, JobItem.document_id, JobItem.chunk_ids).where(
-                JobItem.document_id.in_(sorted(writers)),
-                JobItem.status.in_([JobItemStatus.PENDING, JobItemStatus.FAILED]),
-            )
-        )
+        rows = self._session.execute(_UNFINISHED, {"documents": sorted(writers)})
         out: dict[uuid.UUID, set[str]] = {doc: set() for doc in writers}
         for item_id, doc, ids in rows:
             if doc is not None and ids and writers.get(doc) != item_id:

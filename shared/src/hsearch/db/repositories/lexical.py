@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from sqlalchemy import Insert, TextClause, delete, select, text
 from sqlalchemy import insert as insert_into
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -140,4 +140,4 @@ def _term_rows(dialect: str, tenant_id: str, changed: list[tuple[int, int]]) -> 
             "term_ids": [t for t, _ in changed],
             "deltas": [d for _, d in changed],
         }
-    return {"tenant_id": tenant_id, "rows": json.dumps(changed, separators=(",", ":"))}
+    return {"tenant_id": tenant_id, "rows": orjson.dumps(changed).decode()}
