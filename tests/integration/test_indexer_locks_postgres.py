@@ -1,4 +1,5 @@
-"""Two workers writing the same tenant on Postgres never lock rows in opposite orders.
+"""Two workers writing the same tenant on Postgres never lock rows in opposite orders,
+and a decision to skip an unchanged document waits for a worker writing it.
 
 A group's write transaction holds its documents' rows and the tenant's BM25 corpus row
 while its chunks are stored, and decides the job's next batch meanwhile. Skipping an
@@ -12,18 +13,19 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import create_db_engine, create_session_factory
-from hsearch.db.models import JobStatus
+from hsearch.db.models import Document, JobItem, JobStatus
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.ingestion.test_indexing import DecisionHooks, docs, get_job, make_service, submit
 
 pytestmark = pytest.mark.integration
@@ -97,3 +99,67 @@ def test_a_decision_in_a_write_takes_no_document_row(engine: Engine, tenant: str
     view = get_job(sessions, job_a, tenant)
     assert (view.indexed, view.skipped) == (2, 1)
     assert get_job(sessions, job_b, tenant).indexed == 1
+
+
+class HeldStore(InMemoryVectorStore):
+    """Holds its upserts until ``go`` is set; ``entered`` says that one began (its
+    group's write then holds its documents' rows)."""
+
+    def __init__(self, go: threading.Event) -> None:
+        super().__init__()
+        self.go, self.entered = go, threading.Event()
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        self.entered.set()
+        assert self.go.wait(20)
+        super().upsert(records)
+
+
+def test_an_unchanged_document_is_decided_on_as_a_worker_writing_it_left_it(
+    engine: Engine, tenant: str
+) -> None:
+    """Skipping an unchanged document bumps its version. Decided on an unlocked read, a
+    worker writing an older submission of it meanwhile went unseen: its text replaced the
+    indexed one, and the newer submission, the same text as was indexed, was skipped,
+    its version on the row over the older text."""
+    sessions: sessionmaker[Session] = create_session_factory(engine)
+    make_service(sessions, InMemoryVectorStore()).process_job(
+        submit(sessions, docs(("d1", "kept text")), tenant)
+    )
+    older = submit(sessions, docs(("d1", "older text")), tenant)
+    newer = submit(sessions, docs(("d1", "kept text")), tenant)  # as indexed: unchanged
+    go = threading.Event()
+    held = HeldStore(go)
+    writer = make_service(sessions, held, owner="older")
+    outcome: dict[str, Any] = {}
+
+    def run(name: str, service: IndexingService, job_id: uuid.UUID) -> None:
+        try:
+            outcome[name] = service.process_job(job_id)
+        except Exception as exc:  # reported below
+            outcome[name] = exc
+
+    threads = [threading.Thread(target=run, args=("older", writer, older))]
+    threads[0].start()
+    assert held.entered.wait(20), "the older submission was never being written"
+    deciding = make_service(sessions, InMemoryVectorStore(), owner="newer")
+    threads.append(threading.Thread(target=run, args=("newer", deciding, newer)))
+    threads[1].start()
+    deadline = time.monotonic() + 20
+    while not waiting_on_a_lock(engine):
+        assert time.monotonic() < deadline, "the decision never waited for the written row"
+        time.sleep(0.05)
+    go.set()
+    for thread in threads:
+        thread.join(30)
+    assert outcome == {"older": JobStatus.SUCCEEDED, "newer": JobStatus.SUCCEEDED}
+    # The newer submission is what the document holds, at its own version.
+    with sessions() as session:
+        document = session.scalars(
+            select(Document).where(Document.tenant_id == tenant, Document.external_id == "d1")
+        ).one()
+        item_id = session.scalar(select(JobItem.id).where(JobItem.job_id == newer))
+    assert document.content == "kept text"
+    assert document.version == item_id
+    view = get_job(sessions, newer, tenant)
+    assert (view.indexed, view.skipped) == (1, 0)

@@ -619,7 +619,8 @@ class IndexingService:
         """Skip what needs no work (unchanged or superseded documents), chunk the rest
         (``read``: the batch's items read, and chunked, before the job is locked), in
         ``session``, whose transaction holds ``job`` locked; the items' state and the
-        documents read in one query each. Returns what is to be encoded and written,
+        documents read in one query each, and the documents it would skip read again,
+        locked (skipping changes their rows). Returns what is to be encoded and written,
         valid once the transaction commits.
 
         ``in_write``: the transaction is a group's write, which holds its documents'
@@ -639,6 +640,21 @@ class IndexingService:
         ]
         ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
         documents = DocumentRepository(session).get_many(set(ids.values()))
+        if not in_write:
+            # Skipping an unchanged document changes its row (its version): those rows
+            # are read again, locked, so that a worker writing one of them meanwhile is
+            # waited for and what it wrote decided on (its newer version supersedes this
+            # item; its other content, older, is replaced by this item's).
+            skipping = {
+                ids[i.id] for i in items if _unchanged(documents.get(ids[i.id]), i, fingerprint)
+            }
+            if skipping:
+                locked = DocumentRepository(session).get_many(skipping, for_update=True)
+                for doc_id in skipping:
+                    if doc_id in locked:
+                        documents[doc_id] = locked[doc_id]
+                    else:  # deleted meanwhile: indexed anew
+                        del documents[doc_id]
         changes: list[dict[str, Any]] = []
         for item in items:
             doc_id = ids[item.id]

@@ -17,7 +17,8 @@ from hsearch.db.repositories.bulk import insert_rows
 _MANY = (
     select(Document).where(Document.id.in_(bindparam("ids", expanding=True))).order_by(Document.id)
 )
-_MANY_FOR_UPDATE = _MANY.with_for_update()
+# Locked rows are read as they are now, also into objects the session holds already.
+_MANY_FOR_UPDATE = _MANY.with_for_update().execution_options(populate_existing=True)
 
 
 class DocumentRepository:
