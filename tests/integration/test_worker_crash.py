@@ -207,6 +207,44 @@ async def test_a_second_message_for_a_turn_is_dropped_by_the_worker(
         engine.dispose()
 
 
+async def test_a_queued_job_whose_message_the_broker_lost_finishes(
+    profile: dict[str, str], tmp_path: Path
+) -> None:
+    """A Redis restarted without persistence, or a connection that stopped answering
+    once it had taken the message, loses a queued job's message: nothing else would
+    send it again. A worker's sweeper sends it again a lease after it was sent."""
+    settings = settings_from_env(profile)
+    engine = create_db_engine(settings.database_url)
+    sessions = create_session_factory(engine)
+    documents = [{"external_id": f"d{i}", "text": f"Document {i}."} for i in range(20)]
+    try:
+        async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
+            resp = await client.post("/v1/documents", json={"documents": documents})
+            assert resp.status_code == 202, resp.text
+        job_id = uuid.UUID(resp.json()["job_id"])
+        assert _job(sessions, job_id).sent_at is not None
+        app = create_celery(settings.broker_url)
+        try:
+            assert app.control.purge() == 1, "the job's message, the one in the queue"
+        finally:
+            app.close()
+        worker = start_test_worker(profile, tmp_path, name="lost")
+        try:
+            worker.wait_until(
+                lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
+                timeout=LEASE_S + 30,
+                what="the job whose message was lost finished",
+            )
+            log = worker.log_text()
+        finally:
+            worker.stop()
+        job = _job(sessions, job_id)
+        assert (job.indexed, job.attempts) == (20, 1)
+        assert f"ingest.job.not_started job_id={job_id}" in log
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize("heartbeat_s", [0, 2])
 async def test_a_turn_longer_than_the_broker_heartbeat(
     heartbeat_s: float, tmp_path: Path, milvus_uri: str

@@ -59,7 +59,7 @@ def submitted(sessions: sessionmaker[Session]) -> uuid.UUID:
 LOCKS: dict[str, Callable[[Session, uuid.UUID], object]] = {
     "job": lambda session, job_id: JobRepository(session).lock(job_id),
     "stale jobs": lambda session, _: JobRepository(session).stale(
-        now=utcnow(), unsent_before=utcnow()
+        now=utcnow(), unsent_before=utcnow(), sent_before=utcnow()
     ),
     "webhooks due": lambda session, _: JobRepository(session).webhooks_due(
         now=utcnow(), max_attempts=3

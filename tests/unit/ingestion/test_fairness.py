@@ -142,26 +142,31 @@ def test_a_job_resent_while_its_message_waits_still_takes_one_turn_per_round(
     sessions: sessionmaker[Session],
 ) -> None:
     """The sweeper re-sends a job whose lease ran out while it waited between turns,
-    although its message is still queued (many jobs take turns). Both messages ran a
-    turn and sent the job back: it kept two messages, took two turns per round and
-    ran ahead of the job queued after it (first, first, second, second)."""
+    although its message is still queued (many jobs take turns), and a job waiting as
+    long for its first turn. Both messages of the first ran a turn and sent the job
+    back: it kept two messages, took two turns per round and ran ahead of the job
+    queued after it (first, first, second, second)."""
     queue = InMemoryJobQueue()
     store = RecordingStore()
     first = submit(sessions, queue, "first", 6)  # three turns of one batch of two
-    submit(sessions, queue, "second", 6)
+    second = submit(sessions, queue, "second", 6)
     service = indexer(sessions, store, queue, turn=1)
     run_one(queue, service)  # first's turn 1 ends; its message queues behind second's
     sweeper = JobSweeper(
         sessions, queue, lease_s=60, clock=lambda: utcnow() + timedelta(seconds=61)
     )
-    assert sweeper.sweep() == [first], "its lease ran out while it waited"
+    # Its lease ran out while it waited; second, sent a lease ago and never started,
+    # is re-sent too (the broker may have lost its message).
+    assert sorted(sweeper.sweep()) == sorted([first, second])
     assert [m.job_id for m in queue.messages].count(first) == 2
+    assert [m.job_id for m in queue.messages].count(second) == 2
     run_worker(queue, service)
     assert store.tenants[::2] == ["first", "second"] * 3, "one turn each, in turn"
     assert not queue.messages
-    with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
-        view = JobService(uow, settings=IngestSettings()).get(first, tenant_id="first")
-    assert (view.status, view.indexed, view.attempts) == (JobStatus.SUCCEEDED, 6, 1)
+    for job_id, tenant in ((first, "first"), (second, "second")):
+        with unit_of_work(sessions, queue=InMemoryJobQueue()) as uow:
+            view = JobService(uow, settings=IngestSettings()).get(job_id, tenant_id=tenant)
+        assert (view.status, view.indexed, view.attempts) == (JobStatus.SUCCEEDED, 6, 1)
 
 
 def test_a_message_of_a_killed_turn_is_dropped_once_the_job_is_resent(

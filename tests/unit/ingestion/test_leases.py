@@ -122,7 +122,9 @@ def test_the_sweeper_resends_abandoned_jobs_once_per_lease(
     assert aware(job.lease_expires_at) == clock.now + timedelta(seconds=60)
     assert sweeper.sweep() == [], "not again before the new lease has passed"
     clock.now += timedelta(seconds=61)
-    assert set(sweeper.sweep()) == {abandoned, live}, "both leases have expired now"
+    # Both leases have expired now, and the queued job was sent a lease ago and never
+    # started: its message may be lost (test_a_queued_job_whose_message_was_lost_...).
+    assert set(sweeper.sweep()) == {abandoned, live, waiting}
 
 
 def test_the_sweeper_sends_a_job_committed_but_never_sent(
@@ -312,3 +314,75 @@ def test_a_failed_re_send_of_a_waiting_job_is_tried_again_a_lease_later(
         if queue.messages:
             break
     assert 300 <= second <= 361, "within a lease of the broker's return"
+
+
+def test_a_queued_job_whose_message_was_lost_is_sent_again_ever_less_often(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The broker lost the message of a queued job (a Redis restarted without
+    persistence, a connection that stopped answering once it had taken the message):
+    nothing else would ever send it again. It is re-sent a lease after it was sent,
+    then as long again as it has waited (at most ten leases apart), like a job waiting
+    for its next turn, since its message is most likely still queued behind others."""
+    queue = InMemoryJobQueue()
+    job = submit(sessions, docs(A, B), tenant="t")
+    sent = job_row(sessions, job).sent_at
+    assert sent is not None, "the unit of work marks it sent"
+    clock = Clock()
+    sweeper = JobSweeper(sessions, queue, lease_s=60, clock=clock)
+    resent_at = []
+    for second in range(3000):  # a sweep every second for 50 minutes
+        clock.now = aware(sent) + timedelta(seconds=second)
+        if sweeper.sweep():
+            resent_at.append(second)
+    assert 60 <= resent_at[0] <= 61, "first a lease after it was sent"
+    for before, after in itertools.pairwise(resent_at):
+        assert after - before - min(before, 600) in (0, 1), resent_at
+    assert len(resent_at) == 8
+    assert queue.sent == [job] * 8
+    # Every message is for the job's first turn: the first to arrive runs it, the
+    # others are dropped.
+    service = make_service(sessions, InMemoryVectorStore())
+    assert {m.turn for m in queue.messages} == {0}
+    assert service.process_job(job, turn=0) is JobStatus.SUCCEEDED
+    assert service.process_job(job, turn=0) is JobStatus.SUCCEEDED  # finished: left as is
+
+
+def test_a_queued_job_a_worker_starts_is_not_sent_again(
+    sessions: sessionmaker[Session],
+) -> None:
+    queue = InMemoryJobQueue()
+    job = submit(sessions, docs(A), tenant="t")
+    sent = job_row(sessions, job).sent_at
+    assert sent is not None
+    clock = Clock()
+    clock.now = aware(sent) + timedelta(seconds=30)
+    sweeper = JobSweeper(sessions, queue, lease_s=60, clock=clock)
+    assert sweeper.sweep() == [], "sent less than a lease ago"
+    running_until = aware(sent) + timedelta(hours=1)
+    set_job(
+        sessions, job, status=JobStatus.RUNNING, lease_owner="w", lease_expires_at=running_until
+    )
+    clock.now = aware(sent) + timedelta(seconds=120)
+    assert sweeper.sweep() == [], "a worker holds it"
+
+
+def test_a_queued_job_whose_re_send_failed_counts_as_never_sent(
+    sessions: sessionmaker[Session],
+) -> None:
+    class Down(InMemoryJobQueue):
+        def enqueue_job(self, job_id: uuid.UUID, *, turn: int) -> None:
+            raise BackendError("broker down")
+
+    job = submit(sessions, docs(A), tenant="t")
+    sent = job_row(sessions, job).sent_at
+    assert sent is not None
+    clock = Clock()
+    clock.now = aware(sent) + timedelta(seconds=61)
+    assert JobSweeper(sessions, Down(), lease_s=60, clock=clock).sweep() == [job]
+    row = job_row(sessions, job)
+    assert (row.sent_at, row.lease_expires_at) == (None, None)
+    queue = InMemoryJobQueue()
+    clock.now += timedelta(seconds=1)
+    assert JobSweeper(sessions, queue, lease_s=60, unsent_after_s=30, clock=clock).sweep() == [job]
+    assert queue.sent == [job]

@@ -11,7 +11,12 @@ re-sends to the queue:
   with the message it had (the SQLite broker never re-delivers it; Redis only after its
   visibility timeout);
 * a queued job never sent (``sent_at`` empty) a while after it was committed: the
-  process that committed it died before the send.
+  process that committed it died before the send;
+* a queued job sent more than a lease ago and not started since, then ever less often
+  (as long again as it has waited, at most :data:`MAX_REQUEUE_CHECK_LEASES` leases
+  apart): the broker may have lost its message (a Redis restarted without persistence,
+  a connection that stopped answering after it took the message), and nothing else
+  would ever send it again.
 
 It also purges finished jobs older than ``ingest.job_retention_days`` (with their
 per-document errors; the documents stay) and delivers the webhooks of jobs that have
@@ -26,7 +31,8 @@ starts it, so the other is dropped when it arrives. A job that waits between tur
 longer than its lease (many jobs take turns) is re-sent although its message is still
 queued; that message keeps its place, and whichever of the two comes first runs the
 turn. Without turns, both ran, each sent the job back, and the job kept one more
-message for every long wait. Many sweepers may run: each locks the
+message for every long wait. The same holds for a job that waits long for its first
+turn. Many sweepers may run: each locks the
 rows it re-sends (skipping rows locked by another) and gives a re-sent job a fresh,
 unowned lease, so it is not re-sent again before the lease has passed.
 """
@@ -57,9 +63,10 @@ __all__ = ["JobSweeper", "LeaseKeeper", "aware", "worker_identity"]
 logger = logging.getLogger(__name__)
 
 MAX_REQUEUE_CHECK_LEASES = 10
-"""The longest the sweeper waits between re-sends of a job waiting for its next turn,
-in leases: how long a job whose message the broker lost (a Redis restarted without
-persistence) may wait, at most, once it has waited that long already."""
+"""The longest the sweeper waits between re-sends of a job waiting in the queue (for its
+first turn or its next), in leases: how long a job whose message the broker lost (a
+Redis restarted without persistence) may wait, at most, once it has waited that long
+already."""
 
 
 def worker_identity() -> str:
@@ -105,7 +112,10 @@ class JobSweeper:
             jobs = JobRepository(session)
             # The rows read are locked (stale()); each is also taken by a conditional
             # update, which leaves alone a job a worker started or renewed since.
-            for job in jobs.stale(now=now, unsent_before=now - self._unsent_after):
+            stale = jobs.stale(
+                now=now, unsent_before=now - self._unsent_after, sent_before=now - self._lease
+            )
+            for job in stale:
                 if job.status is JobStatus.RUNNING:
                     if not jobs.take_expired(job, now=now, until=self._next_check(job, now)):
                         continue
@@ -114,10 +124,18 @@ class JobSweeper:
                         job.id,
                         job.lease_owner,
                     )
-                else:
+                elif job.sent_at is None:
                     if not jobs.take_unsent(job, now=now):
                         continue
                     logger.warning("ingest.job.never_sent job_id=%s: sending", job.id)
+                else:
+                    if not jobs.take_unstarted(job, now=now, until=self._next_check(job, now)):
+                        continue
+                    logger.warning(
+                        "ingest.job.not_started job_id=%s sent_at=%s: re-sending",
+                        job.id,
+                        aware(job.sent_at).isoformat(),
+                    )
                 sends.append((job.id, job.turn, job.request_id))
         for job_id, turn, request_id in sends:
             # The job's own request id travels with it again (logs and task header).
@@ -146,11 +164,13 @@ class JobSweeper:
 
     def _next_check(self, job: IngestionJob, now: datetime) -> datetime:
         """When to look at re-sent ``job`` again: a lease from now, or, for a job that
-        went back to the queue at the end of a turn, as long again as it has waited
-        since (at most :data:`MAX_REQUEUE_CHECK_LEASES` leases). Its message is most
-        likely still queued behind other jobs' turns, and each re-send adds a message
-        that the workers drop (one turn per message) but the queue's depth counts."""
-        if job.between_turns and job.lease_owner is None and job.sent_at is not None:
+        waits in the queue (sent and never started, or sent back at the end of a turn),
+        as long again as it has waited since it was sent (at most
+        :data:`MAX_REQUEUE_CHECK_LEASES` leases). Its message is most likely still
+        queued behind other jobs, and each re-send adds a message that the workers drop
+        (one turn per message) but the queue's depth counts."""
+        waiting = job.status is JobStatus.QUEUED or job.between_turns
+        if waiting and job.lease_owner is None and job.sent_at is not None:
             waited = now - aware(job.sent_at)
             return now + min(max(self._lease, waited), self._lease * MAX_REQUEUE_CHECK_LEASES)
         return now + self._lease

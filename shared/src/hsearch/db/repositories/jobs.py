@@ -216,11 +216,13 @@ class JobRepository:
         return out
 
     def stale(
-        self, *, now: datetime, unsent_before: datetime, limit: int = 100
+        self, *, now: datetime, unsent_before: datetime, sent_before: datetime, limit: int = 100
     ) -> list[IngestionJob]:
         """Jobs no worker is working on, locked (skipping rows another sweeper holds):
-        running with an expired lease (its worker died), or queued and never sent (the
-        process that committed it died before the send)."""
+        running with an expired lease (its worker died); queued and never sent (the
+        process that committed it died before the send); or queued, sent before
+        ``sent_before`` and not started, and due for a look (``lease_expires_at``, empty
+        until the sweeper first re-sends it: the broker may have lost its message)."""
         hold_write_lock(self._session)
         stmt = (
             select(IngestionJob)
@@ -237,6 +239,14 @@ class JobRepository:
                         IngestionJob.status == JobStatus.QUEUED,
                         IngestionJob.sent_at.is_(None),
                         IngestionJob.created_at < unsent_before,
+                    ),
+                    and_(
+                        IngestionJob.status == JobStatus.QUEUED,
+                        IngestionJob.sent_at < sent_before,
+                        or_(
+                            IngestionJob.lease_expires_at.is_(None),
+                            IngestionJob.lease_expires_at < now,
+                        ),
                     ),
                 )
             )
@@ -370,6 +380,24 @@ class JobRepository:
         )
         return int(result.rowcount or 0) == 1  # type: ignore[attr-defined]
 
+    def take_unstarted(self, job: IngestionJob, *, now: datetime, until: datetime) -> bool:
+        """Mark queued ``job``, sent and due for a look when it was read, looked at again
+        at ``until`` unless a worker has started it since; returns whether it did (the
+        caller then sends it again)."""
+        result = self._session.execute(
+            update(IngestionJob)
+            .where(
+                IngestionJob.id == job.id,
+                IngestionJob.status == JobStatus.QUEUED,
+                IngestionJob.turn == job.turn,
+                IngestionJob.sent_at.is_not(None),
+                or_(IngestionJob.lease_expires_at.is_(None), IngestionJob.lease_expires_at < now),
+            )
+            .values(lease_expires_at=until)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0) == 1  # type: ignore[attr-defined]
+
     def resend_failed(self, job_id: uuid.UUID, *, turn: int, until: datetime) -> None:
         """The sweeper's send of ``job_id`` for ``turn`` failed: a queued job counts as
         never sent again, and a running one nobody has started since is looked at again
@@ -377,7 +405,7 @@ class JobRepository:
         self._session.execute(
             update(IngestionJob)
             .where(IngestionJob.id == job_id, IngestionJob.status == JobStatus.QUEUED)
-            .values(sent_at=None)
+            .values(sent_at=None, lease_expires_at=None)
             .execution_options(synchronize_session=False)
         )
         self._session.execute(
