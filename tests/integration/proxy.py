@@ -1,5 +1,6 @@
-"""A real TCP proxy the tests put between a search leg and Milvus, to make that leg
-slow or unreachable without touching the code under test."""
+"""A real TCP proxy the tests put between a search leg and Milvus (or a worker and its
+broker), to make that leg slow, unreachable or frozen without touching the code under
+test."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ class ProxyMode(StrEnum):
     PASS = "pass"  # forward bytes both ways
     STALL = "stall"  # accept, hold every byte: the peer waits until its deadline
     REFUSE = "refuse"  # close new and existing connections at once
+    FREEZE = "freeze"  # hold every byte of the connections open now; new ones pass
 
 
 class TcpProxy:
@@ -23,6 +25,7 @@ class TcpProxy:
         self._mode = ProxyMode.PASS
         self._changed = threading.Condition()
         self._sockets: list[socket.socket] = []
+        self._frozen: set[socket.socket] = set()
         self._closed = False
         threading.Thread(target=self._accept_loop, daemon=True).start()
 
@@ -32,6 +35,11 @@ class TcpProxy:
 
     def set_mode(self, mode: ProxyMode) -> None:
         with self._changed:
+            if mode is ProxyMode.FREEZE:
+                # The peers' connections stay open and answer nothing, as behind a
+                # frozen server or a NAT that forgot them; a new connection passes.
+                self._frozen.update(self._sockets)
+                mode = ProxyMode.PASS
             self._mode = mode
             self._changed.notify_all()
         if mode is ProxyMode.REFUSE:
@@ -74,7 +82,9 @@ class TcpProxy:
                 if not data:
                     break
                 with self._changed:
-                    while self._mode is ProxyMode.STALL and not self._closed:
+                    while (
+                        self._mode is ProxyMode.STALL or src in self._frozen
+                    ) and not self._closed:
                         self._changed.wait()
                     if self._mode is ProxyMode.REFUSE:
                         break

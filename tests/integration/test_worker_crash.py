@@ -30,9 +30,10 @@ from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import Document, IngestionJob, JobStatus
 from hsearch.ingestion.queue import CeleryJobQueue, create_celery
-from hsearch.processes import Child
+from hsearch.processes import Child, start_worker
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import api_client, settings_from_env, stack_env
+from tests.integration.proxy import ProxyMode, TcpProxy
 from tests.integration.services import (
     postgres_database,
     private_redis,
@@ -243,6 +244,57 @@ async def test_a_queued_job_whose_message_the_broker_lost_finishes(
         assert f"ingest.job.not_started job_id={job_id}" in log
     finally:
         engine.dispose()
+
+
+async def test_a_worker_whose_broker_connections_stop_answering_consumes_again(
+    tmp_path: Path, milvus_uri: str
+) -> None:
+    """Redis broker connections that stop answering while they stay open (a frozen
+    server, a failover behind an address, a NAT that forgot them): redis-py waits for
+    an answer forever by default, and the worker stayed alive, blocked publishing its
+    heartbeat or acknowledging a task, and consumed nothing more. Each wait now ends
+    after ``broker.socket_timeout_s``; the worker connects again and takes the next
+    job. A worker with heartbeats on, as ``hsearch run`` starts it."""
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(postgres_database())
+        upgrade_database(database)
+        broker = stack.enter_context(private_redis(tmp_path / "redis"))
+        host, port = broker.removeprefix("redis://").split("/")[0].split(":")
+        proxy = TcpProxy(host, int(port))
+        stack.callback(proxy.close)
+        direct = _profile_env("postgres-redis", tmp_path, milvus_uri, database, broker)
+        through_proxy = {
+            **direct,
+            "HSEARCH_BROKER__URL": f"redis://127.0.0.1:{proxy.port}/0",
+            "HSEARCH_BROKER__SOCKET_TIMEOUT_S": "3",
+            # A message its frozen poll took is lost: the sweeper sends the job again
+            # (its own sends fail until the worker has connected anew).
+            "HSEARCH_INGEST__UNSENT_AFTER_S": "5",
+        }
+        worker = start_worker(
+            through_proxy, node=f"frozen-{uuid.uuid4().hex[:6]}@%h", log=tmp_path / "w.log"
+        )
+        stack.callback(worker.stop)
+        settings = settings_from_env(direct)  # the API's sends bypass the proxy
+        engine = create_db_engine(settings.database_url)
+        stack.callback(engine.dispose)
+        sessions = create_session_factory(engine)
+        documents = [{"external_id": f"d{i}", "text": f"Document {i}."} for i in range(4)]
+        async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
+            jobs = []
+            for round_ in ("before", "after"):
+                resp = await client.post("/v1/documents", json={"documents": documents})
+                assert resp.status_code == 202, resp.text
+                jobs.append(uuid.UUID(resp.json()["job_id"]))
+                worker.wait_until(
+                    lambda: _job(sessions, jobs[-1]).status is JobStatus.SUCCEEDED,
+                    timeout=60,
+                    what=f"the job sent {round_} the broker's connections froze",
+                )
+                if round_ == "before":
+                    proxy.set_mode(ProxyMode.FREEZE)  # every connection the worker holds
+        assert worker.alive()
+        assert [_job(sessions, j).attempts for j in jobs] == [1, 1]
 
 
 @pytest.mark.parametrize("heartbeat_s", [0, 2])

@@ -186,6 +186,16 @@ class BrokerSettings(BaseModel):
         "re-delivers the message (docs/architecture.md, Broker heartbeats). A dead "
         "worker's connection closes with its process either way.",
     )
+    socket_timeout_s: float = Field(
+        default=10.0,
+        gt=1,
+        le=3600,
+        description="Redis broker: how long a read or write on the broker's connection may "
+        "wait for its answer before the connection is dropped and made again (also the "
+        "connect timeout, and TCP keepalive is on). Without it a connection that stopped "
+        "answering (a frozen server, a failover or a NAT that dropped it) held a worker "
+        "alive and consuming nothing, for good. Above the 1 s of a worker's polls.",
+    )
 
 
 class MilvusSettings(BaseModel):

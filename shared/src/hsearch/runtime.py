@@ -587,6 +587,7 @@ def _queue_factory(settings: Settings, queue: JobQueue | None) -> Callable[[], J
             name="hsearch-api",
             visibility_timeout_s=visibility,
             heartbeat_s=settings.broker.heartbeat_s,
+            socket_timeout_s=settings.broker.socket_timeout_s,
         )
     )
 

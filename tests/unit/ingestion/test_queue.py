@@ -16,6 +16,15 @@ def test_amqp_heartbeats_are_off_unless_set() -> None:
     assert create_celery("amqp://h//", heartbeat_s=30).conf.broker_heartbeat == 30
 
 
-def test_redis_visibility_is_the_given_timeout() -> None:
-    app = create_celery("redis://127.0.0.1:6379/0", visibility_timeout_s=120)
-    assert app.conf.broker_transport_options == {"visibility_timeout": 120}
+def test_redis_visibility_and_socket_timeouts_are_the_given_ones() -> None:
+    """Every wait on a Redis broker's connection is bounded (redis-py waits forever by
+    default); test_worker_crash.py freezes a worker's connections under it."""
+    assert Settings().broker.socket_timeout_s == 10
+    app = create_celery("redis://127.0.0.1:6379/0", visibility_timeout_s=120, socket_timeout_s=9)
+    assert app.conf.broker_transport_options == {
+        "visibility_timeout": 120,
+        "socket_timeout": 9,
+        "socket_connect_timeout": 9,
+        "socket_keepalive": True,
+        "health_check_interval": 9,
+    }

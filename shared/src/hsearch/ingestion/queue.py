@@ -49,10 +49,12 @@ def create_celery(
     name: str = "hsearch",
     visibility_timeout_s: float = 120.0,
     heartbeat_s: float = 0.0,
+    socket_timeout_s: float = 10.0,
 ) -> Celery:
     """The Celery app both edges share: late acks, prefetch 1, no result backend
     (job state lives in the metadata database); ``heartbeat_s`` is the AMQP heartbeat
-    (0: off, see below)."""
+    (0: off, see below); ``socket_timeout_s`` bounds each wait on a Redis broker's
+    connection (``broker.socket_timeout_s``)."""
     app = Celery(name, broker=broker_url)
     app.conf.update(
         task_acks_late=True,
@@ -75,7 +77,21 @@ def create_celery(
         # Unacknowledged (late-ack) messages come back after this long. Sized to the job
         # lease, not to the longest job: a message re-delivered while its job still runs
         # finds the job's lease held and returns at once (hsearch.ingestion.leases).
-        app.conf.broker_transport_options = {"visibility_timeout": visibility_timeout_s}
+        #
+        # A read or write waits at most socket_timeout_s; then the connection is dropped
+        # and made again. redis-py waits forever by default: a connection that stopped
+        # answering (a frozen server, a failover, a NAT that forgot it) held the worker
+        # in a heartbeat's publish or an ack, alive and consuming nothing. The worker's
+        # poll (a BRPOP on its event loop, where no socket timeout applies) is given up
+        # once its answer is a health-check interval late (kombu's own check): that
+        # interval too, not kombu's 25 s.
+        app.conf.broker_transport_options = {
+            "visibility_timeout": visibility_timeout_s,
+            "socket_timeout": socket_timeout_s,
+            "socket_connect_timeout": socket_timeout_s,
+            "socket_keepalive": True,
+            "health_check_interval": socket_timeout_s,
+        }
     elif broker_url.startswith(("amqp://", "amqps://", "pyamqp://")):
         # RabbitMQ re-delivers an unacknowledged message as soon as its consumer's
         # connection drops (a dead worker), so there is no visibility timeout to size.

@@ -13,6 +13,7 @@ app = create_celery(
     name="hsearch-ingest",
     visibility_timeout_s=2 * settings.ingest.lease_s,
     heartbeat_s=settings.broker.heartbeat_s,
+    socket_timeout_s=settings.broker.socket_timeout_s,
 )
 # Tasks run in the worker process itself, whatever the command line says (a ``-P
 # prefork`` is replaced by this): a prefork child killed outright (kill -9, the OOM
