@@ -29,7 +29,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import Document, IngestionJob, JobStatus
-from hsearch.ingestion.queue import CeleryJobQueue, create_celery
+from hsearch.ingestion.queue import (
+    INGEST_JOB_TASK,
+    INGEST_QUEUE,
+    CeleryJobQueue,
+    create_celery,
+)
 from hsearch.processes import Child, start_worker
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import api_client, settings_from_env, stack_env
@@ -295,6 +300,44 @@ async def test_a_worker_whose_broker_connections_stop_answering_consumes_again(
                     proxy.set_mode(ProxyMode.FREEZE)  # every connection the worker holds
         assert worker.alive()
         assert [_job(sessions, j).attempts for j in jobs] == [1, 1]
+
+
+async def test_a_message_whose_job_id_is_no_uuid_leaves_the_worker_consuming(
+    tmp_path: Path, milvus_uri: str
+) -> None:
+    """The task fails on such a message and its failure handler used to raise too,
+    which stopped the worker's consumer: the process exited, and with a broker that
+    gives the message back, again at every restart."""
+    database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
+    upgrade_database(database)
+    broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
+    env = _profile_env("embedded", tmp_path, milvus_uri, database, broker)
+    settings = settings_from_env(env)
+    engine = create_db_engine(settings.database_url)
+    sessions = create_session_factory(engine)
+    app = create_celery(settings.broker_url)
+    try:
+        app.send_task(INGEST_JOB_TASK, kwargs={"job_id": "not-a-uuid"}, queue=INGEST_QUEUE)
+        worker = start_test_worker(env, tmp_path, name="poison")
+        try:
+            async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
+                resp = await client.post(
+                    "/v1/documents", json={"documents": [{"external_id": "d", "text": "Rivers."}]}
+                )
+                assert resp.status_code == 202, resp.text
+            job_id = uuid.UUID(resp.json()["job_id"])
+            worker.wait_until(
+                lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
+                timeout=60,
+                what="the job sent after the bad message",
+            )
+            assert worker.alive()
+            assert "ingest.task.bad_job_id" in worker.log_text()
+        finally:
+            worker.stop()
+    finally:
+        app.close()
+        engine.dispose()
 
 
 @pytest.mark.parametrize("heartbeat_s", [0, 2])

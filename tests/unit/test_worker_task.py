@@ -1,15 +1,20 @@
 """The worker reads the job's turn from the task header the sender set
 (:data:`~hsearch.ingestion.queue.TURN_TASK_HEADER`); a message without one, or with one
-that is not a number, runs as a message of the previous release did."""
+that is not a number, runs as a message of the previous release did. A task's failure
+handler never raises."""
 
 from __future__ import annotations
 
+import logging
+import uuid
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from celery.app.task import Context
 
 from hsearch.ingestion.queue import TURN_TASK_HEADER
+from hsearch_ingest.tasks import ingest as ingest_module
 from hsearch_ingest.tasks.ingest import ingest_job, sent_turn
 
 
@@ -38,3 +43,31 @@ def test_a_retry_carries_the_turn_of_the_message_it_retries() -> None:
     assert sent_turn(request) == 3
     retry = ingest_job.signature_from_request(request, args=(), kwargs={"job_id": "j"})
     assert retry.options["headers"][TURN_TASK_HEADER] == 3
+
+
+class FailingIndexer:
+    def __init__(self) -> None:
+        self.failed: list[uuid.UUID] = []
+
+    def fail_job(self, job_id: uuid.UUID, *, error: str) -> None:
+        self.failed.append(job_id)
+        raise RuntimeError("database unreachable")
+
+
+def test_the_failure_handler_never_raises(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exception in it stopped the worker's consumer (the process exited, again at
+    every re-delivery of a message whose job id is no UUID) or left the message
+    unacknowledged for good (from a retry's timer)."""
+    indexer = FailingIndexer()
+    monkeypatch.setattr(ingest_module, "get_indexing_service", lambda: indexer)
+    handler: Any = ingest_job.on_failure
+    caplog.set_level(logging.ERROR)
+    handler(ValueError("bad"), "task-1", (), {"job_id": "not-a-uuid"}, None)
+    assert "ingest.task.bad_job_id task_id=task-1 job_id='not-a-uuid'" in caplog.text
+    assert indexer.failed == []
+    job = uuid.uuid4()
+    handler(RuntimeError("boom"), "task-2", (), {"job_id": str(job)}, None)
+    assert indexer.failed == [job]
+    assert f"ingest.job.not_marked_failed job_id={job}" in caplog.text

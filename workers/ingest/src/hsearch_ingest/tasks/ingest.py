@@ -20,10 +20,27 @@ class IngestTask(Task):  # type: ignore[misc]  # celery is untyped
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
+        """Never raises. An exception here stopped the worker's consumer, the process
+        exiting (a message's first delivery: a message whose job id is no UUID made the
+        worker crash on every re-delivery), or left the message unacknowledged for good
+        (a retry's, run from a timer). A job it cannot mark failed (the database away
+        as retries ran out) is left to the sweeper, which sends it again."""
         job_id = kwargs.get("job_id")
         if job_id is None:
             return
-        get_indexing_service().fail_job(uuid.UUID(job_id), error=f"{type(exc).__name__}: {exc}")
+        try:
+            job = uuid.UUID(str(job_id))
+        except ValueError:
+            logger.error("ingest.task.bad_job_id task_id=%s job_id=%r", task_id, job_id)
+            return
+        try:
+            get_indexing_service().fail_job(job, error=f"{type(exc).__name__}: {exc}")
+        except Exception as failure:
+            logger.error(
+                "ingest.job.not_marked_failed job_id=%s error=%s: left to the sweeper",
+                job,
+                f"{type(failure).__name__}: {failure}",
+            )
 
 
 @app.task(  # type: ignore[untyped-decorator]  # celery is untyped
