@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
@@ -94,7 +94,35 @@ def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Eng
             cur.close()
 
         return engine
-    return create_engine(url, echo=echo, pool_size=pool_size, pool_pre_ping=True, **codec)
+    given = make_url(url).query
+    connect_args = {k: v for k, v in POSTGRES_CONNECTION.items() if k not in given}
+    return create_engine(
+        url,
+        echo=echo,
+        pool_size=pool_size,
+        pool_pre_ping=True,
+        connect_args=connect_args,
+        **codec,
+    )
+
+
+POSTGRES_CONNECTION: dict[str, int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,
+}
+"""libpq's connection parameters for Postgres, unless the URL sets them: a server
+that does not answer a connection attempt within 10 s is unreachable, and a server
+whose host is lost (or cut off) is found within about a minute, by TCP keepalive on a
+connection waiting for an answer (30 s, then 3 probes 10 s apart) and by the kernel's
+timeout on data sent and never acknowledged (60 s). libpq sets none of them: a worker
+waiting on such a server's answer waited until the kernel gave up (about 15 minutes
+for data sent, over two hours for a connection waiting to read), alive and running
+nothing else; now its transaction fails as the database's unavailability, and the
+task is retried."""
 
 
 def hold_write_lock(session: Session) -> None:
