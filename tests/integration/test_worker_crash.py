@@ -35,7 +35,7 @@ from hsearch.ingestion.queue import (
     CeleryJobQueue,
     create_celery,
 )
-from hsearch.processes import Child, start_worker
+from hsearch.processes import Child, start_worker, worker_command
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import api_client, settings_from_env, stack_env
 from tests.integration.proxy import ProxyMode, TcpProxy
@@ -337,6 +337,57 @@ async def test_a_message_whose_job_id_is_no_uuid_leaves_the_worker_consuming(
             worker.stop()
     finally:
         app.close()
+        engine.dispose()
+
+
+async def test_a_worker_started_while_milvus_is_down_waits_for_it_then_works(
+    tmp_path: Path, milvus_uri: str
+) -> None:
+    """Its services are built again until the store connects; before, the failure was
+    logged and ignored by Celery, and the worker took tasks with no sweeper running."""
+    host, port = milvus_uri.removeprefix("http://").split(":")
+    proxy = TcpProxy(host, int(port))
+    proxy.set_mode(ProxyMode.REFUSE)  # Milvus unreachable as the worker starts
+    database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
+    upgrade_database(database)
+    broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
+    env = _profile_env("embedded", tmp_path, proxy.uri, database, broker)
+    env["HSEARCH_MILVUS__WRITE_TIMEOUT_S"] = "2"
+    log = tmp_path / "waiting.log"
+    worker = Child(
+        "worker",
+        argv=worker_command(f"waiting-{uuid.uuid4().hex[:6]}@%h", loglevel="INFO"),
+        env=env,
+        log=log,
+    )
+    settings = settings_from_env({**env, "HSEARCH_MILVUS__URI": milvus_uri})
+    engine = create_db_engine(settings.database_url)
+    sessions = create_session_factory(engine)
+    try:
+        worker.wait_until(
+            lambda: "worker.start.waiting" in worker.log_text(),
+            timeout=60,
+            what="the worker waiting for Milvus",
+        )
+        assert " ready." not in worker.log_text(), "it takes no task before it can index"
+        proxy.set_mode(ProxyMode.PASS)
+        worker.wait_until(
+            lambda: " ready." in worker.log_text(), timeout=60, what="the worker ready"
+        )
+        async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
+            resp = await client.post(
+                "/v1/documents", json={"documents": [{"external_id": "d", "text": "Rivers."}]}
+            )
+            assert resp.status_code == 202, resp.text
+        job_id = uuid.UUID(resp.json()["job_id"])
+        worker.wait_until(
+            lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
+            timeout=60,
+            what="the job indexed",
+        )
+    finally:
+        worker.stop()
+        proxy.close()
         engine.dispose()
 
 

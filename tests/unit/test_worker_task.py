@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from celery.app.task import Context
 
+from hsearch.errors import EncoderMismatchError, VectorStoreError
 from hsearch.ingestion.queue import TURN_TASK_HEADER
+from hsearch_ingest import signals
 from hsearch_ingest.tasks import ingest as ingest_module
 from hsearch_ingest.tasks.ingest import ingest_job, sent_turn
 
@@ -71,3 +73,34 @@ def test_the_failure_handler_never_raises(
     handler(RuntimeError("boom"), "task-2", (), {"job_id": str(job)}, None)
     assert indexer.failed == [job]
     assert f"ingest.job.not_marked_failed job_id={job}" in caplog.text
+
+
+def test_a_worker_builds_its_services_again_while_a_backing_service_is_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Milvus down as the worker starts: it waits for it, spaced out, rather than take
+    tasks it could not index with no sweeper running."""
+    attempts = iter([VectorStoreError("no Milvus"), VectorStoreError("no Milvus"), None])
+    ready = object()
+
+    def build() -> object:
+        error = next(attempts)
+        if error is not None:
+            raise error
+        return ready
+
+    slept: list[float] = []
+    monkeypatch.setattr(signals, "get_services", build)
+    assert signals.services_when_ready(sleep=slept.append) is ready
+    assert slept == [1.0, 2.0]
+
+
+def test_a_worker_that_cannot_be_built_for_another_reason_exits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def build() -> object:
+        raise EncoderMismatchError("the collection was built by another encoder")
+
+    monkeypatch.setattr(signals, "get_services", build)
+    with pytest.raises(SystemExit):
+        signals.services_when_ready(sleep=lambda _: None)

@@ -16,6 +16,8 @@ import contextvars
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from celery.signals import (
@@ -28,6 +30,7 @@ from celery.signals import (
 )
 
 from hsearch.config import get_settings
+from hsearch.errors import BackendError
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import REQUEST_ID_TASK_HEADER
@@ -59,10 +62,39 @@ def get_indexing_service() -> IndexingService:
     return _indexing
 
 
+_START_RETRY_MAX_S = 30.0
+"""The longest wait between two attempts to build the process's services at start."""
+
+
+def services_when_ready(sleep: Callable[[float], None] = time.sleep) -> Services:
+    """The process's services, built before it takes a task. While a backing service is
+    down (Milvus: the store connects as it is built), they are built again, 1 s, 2 s,
+    4 s ... at most 30 s apart, each failure logged: the worker takes no task meanwhile,
+    since it could index none. Any other error (a collection of another encoder, a bad
+    setting) ends the process, for its supervisor to report. Raised out of Celery's
+    ``worker_process_init`` handler, either was logged and ignored: the worker took
+    tasks, built its services at the first (and failed it), and never ran a sweeper.
+
+    SIGTERM (what ``hsearch run``, compose and Kubernetes send) and Ctrl-C stop the wait
+    as they stop any process: Celery installs its own handlers only later, once its
+    worker runs."""
+    delay = 1.0
+    while True:
+        try:
+            return get_services()
+        except BackendError as exc:
+            logger.warning("worker.start.waiting error=%s: trying again in %.0f s", exc, delay)
+            sleep(delay)
+            delay = min(2 * delay, _START_RETRY_MAX_S)
+        except Exception as exc:
+            logger.critical("worker.start.failed error=%s: %s", type(exc).__name__, exc)
+            raise SystemExit(1) from exc
+
+
 @worker_process_init.connect  # type: ignore[untyped-decorator]  # celery is untyped
 def _start(**_kwargs: Any) -> None:
     global _indexing, _sweeper  # noqa: PLW0603 - one of each per process
-    services = get_services()  # the encoder loads now, not at the first job
+    services = services_when_ready()  # the encoder loads now, not at the first job
     _sweeper = services.sweeper()
     _indexing = services.indexing(on_finished=_sweeper.wake)
     _stop_sweeping.clear()
