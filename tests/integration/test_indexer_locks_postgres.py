@@ -60,6 +60,30 @@ def waiting_on_a_lock(engine: Engine) -> bool:
     return bool(waiting)
 
 
+def wait_for_a_lock_wait(engine: Engine, *, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not waiting_on_a_lock(engine):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def indexing(
+    outcome: dict[str, Any], name: str, service: IndexingService, job_id: uuid.UUID
+) -> threading.Thread:
+    """``service`` indexing ``job_id`` in a thread of its own, started; its status, or
+    what it raised, lands in ``outcome[name]``."""
+
+    def run() -> None:
+        try:
+            outcome[name] = service.process_job(job_id)
+        except Exception as exc:  # reported by the test's assertion on outcome
+            outcome[name] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def test_a_decision_in_a_write_takes_no_document_row(engine: Engine, tenant: str) -> None:
     sessions: sessionmaker[Session] = create_session_factory(engine)
     store = InMemoryVectorStore()
@@ -73,24 +97,12 @@ def test_a_decision_in_a_write_takes_no_document_row(engine: Engine, tenant: str
     assert isinstance(a, GatedDecision)
     b = make_service(sessions, store, owner="B")
     outcome: dict[str, Any] = {}
-
-    def run(name: str, service: IndexingService, job_id: uuid.UUID) -> None:
-        try:
-            outcome[name] = service.process_job(job_id)
-        except Exception as exc:  # reported below
-            outcome[name] = exc
-
-    worker_a = threading.Thread(target=run, args=("A", a, job_a))
-    worker_a.start()
+    worker_a = indexing(outcome, "A", a, job_a)
     # A holds a group's write open (its documents' rows, the corpus row) and decides
     # [d1] in it; B then locks d1 to write it and waits for the corpus row.
     assert a.held.wait(20), "A never decided [d1] in a write"
-    worker_b = threading.Thread(target=run, args=("B", b, job_b))
-    worker_b.start()
-    deadline = time.monotonic() + 20
-    while not waiting_on_a_lock(engine):
-        assert time.monotonic() < deadline, "B never waited for A's rows"
-        time.sleep(0.05)
+    worker_b = indexing(outcome, "B", b, job_b)
+    wait_for_a_lock_wait(engine, what="B never waited for A's rows")
     go.set()
     worker_a.join(30)
     worker_b.join(30)
@@ -132,23 +144,11 @@ def test_an_unchanged_document_is_decided_on_as_a_worker_writing_it_left_it(
     held = HeldStore(go)
     writer = make_service(sessions, held, owner="older")
     outcome: dict[str, Any] = {}
-
-    def run(name: str, service: IndexingService, job_id: uuid.UUID) -> None:
-        try:
-            outcome[name] = service.process_job(job_id)
-        except Exception as exc:  # reported below
-            outcome[name] = exc
-
-    threads = [threading.Thread(target=run, args=("older", writer, older))]
-    threads[0].start()
+    threads = [indexing(outcome, "older", writer, older)]
     assert held.entered.wait(20), "the older submission was never being written"
     deciding = make_service(sessions, InMemoryVectorStore(), owner="newer")
-    threads.append(threading.Thread(target=run, args=("newer", deciding, newer)))
-    threads[1].start()
-    deadline = time.monotonic() + 20
-    while not waiting_on_a_lock(engine):
-        assert time.monotonic() < deadline, "the decision never waited for the written row"
-        time.sleep(0.05)
+    threads.append(indexing(outcome, "newer", deciding, newer))
+    wait_for_a_lock_wait(engine, what="the decision never waited for the written row")
     go.set()
     for thread in threads:
         thread.join(30)

@@ -26,6 +26,7 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import Document, IngestionJob, JobStatus
@@ -189,19 +190,12 @@ async def test_a_second_message_for_a_turn_is_dropped_by_the_worker(
     sessions = create_session_factory(engine)
     documents = [{"external_id": f"d{i}", "text": f"Document {i}."} for i in range(48)]
     try:
-        async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
-            resp = await client.post("/v1/documents", json={"documents": documents})
-            assert resp.status_code == 202, resp.text
-        job_id = uuid.UUID(resp.json()["job_id"])
+        job_id = await _submitted(settings, documents)
         # Queued behind the first message, before any worker runs.
         CeleryJobQueue(create_celery(settings.broker_url)).enqueue_job(job_id, turn=0)
         worker = start_test_worker(profile, tmp_path, name="turns")
         try:
-            worker.wait_until(
-                lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
-                timeout=60,
-                what="the job finished",
-            )
+            _wait_succeeded(worker, sessions, job_id, what="the job finished")
             log = worker.log_text()
         finally:
             worker.stop()
@@ -224,10 +218,7 @@ async def test_a_queued_job_whose_message_the_broker_lost_finishes(
     sessions = create_session_factory(engine)
     documents = [{"external_id": f"d{i}", "text": f"Document {i}."} for i in range(20)]
     try:
-        async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
-            resp = await client.post("/v1/documents", json={"documents": documents})
-            assert resp.status_code == 202, resp.text
-        job_id = uuid.UUID(resp.json()["job_id"])
+        job_id = await _submitted(settings, documents)
         assert _job(sessions, job_id).sent_at is not None
         app = create_celery(settings.broker_url)
         try:
@@ -236,8 +227,10 @@ async def test_a_queued_job_whose_message_the_broker_lost_finishes(
             app.close()
         worker = start_test_worker(profile, tmp_path, name="lost")
         try:
-            worker.wait_until(
-                lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
+            _wait_succeeded(
+                worker,
+                sessions,
+                job_id,
                 timeout=LEASE_S + 30,
                 what="the job whose message was lost finished",
             )
@@ -291,9 +284,10 @@ async def test_a_worker_whose_broker_connections_stop_answering_consumes_again(
                 resp = await client.post("/v1/documents", json={"documents": documents})
                 assert resp.status_code == 202, resp.text
                 jobs.append(uuid.UUID(resp.json()["job_id"]))
-                worker.wait_until(
-                    lambda: _job(sessions, jobs[-1]).status is JobStatus.SUCCEEDED,
-                    timeout=60,
+                _wait_succeeded(
+                    worker,
+                    sessions,
+                    jobs[-1],
                     what=f"the job sent {round_} the broker's connections froze",
                 )
                 if round_ == "before":
@@ -320,17 +314,8 @@ async def test_a_message_whose_job_id_is_no_uuid_leaves_the_worker_consuming(
         app.send_task(INGEST_JOB_TASK, kwargs={"job_id": "not-a-uuid"}, queue=INGEST_QUEUE)
         worker = start_test_worker(env, tmp_path, name="poison")
         try:
-            async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
-                resp = await client.post(
-                    "/v1/documents", json={"documents": [{"external_id": "d", "text": "Rivers."}]}
-                )
-                assert resp.status_code == 202, resp.text
-            job_id = uuid.UUID(resp.json()["job_id"])
-            worker.wait_until(
-                lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
-                timeout=60,
-                what="the job sent after the bad message",
-            )
+            job_id = await _submitted(settings, [{"external_id": "d", "text": "Rivers."}])
+            _wait_succeeded(worker, sessions, job_id, what="the job sent after the bad message")
             assert worker.alive()
             assert "ingest.task.bad_job_id" in worker.log_text()
         finally:
@@ -374,17 +359,8 @@ async def test_a_worker_started_while_milvus_is_down_waits_for_it_then_works(
         worker.wait_until(
             lambda: " ready." in worker.log_text(), timeout=60, what="the worker ready"
         )
-        async with api_client(settings, tenant=f"t{uuid.uuid4().hex[:10]}") as client:
-            resp = await client.post(
-                "/v1/documents", json={"documents": [{"external_id": "d", "text": "Rivers."}]}
-            )
-            assert resp.status_code == 202, resp.text
-        job_id = uuid.UUID(resp.json()["job_id"])
-        worker.wait_until(
-            lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED,
-            timeout=60,
-            what="the job indexed",
-        )
+        job_id = await _submitted(settings, [{"external_id": "d", "text": "Rivers."}])
+        _wait_succeeded(worker, sessions, job_id, what="the job indexed")
     finally:
         worker.stop()
         proxy.close()
@@ -415,10 +391,7 @@ async def test_a_turn_longer_than_the_broker_heartbeat(
         queue = CeleryJobQueue(create_celery(broker))
         tenant = f"t{uuid.uuid4().hex[:10]}"
         documents = [{"external_id": f"d{i}", "text": f"Document {i}."} for i in range(32)]
-        async with api_client(settings, tenant=tenant) as client:
-            resp = await client.post("/v1/documents", json={"documents": documents})
-            assert resp.status_code == 202, resp.text
-        job_id = uuid.UUID(resp.json()["job_id"])
+        job_id = await _submitted(settings, documents, tenant=tenant)
 
         with engine.connect() as holder:
             holder.execute(
@@ -463,6 +436,29 @@ def _job(sessions: sessionmaker[Session], job_id: uuid.UUID) -> IngestionJob:
         job = session.get_one(IngestionJob, job_id)
         session.expunge(job)
         return job
+
+
+async def _submitted(
+    settings: Settings, documents: list[dict[str, str]], *, tenant: str | None = None
+) -> uuid.UUID:
+    """``documents`` submitted through the API (a new tenant's unless ``tenant``)."""
+    async with api_client(settings, tenant=tenant or f"t{uuid.uuid4().hex[:10]}") as client:
+        resp = await client.post("/v1/documents", json={"documents": documents})
+        assert resp.status_code == 202, resp.text
+    return uuid.UUID(resp.json()["job_id"])
+
+
+def _wait_succeeded(
+    worker: Child,
+    sessions: sessionmaker[Session],
+    job_id: uuid.UUID,
+    *,
+    what: str,
+    timeout: float = 60,
+) -> None:
+    worker.wait_until(
+        lambda: _job(sessions, job_id).status is JobStatus.SUCCEEDED, timeout=timeout, what=what
+    )
 
 
 def task_process(worker: Child) -> int | None:

@@ -252,6 +252,26 @@ def test_the_sweeper_purges_finished_jobs_past_their_retention(
     assert left == items == {recent, running}
 
 
+def resent_seconds(sweeper: JobSweeper, clock: Clock, since: datetime) -> list[int]:
+    """The seconds after ``since`` at which ``sweeper`` sent something, sweeping every
+    second for 50 minutes."""
+    resent_at = []
+    for second in range(3000):
+        clock.now = aware(since) + timedelta(seconds=second)
+        if sweeper.sweep():
+            resent_at.append(second)
+    return resent_at
+
+
+def assert_ever_less_often(resent_at: list[int]) -> None:
+    """Each re-send as long after the one before as the job had waited then (at most
+    ten leases of 60 s; the sweep that finds it comes a second on), 8 in 50 minutes
+    against 49 at one re-send per lease."""
+    for before, after in itertools.pairwise(resent_at):
+        assert after - before - min(before, 600) in (0, 1), resent_at
+    assert len(resent_at) == 8, resent_at
+
+
 def test_a_job_waiting_for_its_next_turn_is_re_sent_ever_less_often(
     sessions: sessionmaker[Session],
 ) -> None:
@@ -273,16 +293,9 @@ def test_a_job_waiting_for_its_next_turn_is_re_sent_ever_less_often(
     clock = Clock()
     clock.now = aware(ended)
     sweeper = JobSweeper(sessions, queue, lease_s=60, clock=clock)
-    resent_at = []
-    for second in range(3000):  # a sweep every second for 50 minutes
-        clock.now = aware(ended) + timedelta(seconds=second)
-        if sweeper.sweep():
-            resent_at.append(second)
+    resent_at = resent_seconds(sweeper, clock, aware(ended))
     assert 59 <= resent_at[0] <= 61, "first once its lease has expired"
-    for before, after in itertools.pairwise(resent_at):
-        # Then as long again as it has waited (the sweep that finds it: a second on).
-        assert after - before - min(before, 600) in (0, 1), resent_at
-    assert len(resent_at) == 8, "against 49 at one re-send per lease"
+    assert_ever_less_often(resent_at)
 
 
 def test_a_failed_re_send_of_a_waiting_job_is_tried_again_a_lease_later(
@@ -330,15 +343,9 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again_ever_less_often(
     assert sent is not None, "the unit of work marks it sent"
     clock = Clock()
     sweeper = JobSweeper(sessions, queue, lease_s=60, clock=clock)
-    resent_at = []
-    for second in range(3000):  # a sweep every second for 50 minutes
-        clock.now = aware(sent) + timedelta(seconds=second)
-        if sweeper.sweep():
-            resent_at.append(second)
+    resent_at = resent_seconds(sweeper, clock, aware(sent))
     assert 60 <= resent_at[0] <= 61, "first a lease after it was sent"
-    for before, after in itertools.pairwise(resent_at):
-        assert after - before - min(before, 600) in (0, 1), resent_at
-    assert len(resent_at) == 8
+    assert_ever_less_often(resent_at)
     assert queue.sent == [job] * 8
     # Every message is for the job's first turn: the first to arrive runs it, the
     # others are dropped.
