@@ -553,6 +553,10 @@ async def test_a_worker_holds_only_the_message_it_runs(tmp_path: Path, milvus_ur
         upgrade_database(database)
         broker = stack.enter_context(rabbitmq_vhost())
         env = _profile_env("postgres-rabbitmq", tmp_path, milvus_uri, database, broker)
+        # A lease longer than the test: the worker's sweeper would otherwise send the
+        # jobs queued behind the first again (queued a lease ago and not started), and
+        # the queue would hold their second messages besides.
+        env["HSEARCH_INGEST__LEASE_S"] = "60"
         settings = settings_from_env(env)
         engine = create_db_engine(database)
         stack.callback(engine.dispose)
