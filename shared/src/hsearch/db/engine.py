@@ -15,6 +15,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.db.checkpoint import BACKSTOP_PAGES, WalCheckpointer, sqlite_file
 from hsearch.errors import MetadataUnavailableError
 
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -73,12 +74,15 @@ def json_loads(text: str | bytes) -> Any:
 
 
 def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Engine:
-    """An engine for ``url``; SQLite gets WAL (synchronous NORMAL), foreign keys and a
+    """An engine for ``url``; SQLite gets WAL (synchronous NORMAL, checkpoints in a
+    thread of their own: :mod:`hsearch.db.checkpoint`), foreign keys and a
     busy timeout so the API and worker processes can share the embedded file. JSON
     columns are written and read with :func:`json_dumps` and :func:`json_loads`."""
     codec: dict[str, Any] = {"json_serializer": json_dumps, "json_deserializer": json_loads}
     if url.startswith("sqlite"):
         engine = create_engine(url, echo=echo, connect_args={"timeout": 30}, **codec)
+        path = sqlite_file(engine.url.database)
+        checkpointer = WalCheckpointer(path, owner=engine) if path else None
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -91,8 +95,15 @@ def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Eng
             # power loss or an OS crash can take back the last ones. Waiting for an
             # fsync at each commit was about 7 % of the indexing thread's time.
             cur.execute("PRAGMA synchronous=NORMAL")
+            if checkpointer is not None:
+                # Checkpoints run in a thread of their own, not in a commit; a commit
+                # runs one only if that thread has fallen far behind.
+                cur.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+                checkpointer.ensure_running()
             cur.close()
 
+        if checkpointer is not None:
+            event.listen(engine, "engine_disposed", lambda _engine: checkpointer.stop())
         return engine
     given = make_url(url).query
     connect_args = {k: v for k, v in POSTGRES_CONNECTION.items() if k not in given}

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, TypeGuard
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -793,7 +794,6 @@ class IndexingService:
         live = self._skip_superseded(jobs, job, todo, existing)
         if not live:
             return 0, 0
-        unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
         weighed: list[WeightedDocument] = []
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
             # Term counts become BM25 with the tenant's statistics, recorded below.
@@ -805,50 +805,63 @@ class IndexingService:
                     for p in live
                 ],
             )
+        now = utcnow()
+        created = {p.document_id: now for p in live}
+        created.update((d.id, d.created_at) for d in existing.values())
         records: list[ChunkRecord] = []
-        stale: set[str] = set()
-        added: list[dict[str, Any]] = []
-        written: list[tuple[ItemRow, int, int]] = []
         for position, prepared in enumerate(live):
-            item = prepared.item
             vectors = embeddings[prepared.item_id]
-            contribution = LexicalContribution()
             if weighed:
                 vectors = [
                     Embedding(dense=e.dense, sparse=weights)
                     for e, weights in zip(vectors, weighed[position].weights, strict=True)
                 ]
-                contribution = weighed[position].contribution
-            rows, old, new = self._document_write(
-                tenant_id,
-                prepared,
-                existing.get(prepared.document_id),
-                vectors=vectors,
-                contribution=contribution,
-                # What interrupted attempts wrote, this item's own included.
-                unfinished=unfinished[prepared.document_id].union(
-                    states[prepared.item_id].chunk_ids or ()
-                ),
+            records.extend(
+                _records(
+                    tenant_id, prepared, created=created[prepared.document_id], vectors=vectors
+                )
             )
-            records.extend(rows)
-            stale.update(old)
-            if new is not None:
-                added.append(new)
-            job.indexed += 1
-            written.append((item, len(prepared.chunks), len(old)))
-        # The store writes while this transaction writes the rows; it commits only once
-        # both have succeeded (the chunk ids were committed on the items before).
-        stored = self._thread("store-write").submit(
-            self._store_write, tenant_id, records, sorted(stale)
-        )
+        # The store writes while this transaction reads what else the write needs and
+        # writes the rows; it commits only once both have succeeded (the chunk ids were
+        # committed on the items before). The store's thread runs one call at a time, in
+        # order: the stale chunks go once the upsert has succeeded.
+        store = self._thread("store-write")
+        upserted = store.submit(self._store.upsert, records)
+        deleted: Future[None] | None = None
         try:
+            unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
+            stale: set[str] = set()
+            added: list[dict[str, Any]] = []
+            written: list[tuple[ItemRow, int, int]] = []
+            for position, prepared in enumerate(live):
+                old, new = self._document_row(
+                    tenant_id,
+                    prepared,
+                    existing.get(prepared.document_id),
+                    created=created[prepared.document_id],
+                    contribution=weighed[position].contribution
+                    if weighed
+                    else LexicalContribution(),
+                    # What interrupted attempts wrote, this item's own included.
+                    unfinished=unfinished[prepared.document_id].union(
+                        states[prepared.item_id].chunk_ids or ()
+                    ),
+                )
+                stale.update(old)
+                if new is not None:
+                    added.append(new)
+                job.indexed += 1
+                written.append((prepared.item, len(prepared.chunks), len(old)))
+            if stale:
+                deleted = store.submit(self._delete_stale, upserted, tenant_id, sorted(stale))
             jobs.update_items([{"id": p.item_id, "status": JobItemStatus.INDEXED} for p in live])
             docs.insert_all(added)
             self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed)
             session.flush()
             ahead.during_write(session, job)
         finally:
-            error = stored.exception()  # never committed before the store has answered
+            # Never committed before the store has answered.
+            error = upserted.exception() or (deleted.exception() if deleted else None)
         if isinstance(error, HsearchError) and not isinstance(error, BackendError):
             raise _StoreRefusedError(error) from error
         if error is not None:
@@ -875,37 +888,20 @@ class IndexingService:
         jobs.update_items(superseded)
         return live
 
-    def _document_write(
+    def _document_row(
         self,
         tenant_id: str,
         prepared: _PreparedItem,
         current: Document | None,
         *,
-        vectors: list[Embedding],
+        created: datetime,
         contribution: LexicalContribution,
         unfinished: set[str],
-    ) -> tuple[list[ChunkRecord], set[str], dict[str, Any] | None]:
-        """One document's part of a group write: its chunk records, the chunk ids that
-        become stale (what the indexed version has, plus what interrupted attempts,
-        ``unfinished``), and its new row's columns (``None``: ``current`` is updated
-        in place)."""
+    ) -> tuple[set[str], dict[str, Any] | None]:
+        """One document's row in a group write: the chunk ids that become stale (what
+        the indexed version has, plus what interrupted attempts wrote, ``unfinished``),
+        and its new row's columns (``None``: ``current`` is updated in place)."""
         item = prepared.item
-        created = current.created_at if current else utcnow()
-        records = chunk_records(
-            tenant_id=tenant_id,
-            document_id=prepared.document_id,
-            external_id=item.external_id,
-            title=item.title,
-            source=item.source,
-            lang=item.lang,
-            tags=item.tags,
-            metadata=item.metadata,
-            created_at=created,
-            chunk_ids=prepared.chunk_ids,
-            chunks=prepared.chunks,
-            offsets=prepared.offsets,
-            vectors=vectors,
-        )
         stale = set(current.chunk_ids if current else ())
         stale.update(unfinished)
         stale.difference_update(prepared.chunk_ids)
@@ -927,18 +923,19 @@ class IndexingService:
         if current is not None:
             for key, value in values.items():
                 setattr(current, key, value)
-            return list(records), stale, None
+            return stale, None
         values.update(
             id=prepared.document_id,
             tenant_id=tenant_id,
             external_id=item.external_id,
             created_at=created,
         )
-        return list(records), stale, values
+        return stale, values
 
-    def _store_write(self, tenant_id: str, records: list[ChunkRecord], stale: list[str]) -> None:
-        self._store.upsert(records)
-        if stale:
+    def _delete_stale(self, upserted: Future[None], tenant_id: str, stale: list[str]) -> None:
+        """Delete ``stale`` chunks once ``upserted`` (the group's upsert, run before on
+        the same thread) has succeeded: a failed write leaves the indexed version whole."""
+        if upserted.exception() is None:
             self._store.delete_chunks(stale, tenant_id=tenant_id)
 
     def _thread(self, name: str) -> ThreadPoolExecutor:
@@ -1104,6 +1101,28 @@ def _groups(todo: list[_PreparedItem], *, max_chunks: int) -> list[list[_Prepare
             groups.append([prepared])
             size = len(prepared.chunks)
     return groups
+
+
+def _records(
+    tenant_id: str, prepared: _PreparedItem, *, created: datetime, vectors: list[Embedding]
+) -> list[ChunkRecord]:
+    """The store records of ``prepared``'s chunks, encoded as ``vectors``."""
+    item = prepared.item
+    return chunk_records(
+        tenant_id=tenant_id,
+        document_id=prepared.document_id,
+        external_id=item.external_id,
+        title=item.title,
+        source=item.source,
+        lang=item.lang,
+        tags=item.tags,
+        metadata=item.metadata,
+        created_at=created,
+        chunk_ids=prepared.chunk_ids,
+        chunks=prepared.chunks,
+        offsets=prepared.offsets,
+        vectors=vectors,
+    )
 
 
 def _log_indexed(job_id: uuid.UUID, written: list[tuple[ItemRow, int, int]]) -> None:
