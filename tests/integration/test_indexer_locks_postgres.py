@@ -93,7 +93,14 @@ def test_a_decision_in_a_write_takes_no_document_row(engine: Engine, tenant: str
     job_a = submit(sessions, docs(("a1", "one"), ("a2", "two"), ("d1", "old text")), tenant)
     job_b = submit(sessions, docs(("d1", "new text")), tenant)
     go = threading.Event()
-    a = make_service(sessions, store, kind=partial(GatedDecision, go), batch_documents=1, owner="A")
+    a = make_service(
+        sessions,
+        store,
+        kind=partial(GatedDecision, go),
+        batch_documents=1,
+        groups_per_commit=1,  # one batch decided ahead, in a write
+        owner="A",
+    )
     assert isinstance(a, GatedDecision)
     b = make_service(sessions, store, owner="B")
     outcome: dict[str, Any] = {}

@@ -460,6 +460,16 @@ class IngestSettings(BaseModel):
         "commit of the job's progress (a larger document is a group of its own): with "
         "the offline encoder on 2 cores, about a second of work.",
     )
+    groups_per_commit: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Groups of `batch_chunks` written in one transaction when the encoder "
+        "is ahead of the store (their embeddings ready): each group's rows are read and "
+        "its records made while the store writes the group before. Progress is "
+        "committed once per transaction; on SQLite the database's write lock is held "
+        "for it (docs/benchmarks.md, Ingest throughput). 1: a transaction per group.",
+    )
     batches_per_task: int = Field(
         default=1,
         ge=0,

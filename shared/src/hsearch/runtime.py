@@ -182,6 +182,7 @@ class Services:
             chunker=build_chunker(self.settings, self.embedder),
             batch_documents=self.settings.ingest.batch_documents,
             batch_chunks=self.settings.ingest.batch_chunks,
+            groups_per_commit=self.settings.ingest.groups_per_commit,
             flush_min_interval_s=self.settings.ingest.flush_min_interval_s,
             lease_s=self.settings.ingest.lease_s,
             batches_per_task=self.settings.ingest.batches_per_task,

@@ -254,13 +254,12 @@ class RacedIndexer(DecisionHooks):
             self.read.set()
         return read
 
-    def _process_group(
-        self, job_id: uuid.UUID, tenant_id: str, group: Any, *a: Any, **k: Any
-    ) -> Any:
-        if self.meanwhile and any(p.item.external_id == self.before for p in group):
+    def _process_unit(self, job_id: uuid.UUID, tenant_id: str, unit: Any, **k: Any) -> Any:
+        before = any(p.item.external_id == self.before for group, _ in unit for p in group)
+        if self.meanwhile and before:
             assert self.read.wait(5), "the batch was never read ahead"
             self.meanwhile.pop()()
-        return super()._process_group(job_id, tenant_id, group, *a, **k)
+        return super()._process_unit(job_id, tenant_id, unit, **k)
 
     def before_deciding(self, read: Any, *, in_write: bool) -> None:
         self.read_early.append(read.chunks != {})
@@ -278,7 +277,12 @@ def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
     batch = [("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("x", "5"), ("y", "6")]
     job_id = submit(sessions, docs(*batch, ("e", "the text of e")))
     service = make_service(
-        sessions, store, kind=partial(RacedIndexer, "e", "c"), batch_documents=2, owner="this"
+        sessions,
+        store,
+        kind=partial(RacedIndexer, "e", "c"),
+        batch_documents=2,
+        groups_per_commit=1,  # one batch decided ahead at a time
+        owner="this",
     )
     assert isinstance(service, RacedIndexer)
     other = make_service(sessions, store, owner="other")
@@ -733,10 +737,11 @@ def test_progress_is_committed_per_group_of_chunks(sessions: sessionmaker[Sessio
         ("s1", "One."), ("s2", "Two."), ("s3", "Three."), ("long", long_text), ("s4", "Four.")
     )
     store = ProgressRecordingStore(sessions)
-    service = make_service(sessions, store, batch_documents=16, batch_chunks=3)
+    service = make_service(sessions, store, batch_documents=16, batch_chunks=3, groups_per_commit=1)
     store.job_id = submit(sessions, batch)
     assert service.process_job(store.job_id) is JobStatus.SUCCEEDED
-    # One write per group; what the earlier groups indexed is committed before the next.
+    # One write per group; what the earlier groups indexed is committed before the next
+    # (groups in one transaction: tests/unit/ingestion/test_units.py).
     assert store.writes == [(["s1", "s2", "s3"], 0), (["long"], 3), (["s4"], 4)]
     assert get_job(sessions, store.job_id).indexed == 5
 

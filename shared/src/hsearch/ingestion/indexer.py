@@ -84,6 +84,9 @@ class _BatchRead:
 _Embedded = tuple[dict[int, list[Embedding]], dict[int, HsearchError]]
 """A group's embeddings and the errors of its documents that failed, by item id."""
 
+_GroupInput = tuple[list["_PreparedItem"], dict[int, list[Embedding]]]
+"""A group to write: its items, and their embeddings by item id."""
+
 
 class IndexingService:
     """Worker side: turns a job's pending items into indexed chunks."""
@@ -98,6 +101,7 @@ class IndexingService:
         chunker: Chunker | None = None,
         batch_documents: int = 64,
         batch_chunks: int = 128,
+        groups_per_commit: int = 4,
         flush_min_interval_s: float = 0.0,
         lease_s: float = 60.0,
         owner: str | None = None,
@@ -108,10 +112,12 @@ class IndexingService:
         start_timer: TimerFactory = start_thread_timer,
     ) -> None:
         """``chunker`` cuts documents (default: the encoder's tokenizer, default sizes);
-        ``flush_min_interval_s`` 0 flushes at the end of every job that wrote
-        chunks; with ``batches_per_task`` (and ``requeue``) a job runs that many batches,
-        then goes to the back of the queue (``requeue``) so that other jobs, other
-        tenants' among them, take turns with it (0: each job runs whole);
+        up to ``groups_per_commit`` groups of ``batch_chunks`` that are encoded already
+        are written in one transaction (:meth:`_index_batches`);
+        ``flush_min_interval_s`` 0 flushes at the end of every job that wrote chunks;
+        with ``batches_per_task`` (and ``requeue``) a job runs that many batches, then
+        goes to the back of the queue (``requeue``) so that other jobs, other tenants'
+        among them, take turns with it (0: each job runs whole);
         ``lease_s`` is the lease on a job this service works on
         (:mod:`hsearch.ingestion.leases`), ``owner`` its name (default: unique to the
         process); ``on_finished`` is called once the end of a job is committed (the
@@ -124,6 +130,7 @@ class IndexingService:
         self._chunker = chunker or Chunker(embedder.tokenizer)
         self._batch = batch_documents
         self._batch_chunks = batch_chunks
+        self._groups_per_commit = max(1, groups_per_commit)
         self._collection_ready = False
         # Jobs written here and not yet finished; the timer thread reads it too.
         self._waiting: set[uuid.UUID] = set()
@@ -462,14 +469,20 @@ class IndexingService:
         encoded and written in groups of at most ``batch_chunks`` chunks (a larger
         document is a group of its own), so that progress is committed about once per
         group, whatever the documents' size. The encoder works ahead, in a thread of its
-        own: while it encodes a group, this thread writes the one before, and the
-        group after it is queued behind it, so the encoder goes from group to group
+        own: while it encodes a group, this thread writes the ones before, and the
+        groups after it are queued behind it, so the encoder goes from group to group
         without waiting for a decision (encoding changes nothing, so a group encoded for
         nothing, the job cancelled or failing meanwhile, costs only its time).
 
-        The store is the bound of the write path: batches are decided, and read and
-        chunked before that, while a group's chunks are being stored
-        (:class:`_Lookahead`), not between two groups' store writes.
+        The store is the bound of the write path. A group's own rows are read and its
+        records made before its store write can start; so when the encoder is ahead
+        (its next groups encoded by the time a write begins), up to
+        ``groups_per_commit`` groups are written in one transaction, each one's reads
+        and records made while the store writes the one before (:meth:`_write_unit`).
+        With an encoder slower than the store, that is one group per transaction, as
+        the encoder finishes it. Batches are decided, and read and chunked before that,
+        while groups are being stored (:class:`_Lookahead`), not between two groups'
+        store writes.
         """
         fingerprint = self._embedder.info.fingerprint
         reader = self._thread("read")
@@ -489,87 +502,105 @@ class IndexingService:
             ),
             decide=decide,
             max_chunks=self._batch_chunks,
+            depth=self._groups_per_commit,
         )
         encoder = self._thread("encode")
         queued: deque[tuple[list[_PreparedItem], Future[_Embedded]]] = deque()
 
-        def queue_next() -> None:
-            group = ahead.next_group()
-            if group is not None:
+        def fill() -> None:
+            """Queue for encoding the groups decided, up to a unit and one more; decide
+            a batch on its own only when nothing at all is queued (batches are decided
+            in the writes otherwise)."""
+            while len(queued) <= self._groups_per_commit:
+                group = ahead.next_group(decide=not queued)
+                if group is None:
+                    return
                 queued.append((group, encoder.submit(self._embed_items, group)))
 
         changed = False
         try:
-            queue_next()
+            fill()
             while queued:
-                queue_next()  # the group after it encodes while this one is written
                 group, encoding = queued.popleft()
-                changed |= self._process_group(
-                    job_id, tenant_id, group, encoding.result(), ahead=ahead
-                )
+                unit = [(group, encoding.result())]
+                # Groups encoded meanwhile join it, up to a unit: one transaction, and
+                # each group's rows read while the group before is being stored.
+                while len(unit) < self._groups_per_commit and queued and queued[0][1].done():
+                    group, encoding = queued.popleft()
+                    unit.append((group, encoding.result()))
+                fill()  # the groups after it encode while this unit is written
+                changed |= self._process_unit(job_id, tenant_id, unit, ahead=ahead)
         finally:
             for _, encoding in queued:
                 encoding.cancel()  # groups not yet encoding when one failed
         return changed
 
-    def _process_group(
+    def _process_unit(
         self,
         job_id: uuid.UUID,
         tenant_id: str,
-        group: list[_PreparedItem],
-        embedded: _Embedded,
+        unit: list[tuple[list[_PreparedItem], _Embedded]],
         *,
         ahead: _Lookahead,
     ) -> bool:
-        """1. encoded (``embedded``), with no transaction open (the slow part); the
-           documents the encoder failed on are marked failed (a transaction of their
-           own, only when there are any);
-        2. in one transaction, under the documents' row locks: upsert every chunk of
-           the group, delete the stale ones by primary key, update statistics and the
-           documents, mark the items (:meth:`_write`). The chunk ids were recorded on
-           the items when the batch was decided (:meth:`_decide`). ``ahead`` decides
-           and reads the next batches while the store writes (:meth:`_write_group`).
+        """1. encoded (``unit``: groups and their embeddings), with no transaction open
+           (the slow part); the documents the encoder failed on are marked failed (a
+           transaction of their own, only when there are any);
+        2. in one transaction, under the documents' row locks, group after group:
+           upsert every chunk of the group, delete the stale ones by primary key, update
+           statistics and the documents, mark the items (:meth:`_write`). The chunk ids
+           were recorded on the items when the batch was decided (:meth:`_decide`).
+           ``ahead`` decides and reads the next batches while the store writes
+           (:meth:`_write_group`).
         """
-        embeddings, errors = embedded
-        if errors:
-            with transaction(self._sessions) as session:
-                job = self._lock(session, job_id)
-                jobs = JobRepository(session)
-                states = jobs.item_states(sorted(errors))
-                rows = {p.item_id: p.item for p in group}
-                jobs.update_items(
-                    [
-                        self._fail(job, rows[item_id], error)
-                        for item_id, error in errors.items()
-                        if _pending(states[item_id])  # else cancelled while it was encoded
-                    ]
-                )
-        ready = [p for p in group if p.item_id not in errors]
-        if not ready:
+        writes: list[_GroupInput] = []
+        for group, (embeddings, errors) in unit:
+            if errors:
+                self._fail_encoded(job_id, group, errors)
+            ready = [p for p in group if p.item_id not in errors]
+            if ready:
+                writes.append((ready, embeddings))
+        if not writes:
             return False
-        return self._write(job_id, tenant_id, ready, embeddings, ahead=ahead)
+        return self._write(job_id, tenant_id, writes, ahead=ahead)
+
+    def _fail_encoded(
+        self, job_id: uuid.UUID, group: list[_PreparedItem], errors: dict[int, HsearchError]
+    ) -> None:
+        """The documents of ``group`` the encoder failed on (``errors``) marked failed."""
+        with transaction(self._sessions) as session:
+            job = self._lock(session, job_id)
+            jobs = JobRepository(session)
+            states = jobs.item_states(sorted(errors))
+            rows = {p.item_id: p.item for p in group}
+            jobs.update_items(
+                [
+                    self._fail(job, rows[item_id], error)
+                    for item_id, error in errors.items()
+                    if _pending(states[item_id])  # else cancelled while it was encoded
+                ]
+            )
 
     def _write(
         self,
         job_id: uuid.UUID,
         tenant_id: str,
-        ready: list[_PreparedItem],
-        embeddings: dict[int, list[Embedding]],
+        groups: list[_GroupInput],
         *,
         ahead: _Lookahead,
     ) -> bool:
-        """Write ``ready`` in one transaction; returns whether any document changed.
-        A batch ``ahead`` decides in that transaction counts only once it commits.
+        """Write ``groups`` in one transaction; returns whether any document changed.
+        The batches ``ahead`` decides in that transaction count only once it commits.
 
         A store error that is not transient (the store refused the records) rolls the
-        group back and writes its documents one by one, so that the document at fault
-        fails alone and the others are indexed.
+        transaction back and writes its groups one by one, and a group's documents one
+        by one, so that the document at fault fails alone and the others are indexed.
         """
         try:
             try:
                 with transaction(self._sessions) as session:
-                    documents, chunks = self._write_group(
-                        session, job_id, tenant_id, ready, embeddings, ahead=ahead
+                    documents, chunks = self._write_unit(
+                        session, job_id, tenant_id, groups, ahead=ahead
                     )
             except BaseException:
                 ahead.settle(committed=False)
@@ -579,9 +610,13 @@ class IndexingService:
             instruments.record_ingest(outcome="indexed", documents=documents, chunks=chunks)
             return documents > 0
         except _StoreRefusedError as refused:
+            if len(groups) > 1:
+                written = [self._write(job_id, tenant_id, [g], ahead=ahead) for g in groups]
+                return any(written)
+            ((ready, embeddings),) = groups
             if len(ready) > 1:
                 written = [
-                    self._write(job_id, tenant_id, [p], embeddings, ahead=ahead) for p in ready
+                    self._write(job_id, tenant_id, [([p], embeddings)], ahead=ahead) for p in ready
                 ]
                 return any(written)
             with transaction(self._sessions) as session:
@@ -591,6 +626,44 @@ class IndexingService:
                 if _pending(jobs.item_states([item.id])[item.id]):
                     jobs.update_items([self._fail(job, item, refused.error)])
             return False
+
+    def _write_unit(
+        self,
+        session: Session,
+        job_id: uuid.UUID,
+        tenant_id: str,
+        groups: list[_GroupInput],
+        *,
+        ahead: _Lookahead,
+    ) -> tuple[int, int]:
+        """The groups' writes in ``session``, one after the other: a group's rows are
+        read, weighed and made into records while the store writes the group before
+        (the store's thread takes their calls in order). The documents of every group
+        are locked first, in id order, as a group's are: two workers writing
+        overlapping units wait for each other instead of deadlocking. Returns the
+        documents and chunks written, once the store has answered every call."""
+        job = self._lock(session, job_id)
+        if len(groups) > 1:
+            DocumentRepository(session).get_many(
+                {p.document_id for ready, _ in groups for p in ready}, for_update=True
+            )
+        stored: list[Future[None]] = []
+        written: list[tuple[ItemRow, int, int]] = []
+        try:
+            for ready, embeddings in groups:
+                written += self._write_group(
+                    session, job, tenant_id, ready, embeddings, ahead=ahead, stored=stored
+                )
+        finally:
+            # Never committed, nor rolled back, before the store has answered.
+            errors = [f.exception() for f in stored]  # every one waited for
+            error = next((e for e in errors if e is not None), None)
+        if isinstance(error, HsearchError) and not isinstance(error, BackendError):
+            raise _StoreRefusedError(error) from error
+        if error is not None:
+            raise error  # transient (BackendError) or unexpected: this transaction rolls back
+        _log_indexed(job_id, written)
+        return len(written), sum(count for _, count, _ in written)
 
     @staticmethod
     def _lock(session: Session, job_id: uuid.UUID) -> IngestionJob:
@@ -766,23 +839,26 @@ class IndexingService:
     def _write_group(
         self,
         session: Session,
-        job_id: uuid.UUID,
+        job: IngestionJob,
         tenant_id: str,
         ready: list[_PreparedItem],
         embeddings: dict[int, list[Embedding]],
         *,
         ahead: _Lookahead,
-    ) -> tuple[int, int]:
-        """The group's statements, one per kind rather than one per document: the
-        items, the documents (locked, in id order: two workers writing overlapping
-        groups wait for each other instead of deadlocking) and the chunk ids of
-        unfinished attempts read in one query each; the BM25 statistics read once and
-        changed once, by the group's summed contribution; the new documents inserted
-        together. Each document is weighed as the tenant's corpus stands once the
-        documents before it in the group are counted in, as if they were written one
-        by one. Once the rows are written, while the store writes, ``ahead`` decides the
-        next batch in this transaction and reads the one after."""
-        job = self._lock(session, job_id)
+        stored: list[Future[None]],
+    ) -> list[tuple[ItemRow, int, int]]:
+        """The group's statements in ``session``, which holds ``job`` locked, one per
+        kind rather than one per document: the items, the documents (locked, in id
+        order: two workers writing overlapping groups wait for each other instead of
+        deadlocking) and the chunk ids of unfinished attempts read in one query each;
+        the BM25 statistics read once and changed once, by the group's summed
+        contribution; the new documents inserted together. Each document is weighed as
+        the tenant's corpus stands once the documents before it are counted in, as if
+        they were written one by one. The store's calls are added to ``stored`` as they
+        are made (the caller waits for them before the transaction ends). Once the rows
+        are written, while the store writes, ``ahead`` decides the next batch in this
+        transaction and reads the one after. Returns the documents written (item,
+        chunks, stale chunks deleted)."""
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
         states = jobs.item_states([p.item_id for p in ready])
@@ -793,7 +869,7 @@ class IndexingService:
         existing = docs.get_many({p.document_id for p in todo}, for_update=True)
         live = self._skip_superseded(jobs, job, todo, existing)
         if not live:
-            return 0, 0
+            return []
         weighed: list[WeightedDocument] = []
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
             # Term counts become BM25 with the tenant's statistics, recorded below.
@@ -822,52 +898,41 @@ class IndexingService:
                 )
             )
         # The store writes while this transaction reads what else the write needs and
-        # writes the rows; it commits only once both have succeeded (the chunk ids were
-        # committed on the items before). The store's thread runs one call at a time, in
-        # order: the stale chunks go once the upsert has succeeded.
+        # writes the rows (the chunk ids were committed on the items before). The
+        # store's thread runs one call at a time, in order: the stale chunks go once
+        # the upsert has succeeded.
         store = self._thread("store-write")
         upserted = store.submit(self._store.upsert, records)
-        deleted: Future[None] | None = None
-        try:
-            unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
-            stale: set[str] = set()
-            added: list[dict[str, Any]] = []
-            written: list[tuple[ItemRow, int, int]] = []
-            for position, prepared in enumerate(live):
-                old, new = self._document_row(
-                    tenant_id,
-                    prepared,
-                    existing.get(prepared.document_id),
-                    created=created[prepared.document_id],
-                    contribution=weighed[position].contribution
-                    if weighed
-                    else LexicalContribution(),
-                    # What interrupted attempts wrote, this item's own included.
-                    unfinished=unfinished[prepared.document_id].union(
-                        states[prepared.item_id].chunk_ids or ()
-                    ),
-                )
-                stale.update(old)
-                if new is not None:
-                    added.append(new)
-                job.indexed += 1
-                written.append((prepared.item, len(prepared.chunks), len(old)))
-            if stale:
-                deleted = store.submit(self._delete_stale, upserted, tenant_id, sorted(stale))
-            jobs.update_items([{"id": p.item_id, "status": JobItemStatus.INDEXED} for p in live])
-            docs.insert_all(added)
-            self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed)
-            session.flush()
-            ahead.during_write(session, job)
-        finally:
-            # Never committed before the store has answered.
-            error = upserted.exception() or (deleted.exception() if deleted else None)
-        if isinstance(error, HsearchError) and not isinstance(error, BackendError):
-            raise _StoreRefusedError(error) from error
-        if error is not None:
-            raise error  # transient (BackendError) or unexpected: this transaction rolls back
-        _log_indexed(job.id, written)
-        return len(written), sum(count for _, count, _ in written)
+        stored.append(upserted)
+        unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
+        stale: set[str] = set()
+        added: list[dict[str, Any]] = []
+        written: list[tuple[ItemRow, int, int]] = []
+        for position, prepared in enumerate(live):
+            old, new = self._document_row(
+                tenant_id,
+                prepared,
+                existing.get(prepared.document_id),
+                created=created[prepared.document_id],
+                contribution=weighed[position].contribution if weighed else LexicalContribution(),
+                # What interrupted attempts wrote, this item's own included.
+                unfinished=unfinished[prepared.document_id].union(
+                    states[prepared.item_id].chunk_ids or ()
+                ),
+            )
+            stale.update(old)
+            if new is not None:
+                added.append(new)
+            job.indexed += 1
+            written.append((prepared.item, len(prepared.chunks), len(old)))
+        if stale:
+            stored.append(store.submit(self._delete_stale, upserted, tenant_id, sorted(stale)))
+        jobs.update_items([{"id": p.item_id, "status": JobItemStatus.INDEXED} for p in live])
+        docs.insert_all(added)
+        self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed)
+        session.flush()
+        ahead.during_write(session, job)
+        return written
 
     def _skip_superseded(
         self,
@@ -993,17 +1058,18 @@ class _Lookahead:
     """Which batch of a job is read and decided when, and the groups decided and not yet
     queued for encoding (:meth:`IndexingService._index_batches`).
 
-    The store is the bound of the write path, so each batch is decided while a group's
+    The store is the bound of the write path, so batches are decided while a group's
     chunks are being stored, in that group's transaction (:meth:`during_write`: on
-    SQLite the decision needs the write lock that transaction holds), and only once its
-    items were read and chunked: that happens in a thread of its own, with no lock held,
-    up to two batches ahead. A decision made in a write counts only once its
-    transaction commits (:meth:`settle`); rolled back, its batch is decided again. It
-    leaves unchanged documents to a decision of their own, made between two writes,
-    since skipping one changes the document's row, and a write holds other rows already
-    (two workers would lock the same rows in opposite orders). A batch is decided on its
-    own also when no write is under way to hold it (the first two batches, after groups
-    that wrote nothing, or when its read was not done in time).
+    SQLite the decision needs the write lock that transaction holds), as long as fewer
+    than ``depth`` groups wait decided, and only once a batch's items were read and
+    chunked: that happens in a thread of its own, with no lock held, up to ``depth`` + 1
+    batches ahead. A decision made in a write counts only
+    once its transaction commits (:meth:`settle`); rolled back, its batch is decided
+    again. It leaves unchanged documents to a decision of their own, made between two
+    writes, since skipping one changes the document's row, and a write holds other rows
+    already (two workers would lock the same rows in opposite orders). A batch is decided
+    on its own also when no write is under way to hold it (the first batches, after
+    groups that wrote nothing, or when its read was not done in time).
     """
 
     def __init__(
@@ -1013,22 +1079,25 @@ class _Lookahead:
         read: Callable[[list[int]], Future[_BatchRead]],
         decide: _Decide,
         max_chunks: int,
+        depth: int = 1,
     ) -> None:
         self._batches = batches
         self._read = read
         self._decide = decide
         self._max_chunks = max_chunks
+        self._depth = depth
         self._next = 0  # the next batch to decide
         self._reads: dict[int, Future[_BatchRead]] = {}
         self._ready: deque[list[_PreparedItem]] = deque()
         self._deferred: list[int] = []
-        self._tentative: tuple[int, _Decision] | None = None
+        self._tentative: list[tuple[int, _Decision]] = []
 
-    def next_group(self) -> list[_PreparedItem] | None:
+    def next_group(self, *, decide: bool = True) -> list[_PreparedItem] | None:
         """The next group to encode, deciding items on their own (those a write left,
-        then the next batches) until one has a group; ``None`` once every batch is
-        decided and its groups taken."""
-        while not self._ready:
+        then the next batches) until one has a group, unless ``decide`` is false;
+        ``None`` once every batch is decided and its groups taken (or, not deciding,
+        when no decided group waits)."""
+        while decide and not self._ready:
             if self._deferred:
                 ids, self._deferred = self._deferred, []
                 decision = self._decide(ids, self._read(ids).result(), None)
@@ -1045,37 +1114,44 @@ class _Lookahead:
 
     def during_write(self, session: Session, job: IngestionJob) -> None:
         """While a group's chunks are stored (its rows written in ``session``, which
-        holds ``job`` locked): if no decided group is waiting, decide the next batch in
-        that transaction, provided it has been read; then read ahead."""
-        if not self._ready and self._tentative is None and self._next < len(self._batches):
+        holds ``job`` locked): while fewer than ``depth`` decided groups wait, decide
+        the next batch in that transaction, provided it has been read; then read
+        ahead."""
+        waiting = len(self._ready) + sum(
+            len(_groups(d.todo, max_chunks=self._max_chunks)) for _, d in self._tentative
+        )
+        while waiting < self._depth and self._next < len(self._batches):
             read = self._reads.get(self._next)
-            if read is not None and read.done():
-                index = self._next
-                self._next += 1
-                del self._reads[index]
-                decision = self._decide(self._batches[index], read.result(), (session, job))
-                self._tentative = (index, decision)
+            if read is None or not read.done():
+                break
+            index = self._next
+            self._next += 1
+            del self._reads[index]
+            decision = self._decide(self._batches[index], read.result(), (session, job))
+            self._tentative.append((index, decision))
+            waiting += len(_groups(decision.todo, max_chunks=self._max_chunks))
         self._read_ahead()
 
     def settle(self, *, committed: bool) -> None:
-        """The write's transaction committed, or rolled back: a batch decided in it is
-        decided (its groups wait to be encoded), or is to be decided again."""
-        if self._tentative is None:
+        """The write's transaction committed, or rolled back: the batches decided in it
+        are decided (their groups wait to be encoded), or are to be decided again."""
+        if not self._tentative:
             return
-        index, decision = self._tentative
-        self._tentative = None
+        tentative, self._tentative = self._tentative, []
         if committed:
-            self._adopt(decision)
+            for _, decision in tentative:
+                self._adopt(decision)
         else:
-            self._next = index
+            self._next = tentative[0][0]
 
     def _adopt(self, decision: _Decision) -> None:
         self._ready.extend(_groups(decision.todo, max_chunks=self._max_chunks))
         self._deferred.extend(decision.deferred)
 
     def _read_ahead(self) -> None:
-        """Start reading the next two batches not decided yet, if not started."""
-        for index in range(self._next, min(self._next + 2, len(self._batches))):
+        """Start reading the batches not decided yet, up to ``depth`` + 1 of them, if not
+        started."""
+        for index in range(self._next, min(self._next + self._depth + 1, len(self._batches))):
             if index not in self._reads:
                 self._reads[index] = self._read(self._batches[index])
 

@@ -21,8 +21,9 @@ class LexicalStatsRepository:
         self._session = session
 
     def corpus(self, tenant_id: str) -> tuple[int, int]:
-        """``(chunk_count, total_length)`` of the tenant's indexed chunks."""
-        row = self._session.get(LexicalCorpusStats, tenant_id)
+        """``(chunk_count, total_length)`` of the tenant's indexed chunks, as the
+        database has them now (its upserts bypass the session's copy of the row)."""
+        row = self._session.get(LexicalCorpusStats, tenant_id, populate_existing=True)
         return (row.chunk_count, row.total_length) if row else (0, 0)
 
     def document_frequencies(self, tenant_id: str, term_ids: Iterable[int]) -> dict[int, int]:
