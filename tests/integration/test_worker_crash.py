@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -291,6 +292,10 @@ async def test_a_worker_whose_broker_connections_stop_answering_consumes_again(
                     what=f"the job sent {round_} the broker's connections froze",
                 )
                 if round_ == "before":
+                    # Frozen once the worker's ack of the first job has landed: a freeze
+                    # in between leaves that ack unanswered and the worker holding it
+                    # (docs/architecture.md, "Redis connections that stop answering").
+                    _wait_acked(broker)
                     proxy.set_mode(ProxyMode.FREEZE)  # every connection the worker holds
         assert worker.alive()
         assert [_job(sessions, j).attempts for j in jobs] == [1, 1]
@@ -446,6 +451,19 @@ async def _submitted(
         resp = await client.post("/v1/documents", json={"documents": documents})
         assert resp.status_code == 202, resp.text
     return uuid.UUID(resp.json()["job_id"])
+
+
+def _wait_acked(broker: str, *, timeout_s: float = 10.0) -> None:
+    """Wait until a Redis broker holds no message unacknowledged (kombu keeps them in
+    its ``unacked`` hash until the worker's ack)."""
+    client = redis.Redis.from_url(broker)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while client.hlen("unacked"):
+            assert time.monotonic() < deadline, "the worker never acknowledged its message"
+            time.sleep(0.05)
+    finally:
+        client.close()
 
 
 def _wait_succeeded(
