@@ -83,6 +83,15 @@ def profile(
         yield _profile_env(request.param, tmp_path, milvus_uri, database, broker)
 
 
+def _embedded_env(tmp_path: Path, milvus_uri: str) -> dict[str, str]:
+    """The embedded profile's environment: SQLite metadata (migrated) and broker files
+    in ``tmp_path``."""
+    database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
+    upgrade_database(database)
+    broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
+    return _profile_env("embedded", tmp_path, milvus_uri, database, broker)
+
+
 def _profile_env(
     name: str, tmp_path: Path, milvus_uri: str, database: str, broker: str
 ) -> dict[str, str]:
@@ -307,10 +316,7 @@ async def test_a_message_whose_job_id_is_no_uuid_leaves_the_worker_consuming(
     """The task fails on such a message and its failure handler used to raise too,
     which stopped the worker's consumer: the process exited, and with a broker that
     gives the message back, again at every restart."""
-    database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
-    upgrade_database(database)
-    broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
-    env = _profile_env("embedded", tmp_path, milvus_uri, database, broker)
+    env = _embedded_env(tmp_path, milvus_uri)
     settings = settings_from_env(env)
     engine = create_db_engine(settings.database_url)
     sessions = create_session_factory(engine)
@@ -338,10 +344,7 @@ async def test_a_worker_started_while_milvus_is_down_waits_for_it_then_works(
     host, port = milvus_uri.removeprefix("http://").split(":")
     proxy = TcpProxy(host, int(port))
     proxy.set_mode(ProxyMode.REFUSE)  # Milvus unreachable as the worker starts
-    database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
-    upgrade_database(database)
-    broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
-    env = _profile_env("embedded", tmp_path, proxy.uri, database, broker)
+    env = _embedded_env(tmp_path, proxy.uri)
     env["HSEARCH_MILVUS__WRITE_TIMEOUT_S"] = "2"
     log = tmp_path / "waiting.log"
     worker = Child(
@@ -502,10 +505,7 @@ async def test_killing_the_process_running_a_task_leaves_no_worker_stuck(
     cue), and the worker started in its place finishes the interrupted job and the
     next one within the lease plus 30 s. The embedded profile, where it was reported.
     """
-    database = f"sqlite:///{tmp_path / 'meta.sqlite'}"
-    upgrade_database(database)
-    broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
-    env = _profile_env("embedded", tmp_path, milvus_uri, database, broker)
+    env = _embedded_env(tmp_path, milvus_uri)
     settings = settings_from_env(env)
     engine = create_db_engine(settings.database_url)
     sessions = create_session_factory(engine)

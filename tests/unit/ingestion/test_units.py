@@ -24,6 +24,7 @@ from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.ingestion.test_indexing import (
     A,
     C,
+    GatedStore,
     RefusingStore,
     docs,
     get_job,
@@ -134,32 +135,18 @@ class SignallingStatistics(LexicalStatistics):
         return super().weigh_documents(session, **kwargs)
 
 
-class HeldStore(KeepingStore):
-    """Holds its first upsert until ``gate`` is set (5 s at most)."""
-
-    def __init__(self, gate: threading.Event) -> None:
-        super().__init__()
-        self.gate = gate
-        self.waited: list[bool] = []
-
-    def upsert(self, records: Sequence[ChunkRecord]) -> None:
-        if not self.waited:
-            self.waited.append(self.gate.wait(5))
-        super().upsert(records)
-
-
 def test_a_group_is_weighed_while_the_group_before_is_stored(
     sessions: sessionmaker[Session],
 ) -> None:
     statistics = SignallingStatistics(sessions)
-    store = HeldStore(statistics.second)
+    store = GatedStore(statistics.second)
     service = make_service(
         sessions, store, kind=EncodedAhead, batch_chunks=3, statistics=statistics
     )
     job_id = submit(sessions, BATCH)
     assert service.process_job(job_id) is JobStatus.SUCCEEDED
     assert store.waited == [True], "the second group waited for the first one's store write"
-    assert store.count(tenant_id=TENANT) == len(store.kept) == 10
+    assert store.count(tenant_id=TENANT) == 10
 
 
 def test_a_unit_weighs_and_stores_exactly_what_group_by_group_does(
