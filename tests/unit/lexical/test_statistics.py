@@ -13,7 +13,12 @@ from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import MetadataUnavailableError
 from hsearch.lexical.analyzer import query_term_frequencies, term_frequencies, term_id
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_idf
-from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
+from hsearch.lexical.statistics import (
+    LexicalContribution,
+    LexicalStatistics,
+    PendingStatistics,
+    WeightedDocument,
+)
 from hsearch.types import SparseVector
 from tests.unit.outage import Outage
 
@@ -294,6 +299,50 @@ def test_a_group_weighed_and_recorded_at_once_equals_one_by_one(
     assert at_once == one_by_one
     assert recorded(sessions) == expected
     assert expected == ((4, 22), {A: 4, B: 3})  # C, held by the replaced version only, is gone
+
+
+def test_groups_weighed_in_turn_and_recorded_once_equal_one_by_one(
+    sessions: sessionmaker[Session],
+) -> None:
+    # A unit of groups: each group is weighed with what the groups before it weighed
+    # counted in (no read of the statistics after the first), and the statistics change
+    # once for all of them. Weights and statistics are those of recording each document
+    # before the next, a document written by two groups (replaced by the second) too.
+    statistics = LexicalStatistics(sessions)
+    seed(sessions, chunks=2, length=10, dfs={A: 2, C: 1})
+    old = as_document(LexicalContribution.of_chunks([tf({C: 3.0}), tf({A: 1.0})]))
+    first_version = [tf({A: 2.0}), tf({B: 5.0})]
+    groups: list[list[tuple[list[SparseVector], Document | None]]] = [
+        [(first_version, None), ([tf({A: 1.0, B: 1.0})], old)],
+        [
+            ([tf({B: 3.0, A: 4.0})], as_document(LexicalContribution.of_chunks(first_version))),
+            ([tf({C: 2.0})], None),
+        ],
+    ]
+    with transaction(sessions) as session:
+        one_by_one = []
+        for group in groups:
+            for chunks, replaced in group:
+                weighted = statistics.weigh_document(
+                    session, tenant_id=TENANT, chunks=chunks, replaced=replaced
+                )
+                statistics.record(session, tenant_id=TENANT, document=weighted)
+                one_by_one.append(weighted)
+        expected = recorded_in(session)
+        session.rollback()
+    with transaction(sessions) as session:
+        pending = PendingStatistics()
+        in_turn = []
+        for group in groups:
+            in_turn += statistics.weigh_documents(
+                session, tenant_id=TENANT, documents=group, pending=pending
+            )
+            assert recorded_in(session) == ((2, 10), {A: 2, C: 1})  # nothing recorded yet
+        assert pending.documents == in_turn
+        statistics.record_all(session, tenant_id=TENANT, documents=pending.documents)
+    assert in_turn == one_by_one
+    assert recorded(sessions) == expected
+    assert expected == ((3, 17), {A: 3, B: 2, C: 1})
 
 
 def recorded_in(session: Session) -> tuple[tuple[int, int], dict[int, int]]:

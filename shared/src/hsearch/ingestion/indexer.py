@@ -47,7 +47,12 @@ from hsearch.ingestion.ids import chunk_id, document_id
 from hsearch.ingestion.leases import LeaseKeeper, aware, worker_identity
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.records import chunk_records, embedding_text
-from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
+from hsearch.lexical.statistics import (
+    LexicalContribution,
+    LexicalStatistics,
+    PendingStatistics,
+    WeightedDocument,
+)
 from hsearch.metrics import instruments
 from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
@@ -649,11 +654,23 @@ class IndexingService:
             )
         stored: list[Future[None]] = []
         written: list[tuple[ItemRow, int, int]] = []
+        weighed = PendingStatistics()
         try:
             for ready, embeddings in groups:
                 written += self._write_group(
-                    session, job, tenant_id, ready, embeddings, ahead=ahead, stored=stored
+                    session,
+                    job,
+                    tenant_id,
+                    ready,
+                    embeddings,
+                    ahead=ahead,
+                    stored=stored,
+                    pending=weighed,
                 )
+            # The statistics change once for the unit's groups (a row per term), and the
+            # job's row once (each change of an object loaded costs a flush of it).
+            self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed.documents)
+            job.indexed += len(written)
         finally:
             # Never committed, nor rolled back, before the store has answered.
             errors = [f.exception() for f in stored]  # every one waited for
@@ -846,19 +863,21 @@ class IndexingService:
         *,
         ahead: _Lookahead,
         stored: list[Future[None]],
+        pending: PendingStatistics,
     ) -> list[tuple[ItemRow, int, int]]:
         """The group's statements in ``session``, which holds ``job`` locked, one per
         kind rather than one per document: the items, the documents (locked, in id
         order: two workers writing overlapping groups wait for each other instead of
         deadlocking) and the chunk ids of unfinished attempts read in one query each;
-        the BM25 statistics read once and changed once, by the group's summed
-        contribution; the new documents inserted together. Each document is weighed as
-        the tenant's corpus stands once the documents before it are counted in, as if
-        they were written one by one. The store's calls are added to ``stored`` as they
-        are made (the caller waits for them before the transaction ends). Once the rows
-        are written, while the store writes, ``ahead`` decides the next batch in this
-        transaction and reads the one after. Returns the documents written (item,
-        chunks, stale chunks deleted)."""
+        the new documents inserted together. Each document is weighed as the tenant's
+        corpus stands once the documents before it are counted in, as if they were
+        written one by one, and added to ``pending`` (the unit's documents, whose
+        statistics the caller records at once). The store's calls are added to
+        ``stored`` as they are made (the caller waits for them before the transaction
+        ends). Once the rows are written, while the store writes, ``ahead`` decides the
+        next batch in this transaction and reads the one after. Returns the documents
+        written (item, chunks, stale chunks deleted), which the caller counts on the
+        job."""
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
         states = jobs.item_states([p.item_id for p in ready])
@@ -880,6 +899,7 @@ class IndexingService:
                     ([e.sparse for e in embeddings[p.item_id]], existing.get(p.document_id))
                     for p in live
                 ],
+                pending=pending,
             )
         now = utcnow()
         created = {p.document_id: now for p in live}
@@ -923,13 +943,11 @@ class IndexingService:
             stale.update(old)
             if new is not None:
                 added.append(new)
-            job.indexed += 1
             written.append((prepared.item, len(prepared.chunks), len(old)))
         if stale:
             stored.append(store.submit(self._delete_stale, upserted, tenant_id, sorted(stale)))
         jobs.update_items([{"id": p.item_id, "status": JobItemStatus.INDEXED} for p in live])
         docs.insert_all(added)
-        self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed)
         session.flush()
         ahead.during_write(session, job)
         return written

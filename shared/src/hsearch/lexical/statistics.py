@@ -49,7 +49,13 @@ from hsearch.db.repositories.lexical import LexicalStatsRepository
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
 from hsearch.types import SparseVector
 
-__all__ = ["LexicalContribution", "LexicalStatistics", "WeightedDocument", "weigh_chunks"]
+__all__ = [
+    "LexicalContribution",
+    "LexicalStatistics",
+    "PendingStatistics",
+    "WeightedDocument",
+    "weigh_chunks",
+]
 
 _TENANTS_KEPT = 1_000
 """Tenants whose last-read statistics a process keeps for an outage (least recent out)."""
@@ -114,6 +120,23 @@ class WeightedDocument:
     """What this version of the document adds to the statistics."""
     replaced: LexicalContribution
     """What the version it replaces had added (nothing for a new document)."""
+
+
+@dataclass(slots=True)
+class PendingStatistics:
+    """Documents weighed in one transaction and not recorded yet: given to
+    :meth:`LexicalStatistics.weigh_documents` call after call, each call weighs its
+    documents as the corpus stands with those before counted in, without a read of the
+    statistics (the first call reads them); :meth:`LexicalStatistics.record_all` then
+    records them all at once. A worker writing several groups of documents in one
+    transaction so changes the statistics once instead of once per group: each change
+    upserts a row per term, the better part of a group's database time."""
+
+    corpus: tuple[int, int] | None = None
+    """``(chunk count, total length)`` with every document weighed so far counted in;
+    ``None`` until the first call."""
+    documents: list[WeightedDocument] = field(default_factory=list)
+    """The documents weighed so far, in order."""
 
 
 class _LastRead:
@@ -233,13 +256,20 @@ class LexicalStatistics:
         *,
         tenant_id: str,
         documents: Sequence[tuple[Sequence[SparseVector], Document | None]],
+        pending: PendingStatistics | None = None,
     ) -> list[WeightedDocument]:
         """:meth:`weigh_document` for several documents (``(chunks, replaced)`` each),
         with one read of the statistics: each document is weighed as the corpus will be
         once it and the documents before it are recorded, the weights
         :meth:`weigh_document` gives when each is recorded before the next is weighed.
-        Changes nothing: :meth:`record_all` the result once the chunks are stored."""
-        n_chunks, total = LexicalStatsRepository(session).corpus(tenant_id)
+        Changes nothing: :meth:`record_all` the result once the chunks are stored.
+
+        ``pending``: documents weighed before in this transaction and not recorded yet,
+        counted in instead of read; the result is added to it."""
+        if pending is not None and pending.corpus is not None:
+            n_chunks, total = pending.corpus
+        else:
+            n_chunks, total = LexicalStatsRepository(session).corpus(tenant_id)
         weighed: list[WeightedDocument] = []
         for chunks, replaced in documents:
             contribution = LexicalContribution.of_chunks(chunks)
@@ -255,6 +285,9 @@ class LexicalStatistics:
             weighed.append(
                 WeightedDocument(weights=weights, contribution=contribution, replaced=old)
             )
+        if pending is not None:
+            pending.corpus = (n_chunks, total)
+            pending.documents.extend(weighed)
         return weighed
 
     def record_all(

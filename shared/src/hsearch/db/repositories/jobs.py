@@ -71,6 +71,7 @@ _ITEM_STATES = select(JobItem.id, JobItem.status, JobItem.chunk_ids).where(
 _UNFINISHED = select(JobItem.id, JobItem.document_id, JobItem.chunk_ids).where(
     JobItem.document_id.in_(bindparam("documents", expanding=True)),
     JobItem.status.in_([JobItemStatus.PENDING, JobItemStatus.FAILED]),
+    JobItem.id.not_in(bindparam("writers", expanding=True)),
 )
 
 
@@ -204,14 +205,17 @@ class JobRepository:
         self, writers: Mapping[uuid.UUID, int]
     ) -> dict[uuid.UUID, set[str]]:
         """Per document id, the chunk ids written for it by attempts that never finished
-        (pending or failed items), the item ``writers`` names for the document (the one
-        writing it now) left out; one query for them all."""
+        (pending or failed items), the items ``writers`` names (the ones writing them
+        now) left out by the query: they are pending too, and usually the only ones;
+        one query for them all."""
         if not writers:
             return {}
-        rows = self._session.execute(_UNFINISHED, {"documents": sorted(writers)})
+        rows = self._session.execute(
+            _UNFINISHED, {"documents": sorted(writers), "writers": sorted(writers.values())}
+        )
         out: dict[uuid.UUID, set[str]] = {doc: set() for doc in writers}
-        for item_id, doc, ids in rows:
-            if doc is not None and ids and writers.get(doc) != item_id:
+        for _, doc, ids in rows:
+            if doc is not None and ids:
                 out[doc].update(ids)
         return out
 
