@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -42,6 +42,15 @@ class FlushSpy(MilvusVectorStore):
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
         super().upsert(records)
         self.writes += len(records)
+
+    def send_upsert(self, records: Sequence[ChunkRecord]) -> Callable[[], None]:
+        answer = super().send_upsert(records)
+
+        def answered() -> None:
+            answer()
+            self.writes += len(records)
+
+        return answered
 
     def flush(self) -> None:
         self.flushes.append(self.writes)

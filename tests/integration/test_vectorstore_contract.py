@@ -10,7 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
-from hsearch.errors import CollectionSchemaError, EncoderMismatchError, InvalidFilterError
+from hsearch.errors import (
+    CollectionSchemaError,
+    EncoderMismatchError,
+    HsearchError,
+    InvalidFilterError,
+)
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
@@ -139,6 +144,21 @@ def test_counts_are_per_tenant_and_upsert_is_idempotent(store: VectorStore) -> N
     assert store.count(tenant_id="b") == 1
     store.upsert(ROWS)
     assert store.count(tenant_id="a") == 3
+
+
+def test_writes_sent_before_the_answers_are_all_applied(store: VectorStore) -> None:
+    # The indexer sends a group's upsert and the next before it waits for the first
+    # answer: both are applied once answered; a record of no tenant is refused.
+    first = store.send_upsert([record("s1", doc="d3", dense=unit(0, 0, 1, 0), sparse={7: 1.0})])
+    second = store.send_upsert([record("s2", doc="d4", dense=unit(0, 0, 0, 1), sparse={8: 1.0})])
+    second()
+    first()
+    assert store.count(tenant_id="a") == 5
+    assert {"s1", "s2"} <= store.tenant_chunk_ids(tenant_id="a")
+    with pytest.raises(HsearchError, match="tenant"):
+        store.send_upsert([record("bad", tenant="", dense=unit(1, 0, 0, 0), sparse={1: 1.0})])()
+    store.send_upsert([])()
+    assert store.count(tenant_id="a") == 5
 
 
 def test_every_chunk_of_a_tenant_is_listed(

@@ -25,8 +25,8 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeGuard
 
@@ -52,6 +52,7 @@ from hsearch.lexical.statistics import (
     LexicalStatistics,
     PendingStatistics,
     WeightedDocument,
+    weigh_chunks,
 )
 from hsearch.metrics import instruments
 from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
@@ -84,6 +85,23 @@ class _BatchRead:
 
     items: list[ItemRow]
     chunks: _Chunked
+    document_ids: dict[int, uuid.UUID] = field(default_factory=dict)
+    """Per item id, its document's id, for the items read pending."""
+    chunk_ids: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """Per item id, the ids of the chunks in :attr:`chunks`."""
+
+
+@dataclass(slots=True)
+class _UnitWrite:
+    """What the groups of one transaction's write share (:meth:`IndexingService._write_unit`)."""
+
+    stored: list[Future[None]] = field(default_factory=list)
+    """The store's answers to the unit's writes, waited for before the transaction ends."""
+    answers: dict[uuid.UUID, Future[None]] = field(default_factory=dict)
+    """Per document written, the answer to the last write of its chunks: a group that
+    writes the document again sends its records once that write is answered."""
+    pending: PendingStatistics = field(default_factory=PendingStatistics)
+    """The documents weighed, whose statistics change once, before the commit."""
 
 
 _Embedded = tuple[dict[int, list[Embedding]], dict[int, HsearchError]]
@@ -652,28 +670,22 @@ class IndexingService:
             DocumentRepository(session).get_many(
                 {p.document_id for ready, _ in groups for p in ready}, for_update=True
             )
-        stored: list[Future[None]] = []
+        unit = _UnitWrite()
         written: list[tuple[ItemRow, int, int]] = []
-        weighed = PendingStatistics()
         try:
             for ready, embeddings in groups:
                 written += self._write_group(
-                    session,
-                    job,
-                    tenant_id,
-                    ready,
-                    embeddings,
-                    ahead=ahead,
-                    stored=stored,
-                    pending=weighed,
+                    session, job, tenant_id, ready, embeddings, ahead=ahead, unit=unit
                 )
             # The statistics change once for the unit's groups (a row per term), and the
             # job's row once (each change of an object loaded costs a flush of it).
-            self._statistics.record_all(session, tenant_id=tenant_id, documents=weighed.documents)
+            self._statistics.record_all(
+                session, tenant_id=tenant_id, documents=unit.pending.documents
+            )
             job.indexed += len(written)
         finally:
             # Never committed, nor rolled back, before the store has answered.
-            errors = [f.exception() for f in stored]  # every one waited for
+            errors = [f.exception() for f in unit.stored]  # every one waited for
             error = next((e for e in errors if e is not None), None)
         if isinstance(error, HsearchError) and not isinstance(error, BackendError):
             raise _StoreRefusedError(error) from error
@@ -729,7 +741,11 @@ class IndexingService:
             for row in read.items
             if row.id in states and _pending(states[row.id])
         ]
-        ids = {i.id: document_id(tenant_id, i.external_id) for i in items}
+        known = read.document_ids
+        ids = {
+            i.id: known[i.id] if i.id in known else document_id(tenant_id, i.external_id)
+            for i in items
+        }
         documents = DocumentRepository(session).get_many(set(ids.values()))
         if not in_write:
             # Skipping an unchanged document changes its row (its version): those rows
@@ -775,7 +791,9 @@ class IndexingService:
             except (ValueError, InvalidRequestError) as exc:
                 changes.append(self._fail(job, item, exc))
                 continue
-            cids = tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks))
+            cids = (
+                read.chunk_ids[item.id] if item.id in read.chunk_ids else _chunk_ids(doc_id, chunks)
+            )
             # Committed with the decision, before Milvus sees them: a crash can never
             # leave chunks nobody knows of (the next attempt deletes what it does
             # not rewrite). What a dead attempt of this item wrote, if it chunked
@@ -821,12 +839,15 @@ class IndexingService:
                 if not (_newer_indexed(existing, item) or _unchanged(existing, item, fingerprint)):
                     wanted.append(item)
         out: _Chunked = {}
+        cids: dict[int, tuple[str, ...]] = {}
         for item in wanted:
             try:
-                out[item.id] = self._chunk(item)
+                chunks = out[item.id] = self._chunk(item)
             except (ValueError, InvalidRequestError) as exc:
                 out[item.id] = exc
-        return _BatchRead(items=items, chunks=out)
+            else:
+                cids[item.id] = _chunk_ids(ids[item.id], chunks)
+        return _BatchRead(items=items, chunks=out, document_ids=ids, chunk_ids=cids)
 
     def _embed_items(self, todo: list[_PreparedItem]) -> _Embedded:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
@@ -862,8 +883,7 @@ class IndexingService:
         embeddings: dict[int, list[Embedding]],
         *,
         ahead: _Lookahead,
-        stored: list[Future[None]],
-        pending: PendingStatistics,
+        unit: _UnitWrite,
     ) -> list[tuple[ItemRow, int, int]]:
         """The group's statements in ``session``, which holds ``job`` locked, one per
         kind rather than one per document: the items, the documents (locked, in id
@@ -871,13 +891,12 @@ class IndexingService:
         deadlocking) and the chunk ids of unfinished attempts read in one query each;
         the new documents inserted together. Each document is weighed as the tenant's
         corpus stands once the documents before it are counted in, as if they were
-        written one by one, and added to ``pending`` (the unit's documents, whose
-        statistics the caller records at once). The store's calls are added to
-        ``stored`` as they are made (the caller waits for them before the transaction
-        ends). Once the rows are written, while the store writes, ``ahead`` decides the
-        next batch in this transaction and reads the one after. Returns the documents
-        written (item, chunks, stale chunks deleted), which the caller counts on the
-        job."""
+        written one by one, and added to the unit's (whose statistics the caller
+        records at once). The store's answers are added to the unit's as its calls are
+        made (the caller waits for them before the transaction ends). Once the rows
+        are written, while the store writes, ``ahead`` decides the next batch in this
+        transaction and reads the one after. Returns the documents written (item,
+        chunks, stale chunks deleted), which the caller counts on the job."""
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
         states = jobs.item_states([p.item_id for p in ready])
@@ -891,7 +910,8 @@ class IndexingService:
             return []
         weighed: list[WeightedDocument] = []
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
-            # Term counts become BM25 with the tenant's statistics, recorded below.
+            # Term counts become BM25 with the tenant's statistics, recorded by the
+            # caller; the weights themselves are made with the records.
             weighed = self._statistics.weigh_documents(
                 session,
                 tenant_id=tenant_id,
@@ -899,31 +919,31 @@ class IndexingService:
                     ([e.sparse for e in embeddings[p.item_id]], existing.get(p.document_id))
                     for p in live
                 ],
-                pending=pending,
+                pending=unit.pending,
+                weights=False,
             )
         now = utcnow()
         created = {p.document_id: now for p in live}
         created.update((d.id, d.created_at) for d in existing.values())
-        records: list[ChunkRecord] = []
-        for position, prepared in enumerate(live):
-            vectors = embeddings[prepared.item_id]
-            if weighed:
-                vectors = [
-                    Embedding(dense=e.dense, sparse=weights)
-                    for e, weights in zip(vectors, weighed[position].weights, strict=True)
-                ]
-            records.extend(
-                _records(
-                    tenant_id, prepared, created=created[prepared.document_id], vectors=vectors
-                )
-            )
-        # The store writes while this transaction reads what else the write needs and
-        # writes the rows (the chunk ids were committed on the items before). The
-        # store's thread runs one call at a time, in order: the stale chunks go once
-        # the upsert has succeeded.
-        store = self._thread("store-write")
-        upserted = store.submit(self._store.upsert, records)
-        stored.append(upserted)
+        # The store's thread makes the records and sends them while this transaction
+        # reads what else the write needs and writes the rows (the chunk ids were
+        # committed on the items before): the records' Python runs while this thread
+        # waits for the database. It sends without waiting for the answer, so the next
+        # group's records are made while the store writes these; the answers are
+        # waited for in order on a thread of their own, and the stale chunks deleted
+        # there once the upsert has succeeded.
+        before = {unit.answers[p.document_id] for p in live if p.document_id in unit.answers}
+        sent = self._thread("store-write").submit(
+            self._send,
+            tenant_id,
+            [(p, created[p.document_id], embeddings[p.item_id]) for p in live],
+            [w.avg_length for w in weighed] if weighed else None,
+            after=before,
+        )
+        answers = self._thread("store-answer")
+        upserted = answers.submit(_answer, sent)
+        unit.stored.append(upserted)
+        unit.answers.update((p.document_id, upserted) for p in live)
         unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
         stale: set[str] = set()
         added: list[dict[str, Any]] = []
@@ -945,7 +965,9 @@ class IndexingService:
                 added.append(new)
             written.append((prepared.item, len(prepared.chunks), len(old)))
         if stale:
-            stored.append(store.submit(self._delete_stale, upserted, tenant_id, sorted(stale)))
+            unit.stored.append(
+                answers.submit(self._delete_stale, upserted, tenant_id, sorted(stale))
+            )
         jobs.update_items([{"id": p.item_id, "status": JobItemStatus.INDEXED} for p in live])
         docs.insert_all(added)
         session.flush()
@@ -1015,6 +1037,35 @@ class IndexingService:
         )
         return stale, values
 
+    def _send(
+        self,
+        tenant_id: str,
+        documents: list[tuple[_PreparedItem, datetime, list[Embedding]]],
+        avg_lengths: list[float] | None,
+        *,
+        after: set[Future[None]],
+    ) -> Callable[[], None]:
+        """Send the records of ``documents`` (each with its creation time and its
+        chunks' vectors) to the store, once the writes ``after`` (of the same documents,
+        sent before) are answered; with ``avg_lengths`` (term counts weighed for BM25 in
+        the transaction, :meth:`LexicalStatistics.weigh_documents`), their sparse
+        vectors weighed with each document's average chunk length first. Returns the
+        wait for the store's answer (:meth:`VectorStore.send_upsert`)."""
+        records: list[ChunkRecord] = []
+        for position, (prepared, created, encoded) in enumerate(documents):
+            vectors = encoded
+            if avg_lengths is not None:
+                weights = weigh_chunks(
+                    [e.sparse for e in encoded], avg_length=avg_lengths[position]
+                )
+                vectors = [
+                    Embedding(dense=e.dense, sparse=w)
+                    for e, w in zip(encoded, weights, strict=True)
+                ]
+            records.extend(_records(tenant_id, prepared, created=created, vectors=vectors))
+        wait([*after])  # a failed one fails the unit, which waits for every answer
+        return self._store.send_upsert(records)
+
     def _delete_stale(self, upserted: Future[None], tenant_id: str, stale: list[str]) -> None:
         """Delete ``stale`` chunks once ``upserted`` (the group's upsert, run before on
         the same thread) has succeeded: a failed write leaves the indexed version whole."""
@@ -1023,8 +1074,10 @@ class IndexingService:
 
     def _thread(self, name: str) -> ThreadPoolExecutor:
         """The service's thread ``name``: ``encode`` (the encoder, a group ahead of the
-        writes), ``store-write`` (a group's store writes, beside its rows') or ``read``
-        (batches read and chunked ahead of their decisions, :class:`_Lookahead`)."""
+        writes), ``store-write`` (a group's records made and sent to the store, beside
+        its rows'), ``store-answer`` (the store's answers waited for in order, and stale
+        chunks deleted) or ``read`` (batches read and chunked ahead of their decisions,
+        :class:`_Lookahead`)."""
         with self._threads_lock:
             if name not in self._threads:
                 self._threads[name] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
@@ -1217,6 +1270,15 @@ def _records(
         offsets=prepared.offsets,
         vectors=vectors,
     )
+
+
+def _answer(sent: Future[Callable[[], None]]) -> None:
+    """Wait for the store's answer to the write ``sent`` (raising what it raised)."""
+    sent.result()()
+
+
+def _chunk_ids(doc_id: uuid.UUID, chunks: list[Chunk]) -> tuple[str, ...]:
+    return tuple(chunk_id(doc_id, i, c.text) for i, c in enumerate(chunks))
 
 
 def _log_indexed(job_id: uuid.UUID, written: list[tuple[ItemRow, int, int]]) -> None:

@@ -115,11 +115,14 @@ class WeightedDocument:
     them (:meth:`LexicalStatistics.record` it once the chunks are stored)."""
 
     weights: tuple[SparseVector, ...]
-    """The BM25 document-side weights, one vector per chunk, in chunk order."""
+    """The BM25 document-side weights, one vector per chunk, in chunk order (empty when
+    weighed with ``weights=False``: :func:`weigh_chunks` with :attr:`avg_length`)."""
     contribution: LexicalContribution
     """What this version of the document adds to the statistics."""
     replaced: LexicalContribution
     """What the version it replaces had added (nothing for a new document)."""
+    avg_length: float = 1.0
+    """The corpus' average chunk length it is weighed with."""
 
 
 @dataclass(slots=True)
@@ -248,7 +251,9 @@ class LexicalStatistics:
         new_n = n_chunks - old.chunks + contribution.chunks
         avg_length = (total - old.length + contribution.length) / new_n if new_n > 0 else 1.0
         weights = weigh_chunks(chunks, avg_length=avg_length)
-        return WeightedDocument(weights=weights, contribution=contribution, replaced=old)
+        return WeightedDocument(
+            weights=weights, contribution=contribution, replaced=old, avg_length=avg_length
+        )
 
     def weigh_documents(
         self,
@@ -257,6 +262,7 @@ class LexicalStatistics:
         tenant_id: str,
         documents: Sequence[tuple[Sequence[SparseVector], Document | None]],
         pending: PendingStatistics | None = None,
+        weights: bool = True,
     ) -> list[WeightedDocument]:
         """:meth:`weigh_document` for several documents (``(chunks, replaced)`` each),
         with one read of the statistics: each document is weighed as the corpus will be
@@ -265,7 +271,10 @@ class LexicalStatistics:
         Changes nothing: :meth:`record_all` the result once the chunks are stored.
 
         ``pending``: documents weighed before in this transaction and not recorded yet,
-        counted in instead of read; the result is added to it."""
+        counted in instead of read; the result is added to it. ``weights=False``: the
+        weights are left to the caller (:func:`weigh_chunks` with each document's
+        :attr:`~WeightedDocument.avg_length`), to be made on another thread than the
+        transaction's: the indexer makes them with the store's records."""
         if pending is not None and pending.corpus is not None:
             n_chunks, total = pending.corpus
         else:
@@ -281,9 +290,13 @@ class LexicalStatistics:
             n_chunks += contribution.chunks - old.chunks
             total += contribution.length - old.length
             avg_length = total / n_chunks if n_chunks > 0 else 1.0
-            weights = weigh_chunks(chunks, avg_length=avg_length)
             weighed.append(
-                WeightedDocument(weights=weights, contribution=contribution, replaced=old)
+                WeightedDocument(
+                    weights=weigh_chunks(chunks, avg_length=avg_length) if weights else (),
+                    contribution=contribution,
+                    replaced=old,
+                    avg_length=avg_length,
+                )
             )
         if pending is not None:
             pending.corpus = (n_chunks, total)

@@ -8,7 +8,7 @@ contract suite as the Milvus store (tests/integration/test_vectorstore_contract.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -66,6 +66,11 @@ class InMemoryVectorStore:
             require_tenant(record.tenant_id)
         for record in records:
             self._rows[record.chunk_id] = record
+
+    def send_upsert(self, records: Sequence[ChunkRecord]) -> Callable[[], None]:
+        """:meth:`upsert`, done when it returns (nothing is left to wait for)."""
+        self.upsert(records)
+        return _answered
 
     def delete_chunks(self, chunk_ids: Sequence[str], *, tenant_id: str) -> None:
         require_tenant(tenant_id)
@@ -235,3 +240,7 @@ def _fields(row: ChunkRecord) -> dict[str, Any]:
     data["tags"] = list(row.tags)
     data["metadata"] = dict(row.metadata)
     return {k: data[k] for k in CANDIDATE_FIELDS}
+
+
+def _answered() -> None:
+    """What :meth:`InMemoryVectorStore.send_upsert` returns: the write is done."""

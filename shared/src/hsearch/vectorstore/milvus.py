@@ -438,6 +438,29 @@ class MilvusVectorStore:
         except MilvusException as exc:
             raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
 
+    def send_upsert(self, records: Sequence[ChunkRecord]) -> Callable[[], None]:
+        """:meth:`upsert` sent with pymilvus' asynchronous mutation (``_async``): the
+        request is converted and sent before this returns, and the returned function
+        waits for its answer. The indexer's next group is converted (Python, under the
+        interpreter lock) while the server writes this one, instead of after it."""
+        if not records:
+            return _answered
+        for record in records:
+            tenant_expression(record.tenant_id)  # refuses a record of no tenant
+        try:
+            future = self._send_columns(records)
+        except MilvusException as exc:
+            raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
+
+        def answer() -> None:
+            try:
+                future.result()
+            except MilvusException as exc:
+                self._write_schema = None
+                raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
+
+        return answer
+
     def _upsert_columns(self, records: Sequence[ChunkRecord]) -> None:
         """Upsert ``records`` as one column per field (:func:`_to_columns`).
 
@@ -450,16 +473,22 @@ class MilvusVectorStore:
         is pinned; the contract suite runs this path against a Milvus Lite server). The
         collection's fields are read once, and again after a failed write (the alias
         may point at a rebuilt collection since)."""
+        self._send_columns(records, wait=True)
+
+    def _send_columns(self, records: Sequence[ChunkRecord], *, wait: bool = False) -> Any:
+        """Send the upsert of :meth:`_upsert_columns`; with ``wait``, return once it is
+        answered, else at once with pymilvus' future of its answer."""
         schema = self._write_schema
         if schema is None:
             schema = self._write_schema = self._client.describe_collection(self._collection)
         try:
-            self._client._get_connection().upsert(
+            return self._client._get_connection().upsert(
                 self._collection,
                 _entities(schema, _to_columns(records)),
                 timeout=self._write_timeout,
                 schema=schema,
                 context=self._client._generate_call_context(),
+                _async=not wait,
             )
         except MilvusException:
             self._write_schema = None
@@ -1021,3 +1050,7 @@ def _from_entity(entity: Mapping[str, Any]) -> dict[str, Any]:
     if "tags" in fields and fields["tags"] is not None:
         fields["tags"] = list(fields["tags"])
     return fields
+
+
+def _answered() -> None:
+    """What :meth:`MilvusVectorStore.send_upsert` returns for no records."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -106,6 +106,15 @@ class VectorStore(Protocol):
         ...
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None: ...
+
+    def send_upsert(self, records: Sequence[ChunkRecord]) -> Callable[[], None]:
+        """Start :meth:`upsert` of ``records``; returns a function that waits for the
+        store's answer and raises what :meth:`upsert` would have. The caller may send
+        the next records before it waits (the indexer prepares a group's write while the
+        store writes the group before), but writes sent and not answered may be applied
+        in any order: records of a chunk id are sent again only once the earlier write
+        of it is answered."""
+        ...
 
     def update_fields(
         self, *, tenant_id: str, chunk_ids: Sequence[str], fields: Mapping[str, Any]

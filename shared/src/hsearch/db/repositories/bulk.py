@@ -19,6 +19,8 @@ from typing import Any
 from sqlalchemy import Insert, Table, Update, bindparam, insert, update
 from sqlalchemy.orm import DeclarativeBase, Session
 
+from hsearch.db.values import in_values
+
 _KEY = "pk_"
 """The bound name of the primary key in :func:`update_by_key` (a column's own name is
 reserved for the value it is set to)."""
@@ -93,10 +95,11 @@ def _update(entity: type[DeclarativeBase]) -> Update:
 
 @lru_cache(maxsize=32)
 def _update_all(entity: type[DeclarativeBase]) -> Update:
-    """The rows' keys bound as one list (an ``IN``); the columns set are those named."""
+    """The rows' keys bound as one list (an ``IN``, :func:`~hsearch.db.values.in_values`);
+    the columns set are those named."""
     table = _table(entity)
     (key,) = table.primary_key.columns
-    return update(table).where(key.in_(bindparam(_KEY, expanding=True)))
+    return update(table).where(in_values(key, _KEY))
 
 
 @lru_cache(maxsize=32)

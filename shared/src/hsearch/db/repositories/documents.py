@@ -5,18 +5,18 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, tuple_
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from hsearch.db.engine import hold_write_lock
 from hsearch.db.models import Document
 from hsearch.db.repositories.bulk import insert_rows
+from hsearch.db.values import in_values
 
 # Built once (the indexer reads a group's documents with them): a statement built per
-# call coerces each id of its ``IN`` list and computes its cache key again.
-_MANY = (
-    select(Document).where(Document.id.in_(bindparam("ids", expanding=True))).order_by(Document.id)
-)
+# call coerces each id of its ``IN`` list and computes its cache key again. The ids are
+# one parameter (hsearch.db.values).
+_MANY = select(Document).where(in_values(Document.id, "ids")).order_by(Document.id)
 # Locked rows are read as they are now, also into objects the session holds already.
 _MANY_FOR_UPDATE = _MANY.with_for_update().execution_options(populate_existing=True)
 

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, delete, func, or_, select, update
+from sqlalchemy import and_, case, delete, func, not_, or_, select, update
 from sqlalchemy.orm import Session
 
 from hsearch.db.engine import hold_write_lock
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.bulk import update_by_key
+from hsearch.db.values import in_values
 from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
 
 
@@ -59,19 +60,16 @@ _ITEM_COLUMNS = (
 
 
 # The indexer's reads of a group's items, built once: a statement built per call
-# coerces each id of its ``IN`` list and computes its cache key again.
-_ITEM_ROWS = (
-    select(*_ITEM_COLUMNS)
-    .where(JobItem.id.in_(bindparam("ids", expanding=True)))
-    .order_by(JobItem.ordinal)
-)
+# coerces each id of its ``IN`` list and computes its cache key again. Each list is one
+# parameter (hsearch.db.values).
+_ITEM_ROWS = select(*_ITEM_COLUMNS).where(in_values(JobItem.id, "ids")).order_by(JobItem.ordinal)
 _ITEM_STATES = select(JobItem.id, JobItem.status, JobItem.chunk_ids).where(
-    JobItem.id.in_(bindparam("ids", expanding=True))
+    in_values(JobItem.id, "ids")
 )
 _UNFINISHED = select(JobItem.id, JobItem.document_id, JobItem.chunk_ids).where(
-    JobItem.document_id.in_(bindparam("documents", expanding=True)),
+    in_values(JobItem.document_id, "documents"),
     JobItem.status.in_([JobItemStatus.PENDING, JobItemStatus.FAILED]),
-    JobItem.id.not_in(bindparam("writers", expanding=True)),
+    not_(in_values(JobItem.id, "writers")),
 )
 
 
