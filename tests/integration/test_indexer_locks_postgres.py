@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.models import Document, JobItem, JobStatus
+from hsearch.errors import ConcurrentWriteError
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
@@ -188,3 +189,35 @@ def test_an_unchanged_document_is_decided_on_as_a_worker_writing_it_left_it(
     assert document.version == item_id
     view = get_job(sessions, newer, tenant)
     assert (view.indexed, view.skipped) == (1, 0)
+
+
+def test_a_new_document_two_workers_insert_is_retried_not_failed(
+    engine: Engine, tenant: str
+) -> None:
+    """Two jobs write the same new document. The second worker's insert of its row waits
+    for the first's transaction and then fails on the key the first inserted: that is a
+    transient error (the job is retried, as the task does), and the retry writes the
+    newer submission over the first."""
+    sessions: sessionmaker[Session] = create_session_factory(engine)
+    first = submit(sessions, docs(("n1", "first text")), tenant)
+    second = submit(sessions, docs(("n1", "second text")), tenant)
+    go = threading.Event()
+    held = HeldStore(go)
+    outcome: dict[str, Any] = {}
+    threads = [indexing(outcome, "first", make_service(sessions, held, owner="first"), first)]
+    assert held.entered.wait(20), "the first job was never being written"
+    racer = make_service(sessions, InMemoryVectorStore(), owner="second")
+    threads.append(indexing(outcome, "second", racer, second))
+    wait_for_a_lock_wait(engine, what="the second insert never waited for the first")
+    go.set()
+    for thread in threads:
+        thread.join(30)
+    assert outcome["first"] is JobStatus.SUCCEEDED
+    assert isinstance(outcome["second"], ConcurrentWriteError), outcome["second"]
+    assert get_job(sessions, second, tenant).status is JobStatus.RUNNING  # left to a retry
+    assert racer.process_job(second) is JobStatus.SUCCEEDED
+    with sessions() as session:
+        document = session.scalars(
+            select(Document).where(Document.tenant_id == tenant, Document.external_id == "n1")
+        ).one()
+    assert document.content == "second text"

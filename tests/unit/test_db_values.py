@@ -1,16 +1,20 @@
 """``in_values``: a list bound as one parameter selects what an expanding ``IN`` does, on
-SQLite here and on Postgres in tests/integration/test_db_values_postgres.py."""
+SQLite here and on Postgres in tests/integration/test_db_values_postgres.py; and
+``duplicate_row`` tells a unique violation of a table from other integrity errors."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+import pytest
 from sqlalchemy import not_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.db.engine import transaction
+from hsearch.db.engine import duplicate_row, transaction
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus
-from hsearch.db.repositories.bulk import update_by_key
+from hsearch.db.repositories.bulk import insert_rows, update_by_key
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
@@ -91,3 +95,34 @@ def test_a_list_bound_as_one_parameter_selects_what_in_does(
     sessions: sessionmaker[Session],
 ) -> None:
     check_in_values(sessions, "t")
+
+
+def test_a_duplicate_row_is_told_from_other_integrity_errors(
+    sessions: sessionmaker[Session],
+) -> None:
+    with transaction(sessions) as session:
+        TenantRepository(session).ensure("t")
+    doc = uuid.uuid4()
+
+    def document(external_id: str, doc_id: uuid.UUID = doc, **columns: Any) -> dict[str, Any]:
+        return {"id": doc_id, "tenant_id": "t", "external_id": external_id, **columns}
+
+    def integrity_error(*rows: dict[str, Any]) -> IntegrityError:
+        session = sessions()
+        try:
+            with pytest.raises(IntegrityError) as caught:
+                insert_rows(
+                    session, Document, [{"content": "x", "content_hash": "h", **r} for r in rows]
+                )
+        finally:
+            session.close()
+        return caught.value
+
+    keys = ("pk_documents", "uq_documents_tenant_id")
+    same_id = integrity_error(document("a"), document("b"))
+    assert duplicate_row(same_id, table="documents", constraints=keys)
+    same_external_id = integrity_error(document("a"), document("a", uuid.uuid4()))
+    assert duplicate_row(same_external_id, table="documents", constraints=keys)
+    no_content = integrity_error(document("c", content=None))
+    assert not duplicate_row(no_content, table="documents", constraints=keys)
+    assert not duplicate_row(no_content, table="job_items", constraints=keys)

@@ -377,6 +377,14 @@ class MetadataUnavailableError(BackendError):
         self.retry_after = retry_after
 
 
+class ConcurrentWriteError(BackendError):
+    """Another transaction wrote the same new row first (two workers inserting one new
+    document, on Postgres, where the second waits for the first and then finds its row
+    taken): nothing of this transaction was written, and a retry sees the row."""
+
+    code = "concurrent_write"
+
+
 class OverloadedError(BackendError):
     """The process already runs as many searches as it may (``api.max_concurrent_searches``):
     refused at once rather than queued, so a client retries after ``retry_after`` seconds

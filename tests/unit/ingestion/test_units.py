@@ -197,3 +197,43 @@ def test_a_document_the_store_refuses_in_a_unit_fails_alone(
     assert run_clean.process_job(submit(sessions, others, "t2")) is JobStatus.SUCCEEDED
     assert stats(sessions) == stats(sessions, "t2")
     assert store.count(tenant_id=TENANT) == clean.count(tenant_id="t2")
+
+
+def test_documents_locked_as_a_unit_began_are_updated_as_group_by_group(
+    sessions: sessionmaker[Session],
+) -> None:
+    # "a" and "c" are indexed before; the job changes them in later groups of one unit
+    # (their rows read and locked as the unit began, not again by their groups), beside
+    # new documents: the store and the statistics hold what one transaction per group
+    # leaves, the old versions' chunks deleted.
+    before = docs(("a", "Alpha first. " * 20), ("c", "Gamma first. " * 20))
+    batch = docs(
+        ("n1", "Nu one. " * 20),
+        ("a", "Alpha second. " * 20),
+        ("n2", "Nu two. " * 20),
+        ("c", "Gamma second. " * 20),
+    )
+    stores: dict[str, KeepingStore] = {}
+    for tenant, per_commit in (("t1", 1), ("t2", 4)):
+        stores[tenant] = KeepingStore()
+        service = make_service(
+            sessions,
+            stores[tenant],
+            kind=EncodedAhead,
+            batch_chunks=1,
+            groups_per_commit=per_commit,
+        )
+        assert service.process_job(submit(sessions, before, tenant)) is JobStatus.SUCCEEDED
+        job_id = submit(sessions, batch, tenant)
+        assert service.process_job(job_id) is JobStatus.SUCCEEDED
+        assert get_job(sessions, job_id, tenant).indexed == 4
+
+    def held(tenant: str) -> list[tuple[str, str, tuple[float, ...]]]:
+        return sorted(
+            (r.external_id, r.text, r.sparse.values) for r in stores[tenant].kept.values()
+        )
+
+    assert {external_id for external_id, *_ in held("t2")} == {"a", "c", "n1", "n2"}
+    assert not any("first" in text for _, text, _ in held("t2"))
+    assert held("t1") == held("t2")
+    assert stats(sessions, "t1") == stats(sessions, "t2")

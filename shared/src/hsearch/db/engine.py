@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import orjson
 from sqlalchemy import Engine, create_engine, event, make_url, text
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -71,6 +71,16 @@ def json_loads(text: str | bytes) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+def duplicate_row(exc: IntegrityError, *, table: str, constraints: Collection[str]) -> bool:
+    """Whether ``exc`` is a unique violation of ``table`` on one of ``constraints`` (their
+    names, as Postgres reports them; SQLite names the table's columns instead)."""
+    orig = exc.orig
+    name = getattr(getattr(orig, "diag", None), "constraint_name", None)
+    if name is not None:
+        return name in constraints
+    return str(orig).startswith(f"UNIQUE constraint failed: {table}.")
 
 
 def create_db_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Engine:

@@ -25,21 +25,28 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeGuard
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.base import utcnow
-from hsearch.db.engine import DATABASE_UNAVAILABLE, transaction, unavailable
+from hsearch.db.engine import DATABASE_UNAVAILABLE, duplicate_row, transaction, unavailable
 from hsearch.db.models import Document, IngestionJob, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import ItemRow, ItemState, JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
-from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
+from hsearch.errors import (
+    BackendError,
+    ConcurrentWriteError,
+    HsearchError,
+    InvalidRequestError,
+    JobNotFoundError,
+)
 from hsearch.ingestion.chunking import Chunk, Chunker
 from hsearch.ingestion.deletion import DocumentDeleter
 from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
@@ -59,6 +66,9 @@ from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKin
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 logger = logging.getLogger(__name__)
+
+_DOCUMENT_KEYS = ("pk_documents", "uq_documents_tenant_id")
+"""The documents table's unique constraints: a document id, a tenant's external id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +107,14 @@ class _UnitWrite:
 
     stored: list[Future[None]] = field(default_factory=list)
     """The store's answers to the unit's writes, waited for before the transaction ends."""
-    answers: dict[uuid.UUID, Future[None]] = field(default_factory=dict)
-    """Per document written, the answer to the last write of its chunks: a group that
-    writes the document again sends its records once that write is answered."""
     pending: PendingStatistics = field(default_factory=PendingStatistics)
     """The documents weighed, whose statistics change once, before the commit."""
+    locked: dict[uuid.UUID, Document] | None = None
+    """The documents of every group, locked as the unit began (``None``: a unit of one
+    group, which locks its own). A unit's groups hold distinct documents: they are one
+    job's, whose external ids are unique (:meth:`JobService.submit`)."""
+    indexed: list[int] = field(default_factory=list)
+    """The items written, marked indexed once, before the commit."""
 
 
 _Embedded = tuple[dict[int, list[Embedding]], dict[int, HsearchError]]
@@ -180,11 +193,21 @@ class IndexingService:
         """:meth:`_process_job`, with the database's transient errors (unreachable, or a
         transaction it aborted: a deadlock, a serialization failure) raised as
         :class:`~hsearch.errors.MetadataUnavailableError`, a :class:`BackendError`, so
-        the task retries the job instead of failing its documents."""
+        the task retries the job instead of failing its documents. So is a new
+        document's row inserted by another worker while this one wrote it
+        (:class:`~hsearch.errors.ConcurrentWriteError`): on Postgres the insert waits
+        for the other's commit and then fails; the retry finds the row and decides on
+        it (a newer submission supersedes an older one)."""
         try:
             return self._process_job(job_id, turn=turn)
         except DATABASE_UNAVAILABLE as exc:
             raise unavailable(exc) from exc
+        except IntegrityError as exc:
+            if not duplicate_row(exc, table="documents", constraints=_DOCUMENT_KEYS):
+                raise
+            logger.info("ingest.job.concurrent_insert job_id=%s", job_id)
+            msg = "another worker inserted a document of this job first; retry"
+            raise ConcurrentWriteError(msg) from exc
 
     def _process_job(self, job_id: uuid.UUID, *, turn: int | None) -> JobStatus:
         """Index every pending item of ``job_id`` (or a turn's worth of them); returns
@@ -666,21 +689,25 @@ class IndexingService:
         overlapping units wait for each other instead of deadlocking. Returns the
         documents and chunks written, once the store has answered every call."""
         job = self._lock(session, job_id)
+        unit = _UnitWrite()
         if len(groups) > 1:
-            DocumentRepository(session).get_many(
+            unit.locked = DocumentRepository(session).get_many(
                 {p.document_id for ready, _ in groups for p in ready}, for_update=True
             )
-        unit = _UnitWrite()
         written: list[tuple[ItemRow, int, int]] = []
         try:
             for ready, embeddings in groups:
                 written += self._write_group(
                     session, job, tenant_id, ready, embeddings, ahead=ahead, unit=unit
                 )
-            # The statistics change once for the unit's groups (a row per term), and the
-            # job's row once (each change of an object loaded costs a flush of it).
+            # The statistics change once for the unit's groups (a row per term), the
+            # items once, and the job's row once (each change of an object loaded costs
+            # a flush of it).
             self._statistics.record_all(
                 session, tenant_id=tenant_id, documents=unit.pending.documents
+            )
+            JobRepository(session).update_items(
+                [{"id": item_id, "status": JobItemStatus.INDEXED} for item_id in unit.indexed]
             )
             job.indexed += len(written)
         finally:
@@ -904,7 +931,11 @@ class IndexingService:
         todo = sorted(
             (p for p in ready if _pending(states[p.item_id])), key=lambda p: p.document_id
         )
-        existing = docs.get_many({p.document_id for p in todo}, for_update=True)
+        wanted = {p.document_id for p in todo}
+        if unit.locked is None:
+            existing = docs.get_many(wanted, for_update=True)
+        else:  # locked, and read, as the unit began
+            existing = {d: unit.locked[d] for d in wanted if d in unit.locked}
         live = self._skip_superseded(jobs, job, todo, existing)
         if not live:
             return []
@@ -931,19 +962,18 @@ class IndexingService:
         # waits for the database. It sends without waiting for the answer, so the next
         # group's records are made while the store writes these; the answers are
         # waited for in order on a thread of their own, and the stale chunks deleted
-        # there once the upsert has succeeded.
-        before = {unit.answers[p.document_id] for p in live if p.document_id in unit.answers}
+        # there once the upsert has succeeded. No two writes in flight hold the same
+        # chunk: a unit's groups hold distinct documents, and the unit ends once every
+        # write is answered.
         sent = self._thread("store-write").submit(
             self._send,
             tenant_id,
             [(p, created[p.document_id], embeddings[p.item_id]) for p in live],
             [w.avg_length for w in weighed] if weighed else None,
-            after=before,
         )
         answers = self._thread("store-answer")
         upserted = answers.submit(_answer, sent)
         unit.stored.append(upserted)
-        unit.answers.update((p.document_id, upserted) for p in live)
         unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
         stale: set[str] = set()
         added: list[dict[str, Any]] = []
@@ -968,7 +998,7 @@ class IndexingService:
             unit.stored.append(
                 answers.submit(self._delete_stale, upserted, tenant_id, sorted(stale))
             )
-        jobs.update_items([{"id": p.item_id, "status": JobItemStatus.INDEXED} for p in live])
+        unit.indexed.extend(p.item_id for p in live)
         docs.insert_all(added)
         session.flush()
         ahead.during_write(session, job)
@@ -1042,15 +1072,12 @@ class IndexingService:
         tenant_id: str,
         documents: list[tuple[_PreparedItem, datetime, list[Embedding]]],
         avg_lengths: list[float] | None,
-        *,
-        after: set[Future[None]],
     ) -> Callable[[], None]:
         """Send the records of ``documents`` (each with its creation time and its
-        chunks' vectors) to the store, once the writes ``after`` (of the same documents,
-        sent before) are answered; with ``avg_lengths`` (term counts weighed for BM25 in
-        the transaction, :meth:`LexicalStatistics.weigh_documents`), their sparse
-        vectors weighed with each document's average chunk length first. Returns the
-        wait for the store's answer (:meth:`VectorStore.send_upsert`)."""
+        chunks' vectors) to the store; with ``avg_lengths`` (term counts weighed for
+        BM25 in the transaction, :meth:`LexicalStatistics.weigh_documents`), their
+        sparse vectors weighed with each document's average chunk length first. Returns
+        the wait for the store's answer (:meth:`VectorStore.send_upsert`)."""
         records: list[ChunkRecord] = []
         for position, (prepared, created, encoded) in enumerate(documents):
             vectors = encoded
@@ -1063,7 +1090,6 @@ class IndexingService:
                     for e, w in zip(encoded, weights, strict=True)
                 ]
             records.extend(_records(tenant_id, prepared, created=created, vectors=vectors))
-        wait([*after])  # a failed one fails the unit, which waits for every answer
         return self._store.send_upsert(records)
 
     def _delete_stale(self, upserted: Future[None], tenant_id: str, stale: list[str]) -> None:
