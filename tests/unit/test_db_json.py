@@ -19,10 +19,18 @@ def test_values_read_back_as_the_standard_library_reads_them() -> None:
         ["chunk-1", "chunk-2"],
         {"big": 2**70},  # past 64 bits: orjson refuses, json writes it
         {1: "int key"},  # json writes the key as a string
+        {-3: 1, 2**63 - 1: 2, 7: 3},  # a document's term ids: orjson, keys as strings
         {"deep": [[{"k": "\u00e9"}]]},
     ]
     for value in values:
         assert json_loads(json_dumps(value)) == json.loads(json.dumps(value))
+
+
+def test_integer_keys_are_written_as_strings_by_orjson() -> None:
+    # A document's term counts keep their integer term ids as keys: written compact, as
+    # the document row read back (string keys) would be.
+    assert json_dumps({12: 1, -5: 2}) == '{"12":1,"-5":2}'
+    assert json_dumps({12: 1, -5: 2}) == json_dumps({"12": 1, "-5": 2})
 
 
 def test_what_an_earlier_version_wrote_is_read() -> None:

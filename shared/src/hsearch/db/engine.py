@@ -39,8 +39,10 @@ def unavailable(exc: Exception) -> MetadataUnavailableError:
 
 
 def json_dumps(value: Any) -> str:
-    """The text of a JSON column's value: orjson's, or for what orjson refuses (keys
-    that are not strings, integers past 64 bits) the standard library's, as before.
+    """The text of a JSON column's value: orjson's; for keys that are not strings (a
+    document's term ids), orjson's with them written as strings, as the standard library
+    writes them; for what orjson refuses still (integers past 64 bits) the standard
+    library's, as before.
 
     The indexer writes several JSON columns per document (tags, metadata, chunk ids,
     lexical terms) and reads as many back: with the standard library, encoding and
@@ -50,6 +52,10 @@ def json_dumps(value: Any) -> str:
     (:mod:`hsearch.ingestion.storable`)."""
     try:
         return orjson.dumps(value).decode()
+    except TypeError:
+        pass
+    try:  # integer keys (a document's term ids), as strings, as the standard library does
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
         return json.dumps(value)
 
