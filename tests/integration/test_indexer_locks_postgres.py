@@ -153,6 +153,34 @@ class HeldStore(InMemoryVectorStore):
         super().upsert(records)
 
 
+def race_a_held_write(
+    engine: Engine,
+    sessions: sessionmaker[Session],
+    held: tuple[str, uuid.UUID],
+    racing: tuple[str, uuid.UUID],
+    *,
+    what: str,
+) -> tuple[dict[str, Any], IndexingService]:
+    """The job ``held`` (named, as the outcome's key and the worker's owner) indexed by a
+    worker whose store holds its first write, the group's rows held meanwhile; then the
+    job ``racing`` by another worker, which must come to wait for a lock (``what`` says
+    it did not); then the write goes on. Returns each job's outcome by name (its status,
+    or what it raised) and the racing worker."""
+    go = threading.Event()
+    store = HeldStore(go)
+    outcome: dict[str, Any] = {}
+    (name, job_id), (racer_name, racer_job) = held, racing
+    threads = [indexing(outcome, name, make_service(sessions, store, owner=name), job_id)]
+    assert store.entered.wait(20), f"the job {name!r} was never being written"
+    racer = make_service(sessions, InMemoryVectorStore(), owner=racer_name)
+    threads.append(indexing(outcome, racer_name, racer, racer_job))
+    wait_for_a_lock_wait(engine, what=what)
+    go.set()
+    for thread in threads:
+        thread.join(30)
+    return outcome, racer
+
+
 def test_an_unchanged_document_is_decided_on_as_a_worker_writing_it_left_it(
     engine: Engine, tenant: str
 ) -> None:
@@ -166,18 +194,13 @@ def test_an_unchanged_document_is_decided_on_as_a_worker_writing_it_left_it(
     )
     older = submit(sessions, docs(("d1", "older text")), tenant)
     newer = submit(sessions, docs(("d1", "kept text")), tenant)  # as indexed: unchanged
-    go = threading.Event()
-    held = HeldStore(go)
-    writer = make_service(sessions, held, owner="older")
-    outcome: dict[str, Any] = {}
-    threads = [indexing(outcome, "older", writer, older)]
-    assert held.entered.wait(20), "the older submission was never being written"
-    deciding = make_service(sessions, InMemoryVectorStore(), owner="newer")
-    threads.append(indexing(outcome, "newer", deciding, newer))
-    wait_for_a_lock_wait(engine, what="the decision never waited for the written row")
-    go.set()
-    for thread in threads:
-        thread.join(30)
+    outcome, _ = race_a_held_write(
+        engine,
+        sessions,
+        ("older", older),
+        ("newer", newer),
+        what="the decision never waited for the written row",
+    )
     assert outcome == {"older": JobStatus.SUCCEEDED, "newer": JobStatus.SUCCEEDED}
     # The newer submission is what the document holds, at its own version.
     with sessions() as session:
@@ -201,17 +224,13 @@ def test_a_new_document_two_workers_insert_is_retried_not_failed(
     sessions: sessionmaker[Session] = create_session_factory(engine)
     first = submit(sessions, docs(("n1", "first text")), tenant)
     second = submit(sessions, docs(("n1", "second text")), tenant)
-    go = threading.Event()
-    held = HeldStore(go)
-    outcome: dict[str, Any] = {}
-    threads = [indexing(outcome, "first", make_service(sessions, held, owner="first"), first)]
-    assert held.entered.wait(20), "the first job was never being written"
-    racer = make_service(sessions, InMemoryVectorStore(), owner="second")
-    threads.append(indexing(outcome, "second", racer, second))
-    wait_for_a_lock_wait(engine, what="the second insert never waited for the first")
-    go.set()
-    for thread in threads:
-        thread.join(30)
+    outcome, racer = race_a_held_write(
+        engine,
+        sessions,
+        ("first", first),
+        ("second", second),
+        what="the second insert never waited for the first",
+    )
     assert outcome["first"] is JobStatus.SUCCEEDED
     assert isinstance(outcome["second"], ConcurrentWriteError), outcome["second"]
     assert get_job(sessions, second, tenant).status is JobStatus.RUNNING  # left to a retry

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.models import DocumentInput
 from hsearch.lexical.statistics import LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
@@ -79,6 +80,7 @@ class KeepingStore(InMemoryVectorStore):
     def __init__(self) -> None:
         super().__init__()
         self.kept: dict[str, ChunkRecord] = {}
+        self.job_id: Any = None  # the job a test indexed into it
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
         super().upsert(records)
@@ -149,23 +151,42 @@ def test_a_group_is_weighed_while_the_group_before_is_stored(
     assert store.count(tenant_id=TENANT) == 10
 
 
+def group_by_group_and_in_units(
+    sessions: sessionmaker[Session],
+    batch: list[DocumentInput],
+    *,
+    batch_chunks: int,
+    before: Sequence[DocumentInput] = (),
+) -> dict[str, KeepingStore]:
+    """``batch`` indexed as one job for tenant t1 with a transaction per group and for
+    t2 with units of up to 4 groups (each after a job of ``before``, when given), into a
+    store per tenant; each store's ``job_id`` is the batch's job."""
+    stores: dict[str, KeepingStore] = {}
+    for tenant, per_commit in (("t1", 1), ("t2", 4)):
+        store = stores[tenant] = KeepingStore()
+        service = make_service(
+            sessions,
+            store,
+            kind=EncodedAhead,
+            batch_chunks=batch_chunks,
+            groups_per_commit=per_commit,
+        )
+        if before:
+            assert service.process_job(submit(sessions, list(before), tenant)) is (
+                JobStatus.SUCCEEDED
+            )
+        store.job_id = submit(sessions, batch, tenant)
+        assert service.process_job(store.job_id) is JobStatus.SUCCEEDED
+    return stores
+
+
 def test_a_unit_weighs_and_stores_exactly_what_group_by_group_does(
     sessions: sessionmaker[Session],
 ) -> None:
     # Each group is weighed with the statistics as the groups before it left them, in
     # the same transaction: the same vectors and statistics as one transaction each.
     batch = docs(A, ("b", "Mountains rise above the clouds. " * 9), C, ("long", LONG))
-    stores: dict[str, KeepingStore] = {}
-    for tenant, per_commit in (("t1", 1), ("t2", 4)):
-        stores[tenant] = KeepingStore()
-        service = make_service(
-            sessions,
-            stores[tenant],
-            kind=EncodedAhead,
-            batch_chunks=2,
-            groups_per_commit=per_commit,
-        )
-        assert service.process_job(submit(sessions, batch, tenant)) is JobStatus.SUCCEEDED
+    stores = group_by_group_and_in_units(sessions, batch, batch_chunks=2)
 
     def written(tenant: str) -> list[tuple[str, int, tuple[int, ...], tuple[float, ...]]]:
         return sorted(
@@ -213,20 +234,9 @@ def test_documents_locked_as_a_unit_began_are_updated_as_group_by_group(
         ("n2", "Nu two. " * 20),
         ("c", "Gamma second. " * 20),
     )
-    stores: dict[str, KeepingStore] = {}
-    for tenant, per_commit in (("t1", 1), ("t2", 4)):
-        stores[tenant] = KeepingStore()
-        service = make_service(
-            sessions,
-            stores[tenant],
-            kind=EncodedAhead,
-            batch_chunks=1,
-            groups_per_commit=per_commit,
-        )
-        assert service.process_job(submit(sessions, before, tenant)) is JobStatus.SUCCEEDED
-        job_id = submit(sessions, batch, tenant)
-        assert service.process_job(job_id) is JobStatus.SUCCEEDED
-        assert get_job(sessions, job_id, tenant).indexed == 4
+    stores = group_by_group_and_in_units(sessions, batch, batch_chunks=1, before=before)
+    for tenant in stores:
+        assert get_job(sessions, stores[tenant].job_id, tenant).indexed == 4
 
     def held(tenant: str) -> list[tuple[str, str, tuple[float, ...]]]:
         return sorted(

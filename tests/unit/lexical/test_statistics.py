@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -286,16 +288,7 @@ def test_a_group_weighed_and_recorded_at_once_equals_one_by_one(
         ([tf({A: 1.0, B: 1.0})], old),  # replaces a version holding the tenant's only C
         ([tf({B: 3.0, A: 4.0})], None),
     ]
-    with transaction(sessions) as session:
-        one_by_one = []
-        for chunks, replaced in group:
-            weighted = statistics.weigh_document(
-                session, tenant_id=TENANT, chunks=chunks, replaced=replaced
-            )
-            statistics.record(session, tenant_id=TENANT, document=weighted)
-            one_by_one.append(weighted)
-        expected = recorded_in(session)
-        session.rollback()
+    one_by_one, expected = weighed_one_by_one(sessions, statistics, group)
     with transaction(sessions) as session:
         at_once = statistics.weigh_documents(session, tenant_id=TENANT, documents=group)
         statistics.record_all(session, tenant_id=TENANT, documents=at_once)
@@ -322,17 +315,9 @@ def test_groups_weighed_in_turn_and_recorded_once_equal_one_by_one(
             ([tf({C: 2.0})], None),
         ],
     ]
-    with transaction(sessions) as session:
-        one_by_one = []
-        for group in groups:
-            for chunks, replaced in group:
-                weighted = statistics.weigh_document(
-                    session, tenant_id=TENANT, chunks=chunks, replaced=replaced
-                )
-                statistics.record(session, tenant_id=TENANT, document=weighted)
-                one_by_one.append(weighted)
-        expected = recorded_in(session)
-        session.rollback()
+    one_by_one, expected = weighed_one_by_one(
+        sessions, statistics, [document for group in groups for document in group]
+    )
     with transaction(sessions) as session:
         pending = PendingStatistics()
         in_turn = []
@@ -346,6 +331,26 @@ def test_groups_weighed_in_turn_and_recorded_once_equal_one_by_one(
     assert in_turn == one_by_one
     assert recorded(sessions) == expected
     assert expected == ((3, 17), {A: 3, B: 2, C: 1})
+
+
+def weighed_one_by_one(
+    sessions: sessionmaker[Session],
+    statistics: LexicalStatistics,
+    documents: Sequence[tuple[list[SparseVector], Document | None]],
+) -> tuple[list[WeightedDocument], tuple[tuple[int, int], dict[int, int]]]:
+    """``documents`` weighed and recorded each before the next is weighed, in a
+    transaction rolled back: their weights, and the statistics they would leave."""
+    with transaction(sessions) as session:
+        weighed = []
+        for chunks, replaced in documents:
+            weighted = statistics.weigh_document(
+                session, tenant_id=TENANT, chunks=chunks, replaced=replaced
+            )
+            statistics.record(session, tenant_id=TENANT, document=weighted)
+            weighed.append(weighted)
+        left = recorded_in(session)
+        session.rollback()
+    return weighed, left
 
 
 def recorded_in(session: Session) -> tuple[tuple[int, int], dict[int, int]]:

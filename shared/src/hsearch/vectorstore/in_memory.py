@@ -16,7 +16,13 @@ from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import EncoderMismatchError
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
-from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore, require_tenant
+from hsearch.vectorstore.protocol import (
+    ChunkRecord,
+    StoredHit,
+    VectorStore,
+    answered,
+    require_tenant,
+)
 from hsearch.vectorstore.schema import CANDIDATE_FIELDS, PRIMARY_FIELD, UPDATABLE_FIELDS
 
 
@@ -70,7 +76,7 @@ class InMemoryVectorStore:
     def send_upsert(self, records: Sequence[ChunkRecord]) -> Callable[[], None]:
         """:meth:`upsert`, done when it returns (nothing is left to wait for)."""
         self.upsert(records)
-        return _answered
+        return answered
 
     def delete_chunks(self, chunk_ids: Sequence[str], *, tenant_id: str) -> None:
         require_tenant(tenant_id)
@@ -240,7 +246,3 @@ def _fields(row: ChunkRecord) -> dict[str, Any]:
     data["tags"] = list(row.tags)
     data["metadata"] = dict(row.metadata)
     return {k: data[k] for k in CANDIDATE_FIELDS}
-
-
-def _answered() -> None:
-    """What :meth:`InMemoryVectorStore.send_upsert` returns: the write is done."""

@@ -44,7 +44,7 @@ from hsearch.errors import (
 from hsearch.types import SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.milvus_filters import compile_filter, quote_string, tenant_expression
-from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore
+from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore, answered
 from hsearch.vectorstore.schema import (
     CANDIDATE_FIELDS,
     DENSE_FIELD,
@@ -429,14 +429,8 @@ class MilvusVectorStore:
     # -- writes ----------------------------------------------------------------
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
-        if not records:
-            return
-        for record in records:
-            tenant_expression(record.tenant_id)  # refuses a record of no tenant
-        try:
-            self._upsert_columns(records)
-        except MilvusException as exc:
-            raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
+        if records:
+            self._upsert_columns(records, wait=True)
 
     def send_upsert(self, records: Sequence[ChunkRecord]) -> Callable[[], None]:
         """:meth:`upsert` sent with pymilvus' asynchronous mutation (``_async``): the
@@ -444,13 +438,8 @@ class MilvusVectorStore:
         waits for its answer. The indexer's next group is converted (Python, under the
         interpreter lock) while the server writes this one, instead of after it."""
         if not records:
-            return _answered
-        for record in records:
-            tenant_expression(record.tenant_id)  # refuses a record of no tenant
-        try:
-            future = self._send_columns(records)
-        except MilvusException as exc:
-            raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
+            return answered
+        future = self._upsert_columns(records, wait=False)
 
         def answer() -> None:
             try:
@@ -461,8 +450,10 @@ class MilvusVectorStore:
 
         return answer
 
-    def _upsert_columns(self, records: Sequence[ChunkRecord]) -> None:
-        """Upsert ``records`` as one column per field (:func:`_to_columns`).
+    def _upsert_columns(self, records: Sequence[ChunkRecord], *, wait: bool) -> Any:
+        """Upsert ``records`` as one column per field (:func:`_to_columns`); with
+        ``wait``, return once the upsert is answered, else once it is sent, with
+        pymilvus' future of its answer. A record of no tenant is refused.
 
         ``MilvusClient.upsert`` takes rows only and converts them to the request field
         by field, row by row; pymilvus' connection converts a whole column at once (the
@@ -473,15 +464,12 @@ class MilvusVectorStore:
         is pinned; the contract suite runs this path against a Milvus Lite server). The
         collection's fields are read once, and again after a failed write (the alias
         may point at a rebuilt collection since)."""
-        self._send_columns(records, wait=True)
-
-    def _send_columns(self, records: Sequence[ChunkRecord], *, wait: bool = False) -> Any:
-        """Send the upsert of :meth:`_upsert_columns`; with ``wait``, return once it is
-        answered, else at once with pymilvus' future of its answer."""
-        schema = self._write_schema
-        if schema is None:
-            schema = self._write_schema = self._client.describe_collection(self._collection)
+        for record in records:
+            tenant_expression(record.tenant_id)
         try:
+            schema = self._write_schema
+            if schema is None:
+                schema = self._write_schema = self._client.describe_collection(self._collection)
             return self._client._get_connection().upsert(
                 self._collection,
                 _entities(schema, _to_columns(records)),
@@ -490,9 +478,9 @@ class MilvusVectorStore:
                 context=self._client._generate_call_context(),
                 _async=not wait,
             )
-        except MilvusException:
+        except MilvusException as exc:
             self._write_schema = None
-            raise
+            raise VectorStoreError(f"Milvus upsert failed: {exc}") from exc
 
     def update_fields(
         self, *, tenant_id: str, chunk_ids: Sequence[str], fields: Mapping[str, Any]
@@ -1050,7 +1038,3 @@ def _from_entity(entity: Mapping[str, Any]) -> dict[str, Any]:
     if "tags" in fields and fields["tags"] is not None:
         fields["tags"] = list(fields["tags"])
     return fields
-
-
-def _answered() -> None:
-    """What :meth:`MilvusVectorStore.send_upsert` returns for no records."""

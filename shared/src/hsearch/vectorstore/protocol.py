@@ -12,6 +12,11 @@ from hsearch.types import DenseVector, SparseVector
 from hsearch.vectorstore.filters import FilterNode
 
 
+def answered() -> None:
+    """The wait :meth:`VectorStore.send_upsert` returns for a write already answered (or
+    nothing to write)."""
+
+
 def require_tenant(tenant_id: object) -> str:
     """``tenant_id`` if it names a tenant; raises HsearchError (500: a bug, never a
     request's fault) for an empty or non-string one, so that no store call acts on
