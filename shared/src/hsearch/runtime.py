@@ -188,6 +188,7 @@ class Services:
             batches_per_task=self.settings.ingest.batches_per_task,
             requeue=self.queue if self.settings.ingest.batches_per_task else None,
             on_finished=on_finished,
+            collection_ready=True,  # build_services ensured it
         )
         self._indexers.append(indexer)
         return indexer

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import json_dumps, transaction
 from hsearch.db.models import Document, LexicalCorpusStats, LexicalTermStats
-from hsearch.db.repositories.lexical import LexicalStatsRepository
+from hsearch.db.repositories.lexical import LexicalStatsRepository, TermDeltas
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import MetadataUnavailableError
 from hsearch.lexical.analyzer import query_term_frequencies, term_frequencies, term_id
@@ -386,3 +386,18 @@ def check_term_deltas(sessions: sessionmaker[Session], tenant: str) -> None:
 
 def test_term_deltas_add_create_and_remove_rows(sessions: sessionmaker[Session]) -> None:
     check_term_deltas(sessions, TENANT)
+
+
+def test_term_deltas_sum_documents_in_term_order_leaving_out_what_cancels() -> None:
+    """A unit's change: the documents added, less the versions they replace, summed per
+    term; terms in increasing order (the order their rows are locked in) and none whose
+    change is zero, 64-bit term ids as they are."""
+    big = 2**62 + 7
+    added = [{5: 1, 1: 2, big: 1}, {5: 3, 9: 1}, {}]
+    removed = [{1: 2, 7: 1}, {big: 4}]
+    deltas = TermDeltas.summed(added, removed)
+    assert deltas.terms.tolist() == [5, 7, 9, big]
+    assert deltas.as_dict() == {5: 4, 7: -1, 9: 1, big: -3}
+    assert len(TermDeltas.summed([{3: 1}], [{3: 1}])) == 0
+    assert len(TermDeltas.summed([], [])) == 0
+    assert TermDeltas.of({4: 2, 2: 0, 3: -1}).as_dict() == {3: -1, 4: 2}

@@ -144,6 +144,7 @@ class IndexingService:
         batches_per_task: int = 0,
         requeue: JobQueue | None = None,
         on_finished: Callable[[], None] | None = None,
+        collection_ready: bool = False,
         clock: Callable[[], float] = time.monotonic,
         start_timer: TimerFactory = start_thread_timer,
     ) -> None:
@@ -157,8 +158,10 @@ class IndexingService:
         ``lease_s`` is the lease on a job this service works on
         (:mod:`hsearch.ingestion.leases`), ``owner`` its name (default: unique to the
         process); ``on_finished`` is called once the end of a job is committed (the
-        worker's sweeper then delivers its webhook); ``clock`` and ``start_timer`` drive
-        the flush schedule (tests replace them)."""
+        worker's sweeper then delivers its webhook); ``collection_ready``: the store's
+        collection was ensured for ``embedder`` already (by
+        :func:`~hsearch.runtime.build_services`), else the first job ensures it;
+        ``clock`` and ``start_timer`` drive the flush schedule (tests replace them)."""
         self._sessions = session_factory
         self._embedder = embedder
         self._store = store
@@ -167,7 +170,7 @@ class IndexingService:
         self._batch = batch_documents
         self._batch_chunks = batch_chunks
         self._groups_per_commit = max(1, groups_per_commit)
-        self._collection_ready = False
+        self._collection_ready = collection_ready
         # Jobs written here and not yet finished; the timer thread reads it too.
         self._waiting: set[uuid.UUID] = set()
         self._waiting_lock = threading.Lock()
@@ -553,12 +556,12 @@ class IndexingService:
         encoder = self._thread("encode")
         queued: deque[tuple[list[_PreparedItem], Future[_Embedded]]] = deque()
 
-        def fill() -> None:
+        def fill(*, alone: bool = True) -> None:
             """Queue for encoding the groups decided, up to a unit and one more; decide
-            a batch on its own only when nothing at all is queued (batches are decided
-            in the writes otherwise)."""
+            a batch on its own (``alone``) only when nothing at all is queued (batches
+            are decided in the writes otherwise)."""
             while len(queued) <= self._groups_per_commit:
-                group = ahead.next_group(decide=not queued)
+                group = ahead.next_group(decide=alone and not queued)
                 if group is None:
                     return
                 queued.append((group, encoder.submit(self._embed_items, group)))
@@ -574,8 +577,13 @@ class IndexingService:
                 while len(unit) < self._groups_per_commit and queued and queued[0][1].done():
                     group, encoding = queued.popleft()
                     unit.append((group, encoding.result()))
-                fill()  # the groups after it encode while this unit is written
+                # The groups decided after it encode while this unit is written. The
+                # next batch is decided in the write, not on its own before it (the
+                # store would wait for that decision): a job's first write starts once
+                # its first batch is decided.
+                fill(alone=False)
                 changed |= self._process_unit(job_id, tenant_id, unit, ahead=ahead)
+                fill()
         finally:
             for _, encoding in queued:
                 encoding.cancel()  # groups not yet encoding when one failed
@@ -929,7 +937,7 @@ class IndexingService:
         states = jobs.item_states([p.item_id for p in ready])
         # Cancelled meanwhile: nothing of it is written.
         todo = sorted(
-            (p for p in ready if _pending(states[p.item_id])), key=lambda p: p.document_id
+            (p for p in ready if _pending(states[p.item_id])), key=lambda p: p.document_id.int
         )
         wanted = {p.document_id for p in todo}
         if unit.locked is None:
@@ -975,6 +983,7 @@ class IndexingService:
         upserted = answers.submit(_answer, sent)
         unit.stored.append(upserted)
         unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
+        encoder = self._embedder.info.fingerprint
         stale: set[str] = set()
         added: list[dict[str, Any]] = []
         written: list[tuple[ItemRow, int, int]] = []
@@ -984,6 +993,7 @@ class IndexingService:
                 prepared,
                 existing.get(prepared.document_id),
                 created=created[prepared.document_id],
+                encoder=encoder,
                 contribution=weighed[position].contribution if weighed else LexicalContribution(),
                 # What interrupted attempts wrote, this item's own included.
                 unfinished=unfinished[prepared.document_id].union(
@@ -1030,12 +1040,14 @@ class IndexingService:
         current: Document | None,
         *,
         created: datetime,
+        encoder: str,
         contribution: LexicalContribution,
         unfinished: set[str],
     ) -> tuple[set[str], dict[str, Any] | None]:
-        """One document's row in a group write: the chunk ids that become stale (what
-        the indexed version has, plus what interrupted attempts wrote, ``unfinished``),
-        and its new row's columns (``None``: ``current`` is updated in place)."""
+        """One document's row in a group write, indexed with ``encoder`` (its
+        fingerprint): the chunk ids that become stale (what the indexed version has,
+        plus what interrupted attempts wrote, ``unfinished``), and its new row's columns
+        (``None``: ``current`` is updated in place)."""
         item = prepared.item
         stale = set(current.chunk_ids if current else ())
         stale.update(unfinished)
@@ -1052,7 +1064,7 @@ class IndexingService:
             "chunk_ids": list(prepared.chunk_ids),
             "lexical_terms": contribution.stored_terms(),
             "lexical_length": contribution.length,
-            "encoder": self._embedder.info.fingerprint,
+            "encoder": encoder,
             "version": item.id,
         }
         if current is not None:
@@ -1202,8 +1214,9 @@ class _Lookahead:
                 index = self._next
                 self._next += 1
                 read = self._reads.pop(index, None) or self._read(self._batches[index])
-                self._read_ahead()
                 decision = self._decide(self._batches[index], read.result(), None)
+                # After the decision, not beside it: the batch's write waits for it.
+                self._read_ahead()
             else:
                 break
             self._adopt(decision)

@@ -46,7 +46,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import DATABASE_UNAVAILABLE, unavailable
 from hsearch.db.models import Document
-from hsearch.db.repositories.lexical import LexicalStatsRepository
+from hsearch.db.repositories.lexical import LexicalStatsRepository, TermDeltas
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
 from hsearch.types import SparseVector
 
@@ -311,16 +311,14 @@ class LexicalStatistics:
         self, session: Session, *, tenant_id: str, documents: Sequence[WeightedDocument]
     ) -> None:
         """:meth:`record` for several documents at once: one summed change."""
-        deltas: Counter[int] = Counter()
-        chunks = length = 0
-        for document in documents:
-            new, old = document.contribution, document.replaced
-            deltas.subtract(old.terms)
-            deltas.update(new.terms)
-            chunks += new.chunks - old.chunks
-            length += new.length - old.length
         if not documents:
             return
+        chunks = sum(d.contribution.chunks - d.replaced.chunks for d in documents)
+        length = sum(d.contribution.length - d.replaced.length for d in documents)
+        deltas = TermDeltas.summed(
+            [d.contribution.terms for d in documents],
+            [d.replaced.terms for d in documents if d.replaced.terms],
+        )
         LexicalStatsRepository(session).apply_delta(
             tenant_id, chunks=chunks, length=length, term_deltas=deltas
         )
@@ -331,13 +329,4 @@ class LexicalStatistics:
         Runs in the caller's transaction (the one that marks the document indexed), so a
         rollback leaves the statistics as they were.
         """
-        new, old = document.contribution, document.replaced
-        deltas: Counter[int] = Counter()
-        deltas.subtract(old.terms)
-        deltas.update(new.terms)
-        LexicalStatsRepository(session).apply_delta(
-            tenant_id,
-            chunks=new.chunks - old.chunks,
-            length=new.length - old.length,
-            term_deltas=deltas,
-        )
+        self.record_all(session, tenant_id=tenant_id, documents=[document])

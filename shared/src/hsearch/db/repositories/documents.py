@@ -40,14 +40,15 @@ class DocumentRepository:
     ) -> dict[uuid.UUID, Document]:
         """The documents of ``document_ids`` that exist, by id; with ``for_update``
         their rows locked, in id order (two workers locking overlapping sets wait for
-        each other instead of deadlocking)."""
+        each other instead of deadlocking: the statement orders its rows, and locks them
+        in that order)."""
         if not document_ids:
             return {}
         stmt = _MANY
         if for_update:
             hold_write_lock(self._session)
             stmt = _MANY_FOR_UPDATE
-        return {doc.id: doc for doc in self._session.scalars(stmt, {"ids": sorted(document_ids)})}
+        return {doc.id: doc for doc in self._session.scalars(stmt, {"ids": list(document_ids)})}
 
     def insert_all(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Insert new documents, given as their columns (attribute names), in one

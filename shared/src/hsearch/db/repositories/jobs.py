@@ -209,7 +209,7 @@ class JobRepository:
         if not writers:
             return {}
         rows = self._session.execute(
-            _UNFINISHED, {"documents": sorted(writers), "writers": sorted(writers.values())}
+            _UNFINISHED, {"documents": list(writers), "writers": list(writers.values())}
         )
         out: dict[uuid.UUID, set[str]] = {doc: set() for doc in writers}
         for _, doc, ids in rows:

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 from sqlalchemy import Insert, TextClause, delete, select, text
 from sqlalchemy import insert as insert_into
@@ -12,6 +16,49 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from hsearch.db.models import LexicalCorpusStats, LexicalTermStats
+
+
+@dataclass(frozen=True, slots=True)
+class TermDeltas:
+    """Changes to a tenant's term document frequencies: term ids in increasing order
+    (the order their rows are locked in, which avoids deadlocks between workers), each
+    with its change, none zero."""
+
+    terms: npt.NDArray[np.int64]
+    deltas: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, deltas: Mapping[int, int]) -> TermDeltas:
+        """The changes ``{term id: change}`` (zeros left out)."""
+        return cls.summed([deltas])
+
+    @classmethod
+    def summed(
+        cls, added: Sequence[Mapping[int, int]], removed: Sequence[Mapping[int, int]] = ()
+    ) -> TermDeltas:
+        """The sum of the documents' ``{term id: chunks}`` in ``added`` less those in
+        ``removed``. With numpy: a unit of 256 short documents holds about 12,000 such
+        counts, which a :class:`~collections.Counter`, then a sort of the (term,
+        change) pairs took 8.5 ms to sum and order, against 2 (docs/benchmarks.md,
+        "Now: term changes summed with numpy")."""
+        parts = [*added, *removed]
+        if not any(parts):
+            return cls(np.empty(0, np.int64), np.empty(0, np.int64))
+        terms = np.fromiter(chain.from_iterable(parts), np.int64)
+        counts = np.fromiter(chain.from_iterable(p.values() for p in parts), np.int64)
+        if removed:
+            counts[sum(len(a) for a in added) :] *= -1
+        unique, where = np.unique(terms, return_inverse=True)
+        sums = np.zeros(len(unique), np.int64)
+        np.add.at(sums, where, counts)
+        kept = sums != 0
+        return cls(unique[kept], sums[kept])
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def as_dict(self) -> dict[int, int]:
+        return dict(zip(self.terms.tolist(), self.deltas.tolist(), strict=True))
 
 
 class LexicalStatsRepository:
@@ -45,20 +92,19 @@ class LexicalStatsRepository:
         *,
         chunks: int,
         length: int,
-        term_deltas: Mapping[int, int],
+        term_deltas: TermDeltas | Mapping[int, int],
     ) -> None:
-        """Add (or with negative numbers, remove) a document's contribution."""
+        """Add (or with negative numbers, remove) documents' contributions."""
+        changed = term_deltas if isinstance(term_deltas, TermDeltas) else TermDeltas.of(term_deltas)
         dialect = self._session.get_bind().dialect.name
         corpus, terms = _upserts(dialect)
         self._session.execute(
             corpus,
             {"tenant_id": tenant_id, "encoder": "", "chunk_count": chunks, "total_length": length},
         )
-        # Sorted: a stable lock order avoids deadlocks between workers.
-        changed = sorted((t, d) for t, d in term_deltas.items() if d)
-        if changed:
+        if len(changed):
             self._session.execute(terms, _term_rows(dialect, tenant_id, changed))
-        if any(d < 0 for d in term_deltas.values()):
+        if len(changed) and changed.deltas.min() < 0:
             self._session.execute(
                 delete(LexicalTermStats).where(
                     LexicalTermStats.tenant_id == tenant_id, LexicalTermStats.df <= 0
@@ -133,12 +179,17 @@ def _upserts(dialect: str) -> tuple[Insert, TextClause]:
     return corpus, terms
 
 
-def _term_rows(dialect: str, tenant_id: str, changed: list[tuple[int, int]]) -> dict[str, Any]:
-    """The term upsert's parameters for ``changed``, (term, delta) pairs in order."""
+def _term_rows(dialect: str, tenant_id: str, changed: TermDeltas) -> dict[str, Any]:
+    """The term upsert's parameters for ``changed``: two arrays (Postgres), or one JSON
+    array of ``[term, change]`` pairs (SQLite)."""
     if dialect == "postgresql":
         return {
             "tenant_id": tenant_id,
-            "term_ids": [t for t, _ in changed],
-            "deltas": [d for _, d in changed],
+            "term_ids": changed.terms.tolist(),
+            "deltas": changed.deltas.tolist(),
         }
-    return {"tenant_id": tenant_id, "rows": orjson.dumps(changed).decode()}
+    pairs = np.column_stack((changed.terms, changed.deltas))
+    return {
+        "tenant_id": tenant_id,
+        "rows": orjson.dumps(pairs, option=orjson.OPT_SERIALIZE_NUMPY).decode(),
+    }
