@@ -464,8 +464,8 @@ class MilvusVectorStore:
         is pinned; the contract suite runs this path against a Milvus Lite server). The
         collection's fields are read once, and again after a failed write (the alias
         may point at a rebuilt collection since)."""
-        for record in records:
-            tenant_expression(record.tenant_id)
+        for tenant_id in {record.tenant_id for record in records}:
+            tenant_expression(tenant_id)
         try:
             schema = self._write_schema
             if schema is None:
