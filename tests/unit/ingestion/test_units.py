@@ -247,3 +247,42 @@ def test_documents_locked_as_a_unit_began_are_updated_as_group_by_group(
     assert not any("first" in text for _, text, _ in held("t2"))
     assert held("t1") == held("t2")
     assert stats(sessions, "t1") == stats(sessions, "t2")
+
+
+class DecisionsAndWrites(EncodedAhead):
+    """Records, in order, the batches decided in a transaction of their own and the
+    store's writes (``events``, shared with its store)."""
+
+    events: list[str]
+
+    def _decide(self, *args: Any, **kwargs: Any) -> Any:
+        self.events.append("decided alone")
+        return super()._decide(*args, **kwargs)
+
+
+class EventStore(InMemoryVectorStore):
+    def __init__(self, events: list[str]) -> None:
+        super().__init__()
+        self.events = events
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        self.events.append("write")
+        super().upsert(records)
+
+
+def test_a_jobs_first_write_does_not_wait_for_its_second_batch(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The first batch is decided on its own (no write is under way to hold it); the
+    second is decided in the first write, not on its own before it, where the store
+    would wait for it."""
+    events: list[str] = []
+    store = EventStore(events)
+    service = make_service(sessions, store, kind=DecisionsAndWrites, batch_documents=2)
+    assert isinstance(service, DecisionsAndWrites)
+    service.events = events
+    job_id = submit(sessions, docs(*((f"d{i}", f"Document number {i}.") for i in range(6))))
+    assert service.process_job(job_id) is JobStatus.SUCCEEDED
+    assert events[:2] == ["decided alone", "write"]
+    assert events.count("write") == 3
+    assert get_job(sessions, job_id).indexed == 6

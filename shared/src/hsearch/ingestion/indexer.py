@@ -1177,7 +1177,7 @@ class _Lookahead:
     again. It leaves unchanged documents to a decision of their own, made between two
     writes, since skipping one changes the document's row, and a write holds other rows
     already (two workers would lock the same rows in opposite orders). A batch is decided
-    on its own also when no write is under way to hold it (the first batches, after
+    on its own also when no write is under way to hold it (a job's first batch, after
     groups that wrote nothing, or when its read was not done in time).
     """
 
