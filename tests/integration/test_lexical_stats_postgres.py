@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import transaction
-from hsearch.db.repositories.lexical import LexicalStatsRepository
+from hsearch.db.repositories.lexical import LexicalStatsRepository, TermDeltas
 from hsearch.db.repositories.tenants import TenantRepository
 from tests.unit.lexical.test_statistics import check_term_deltas
 
@@ -26,8 +26,12 @@ def test_tenants_keep_their_own_rows(sessions: sessionmaker[Session], tenant: st
     with transaction(sessions) as session:
         for name in (tenant, other):
             TenantRepository(session).ensure(name)
-        LexicalStatsRepository(session).apply_delta(tenant, chunks=1, length=4, term_deltas={7: 1})
-        LexicalStatsRepository(session).apply_delta(other, chunks=1, length=4, term_deltas={7: 5})
+        LexicalStatsRepository(session).apply_delta(
+            tenant, chunks=1, length=4, term_deltas=TermDeltas.of({7: 1})
+        )
+        LexicalStatsRepository(session).apply_delta(
+            other, chunks=1, length=4, term_deltas=TermDeltas.of({7: 5})
+        )
     with transaction(sessions) as session:
         stats = LexicalStatsRepository(session)
         assert stats.document_frequencies(tenant, [7]) == {7: 1}

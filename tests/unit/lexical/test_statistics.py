@@ -44,7 +44,7 @@ def seed(
     with transaction(sessions) as session:
         TenantRepository(session).ensure(tenant)
         LexicalStatsRepository(session).apply_delta(
-            tenant, chunks=chunks, length=length, term_deltas=dfs
+            tenant, chunks=chunks, length=length, term_deltas=TermDeltas.of(dfs)
         )
 
 
@@ -372,11 +372,14 @@ def check_term_deltas(sessions: sessionmaker[Session], tenant: str) -> None:
     with transaction(sessions) as session:
         TenantRepository(session).ensure(tenant)
         LexicalStatsRepository(session).apply_delta(
-            tenant, chunks=3, length=30, term_deltas={1: 2, 5: 1, big: 3}
+            tenant, chunks=3, length=30, term_deltas=TermDeltas.of({1: 2, 5: 1, big: 3})
         )
     with transaction(sessions) as session:
         LexicalStatsRepository(session).apply_delta(
-            tenant, chunks=-1, length=-10, term_deltas={1: 1, 5: -1, big: -1, 9: 4, 11: 0}
+            tenant,
+            chunks=-1,
+            length=-10,
+            term_deltas=TermDeltas.of({1: 1, 5: -1, big: -1, 9: 4, 11: 0}),
         )
     with transaction(sessions) as session:
         stats = LexicalStatsRepository(session)

@@ -66,7 +66,7 @@ _ITEM_ROWS = select(*_ITEM_COLUMNS).where(in_values(JobItem.id, "ids")).order_by
 _ITEM_STATES = select(JobItem.id, JobItem.status, JobItem.chunk_ids).where(
     in_values(JobItem.id, "ids")
 )
-_UNFINISHED = select(JobItem.id, JobItem.document_id, JobItem.chunk_ids).where(
+_UNFINISHED = select(JobItem.document_id, JobItem.chunk_ids).where(
     in_values(JobItem.document_id, "documents"),
     JobItem.status.in_([JobItemStatus.PENDING, JobItemStatus.FAILED]),
     not_(in_values(JobItem.id, "writers")),
@@ -212,7 +212,7 @@ class JobRepository:
             _UNFINISHED, {"documents": list(writers), "writers": list(writers.values())}
         )
         out: dict[uuid.UUID, set[str]] = {doc: set() for doc in writers}
-        for _, doc, ids in rows:
+        for doc, ids in rows:
             if doc is not None and ids:
                 out[doc].update(ids)
         return out

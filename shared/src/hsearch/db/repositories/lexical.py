@@ -92,19 +92,18 @@ class LexicalStatsRepository:
         *,
         chunks: int,
         length: int,
-        term_deltas: TermDeltas | Mapping[int, int],
+        term_deltas: TermDeltas,
     ) -> None:
         """Add (or with negative numbers, remove) documents' contributions."""
-        changed = term_deltas if isinstance(term_deltas, TermDeltas) else TermDeltas.of(term_deltas)
         dialect = self._session.get_bind().dialect.name
         corpus, terms = _upserts(dialect)
         self._session.execute(
             corpus,
             {"tenant_id": tenant_id, "encoder": "", "chunk_count": chunks, "total_length": length},
         )
-        if len(changed):
-            self._session.execute(terms, _term_rows(dialect, tenant_id, changed))
-        if len(changed) and changed.deltas.min() < 0:
+        if len(term_deltas):
+            self._session.execute(terms, _term_rows(dialect, tenant_id, term_deltas))
+        if len(term_deltas) and term_deltas.deltas.min() < 0:
             self._session.execute(
                 delete(LexicalTermStats).where(
                     LexicalTermStats.tenant_id == tenant_id, LexicalTermStats.df <= 0
