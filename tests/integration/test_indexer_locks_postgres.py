@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from functools import partial
+from itertools import islice
 from typing import Any
 
 import pytest
@@ -90,11 +91,16 @@ def test_a_decision_in_a_write_takes_no_document_row(engine: Engine, tenant: str
     sessions: sessionmaker[Session] = create_session_factory(engine)
     store = InMemoryVectorStore()
     # Documents whose rows come after d1's: a worker writing them and d1 locks d1's first.
-    x, y = [
-        name
-        for name in (f"a{n}" for n in range(1, 100))
-        if document_id(tenant, name) > document_id(tenant, "d1")
-    ][:2]
+    # Looked for among many names: the tenant is new on each run, and d1's id may come
+    # after all but one of a hundred.
+    x, y = islice(
+        (
+            name
+            for name in (f"a{n}" for n in range(1, 100_000))
+            if document_id(tenant, name) > document_id(tenant, "d1")
+        ),
+        2,
+    )
     first = make_service(sessions, store)
     first.process_job(submit(sessions, docs(("d1", "old text"), (x, "0"), (y, "0")), tenant))
     # Job A: [x] [y] [d1, unchanged]; job B, submitted after it, changes all three, in
@@ -181,6 +187,16 @@ def race_a_held_write(
     return outcome, racer
 
 
+def stored_document(sessions: sessionmaker[Session], tenant: str, external_id: str) -> Document:
+    """The tenant's one document row of ``external_id``."""
+    with sessions() as session:
+        return session.scalars(
+            select(Document).where(
+                Document.tenant_id == tenant, Document.external_id == external_id
+            )
+        ).one()
+
+
 def test_an_unchanged_document_is_decided_on_as_a_worker_writing_it_left_it(
     engine: Engine, tenant: str
 ) -> None:
@@ -203,10 +219,8 @@ def test_an_unchanged_document_is_decided_on_as_a_worker_writing_it_left_it(
     )
     assert outcome == {"older": JobStatus.SUCCEEDED, "newer": JobStatus.SUCCEEDED}
     # The newer submission is what the document holds, at its own version.
+    document = stored_document(sessions, tenant, "d1")
     with sessions() as session:
-        document = session.scalars(
-            select(Document).where(Document.tenant_id == tenant, Document.external_id == "d1")
-        ).one()
         item_id = session.scalar(select(JobItem.id).where(JobItem.job_id == newer))
     assert document.content == "kept text"
     assert document.version == item_id
@@ -235,8 +249,4 @@ def test_a_new_document_two_workers_insert_is_retried_not_failed(
     assert isinstance(outcome["second"], ConcurrentWriteError), outcome["second"]
     assert get_job(sessions, second, tenant).status is JobStatus.RUNNING  # left to a retry
     assert racer.process_job(second) is JobStatus.SUCCEEDED
-    with sessions() as session:
-        document = session.scalars(
-            select(Document).where(Document.tenant_id == tenant, Document.external_id == "n1")
-        ).one()
-    assert document.content == "second text"
+    assert stored_document(sessions, tenant, "n1").content == "second text"
