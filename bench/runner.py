@@ -154,7 +154,8 @@ def leg_candidates(result: SearchResult) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for hit in result.hits:
         e = hit.explanation
-        score = e.dense_score if e.dense_score is not None else e.sparse_score
+        dense = e.score_of("dense")
+        score = dense if dense is not None else e.score_of("sparse")
         rows.append([hit.chunk_id, hit.external_id, score])
     return rows
 

@@ -6,6 +6,7 @@ import logging
 import math
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -137,6 +138,64 @@ async def test_candidates_come_without_their_text_which_is_read_by_id(
     assert await store.texts(["c4"], tenant_id="b", timeout=10) == {"c4": "text of c4"}
     store.delete_chunks(["c1"], tenant_id="a")
     assert await store.texts(["c1", "c2"], tenant_id="a", timeout=10) == {"c2": "text of c2"}
+
+
+async def test_fields_are_read_by_id_within_the_tenant(store: VectorStore) -> None:
+    fields = await store.chunk_fields(["c2", "c1", "c4", "gone"], tenant_id="a", timeout=10)
+    # c4 is tenant b's, "gone" was never stored: both left out.
+    assert set(fields) == {"c1", "c2"}
+    assert set(fields["c1"]) == set(CANDIDATE_FIELDS), "every field but the text"
+    assert fields["c2"]["source"] == "blog"
+    assert fields["c1"]["tags"] == ["x"]
+    assert fields["c1"]["metadata"] == {"n": 2}
+    assert await store.chunk_fields([], tenant_id="a", timeout=10) == {}
+    assert set(await store.chunk_fields(["c4"], tenant_id="b", timeout=10)) == {"c4"}
+
+
+async def test_a_documents_best_chunk_scores_best_under_the_filter(store: VectorStore) -> None:
+    store.upsert(
+        [
+            replace(record("c5", doc="d3", dense=unit(0, 0, 1, 0), sparse={4: 1.0}), ordinal=0),
+            replace(
+                record("c6", doc="d3", dense=unit(1, 0, 0, 0), sparse={1: 2.0}, source="blog"),
+                ordinal=1,
+            ),
+        ]
+    )
+
+    async def best(
+        documents: list[str],
+        vector: tuple[float, ...] | SparseVector | None,
+        *,
+        tenant: str = "a",
+        filter: object = None,
+    ) -> dict[str, tuple[str, float]]:
+        found = await store.best_chunks(
+            documents, tenant_id=tenant, filter=parse_filter(filter), vector=vector, timeout=10
+        )
+        for hit in found.values():
+            assert set(hit.fields) == set(CANDIDATE_FIELDS)
+        return {d: (h.chunk_id, round(h.score, 4)) for d, h in found.items()}
+
+    # Dense: the chunk nearest the vector; a document not stored is left out.
+    assert await best(["d3", "d2", "d9"], unit(1, 0, 0, 0)) == {
+        "d3": ("c6", 1.0),
+        "d2": ("c3", 0.0),
+    }
+    # Sparse: the chunk sharing the most weight; none sharing a term: the first, score 0.
+    assert await best(["d3"], SparseVector.from_mapping({4: 1.0})) == {"d3": ("c5", 1.0)}
+    assert await best(["d3"], SparseVector.from_mapping({9: 1.0})) == {"d3": ("c5", 0.0)}
+    # No vector: the first chunk.
+    assert await best(["d3"], None) == {"d3": ("c5", 0.0)}
+    # Under a filter: only chunks that pass it, and documents with none are left out.
+    blog = {"source": {"eq": "blog"}}
+    assert await best(["d3", "d2"], unit(0, 0, 1, 0), filter=blog) == {"d3": ("c6", 0.0)}
+    # Per tenant: d1 of tenant b is c4 alone.
+    assert await best(["d1"], unit(0, 1, 0, 0), tenant="b") == {"d1": ("c4", 0.0)}
+    assert (await best(["d1"], unit(0, 1, 0, 0)))["d1"][0] == "c2"
+    assert await best([], None) == {}
+    with pytest.raises(HsearchError):  # fail closed: no call for every tenant
+        await store.best_chunks(["d1"], tenant_id="", filter=None, vector=None, timeout=10)
 
 
 def test_counts_are_per_tenant_and_upsert_is_idempotent(store: VectorStore) -> None:

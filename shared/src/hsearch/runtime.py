@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch import __version__
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.cache.factory import create_cache
+from hsearch.cache.generations import GenerationReader
 from hsearch.cache.guard import CacheCounters, GuardedCache
 from hsearch.cache.protocol import CacheBackend
 from hsearch.config import Settings
@@ -55,8 +56,9 @@ from hsearch.metrics.history import SampleHistory
 from hsearch.metrics.summary import search_samples
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.protocol import Reranker
-from hsearch.search.caching import GenerationReader, PageSnapshots, ResultCache, purge_tenant
+from hsearch.search.caching import PageSnapshots, ResultCache, purge_tenant
 from hsearch.search.service import SearchService
+from hsearch.search.sources import Source
 from hsearch.stats import StatsService
 from hsearch.tenancy.factory import build_tenancy
 from hsearch.tenancy.purge import PurgeHook, TenantPurge
@@ -385,6 +387,7 @@ def build_services(
     cache: CacheBackend | None = None,
     with_cache: bool = False,
     load_encoder: bool = True,
+    extra_sources: Sequence[Source] = (),
 ) -> Services:
     """Connect to the metadata database and the vector store, load the encoder, check
     that the collection exists and was built with that encoder, and build the services.
@@ -396,8 +399,10 @@ def build_services(
     and anything that would encode raises :class:`ConfigurationError`.
 
     Each of ``store``, ``embedder``, ``reranker`` and ``queue`` replaces what the settings
-    would build. Without ``reranker``, one is loaded only ``with_reranker`` (the API; the
-    worker and the benchmark never rerank) and only when a model path is configured.
+    would build. Searches run the dense and sparse legs over the store, then
+    ``extra_sources`` (:mod:`hsearch.search.sources`). Without ``reranker``, one is
+    loaded only ``with_reranker`` (the API; the worker and the benchmark never rerank)
+    and only when a model path is configured.
     The search caches (result and query embedding) are built ``with_cache`` (the API;
     a benchmark measures searches, not cache hits) unless ``cache.enabled`` is false, on
     ``cache`` if given, else on Redis (``redis.url``) or in this process.
@@ -490,6 +495,7 @@ def build_services(
         snapshots=snapshots,
         generations=generations,
         settle_s=settings.cache.settle_s,
+        extra_sources=extra_sources,
     )
     return Services(
         settings=settings,

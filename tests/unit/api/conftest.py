@@ -10,7 +10,7 @@ sends a key of the default tenant holding every scope (``Api.key``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from hsearch.config import (
 )
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import Services, build_services
+from hsearch.search.sources import Source
 from hsearch.types import Scope
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import VectorStore
@@ -78,12 +79,18 @@ async def serve(
     store: VectorStore | None = None,
     queue: InMemoryJobQueue | None = None,
     cache: CacheBackend | None = None,
+    extra_sources: Sequence[Source] = (),
 ) -> AsyncIterator[Api]:
     """The app on ``settings``, an in-memory store and queue unless others are given;
-    the search caches on ``cache`` if given (none otherwise)."""
+    the search caches on ``cache`` if given (none otherwise); ``extra_sources``
+    registered after the dense and sparse legs."""
     queue = InMemoryJobQueue() if queue is None else queue
     services = build_services(
-        settings, store=store or InMemoryVectorStore(), queue=queue, cache=cache
+        settings,
+        store=store or InMemoryVectorStore(),
+        queue=queue,
+        cache=cache,
+        extra_sources=extra_sources,
     )
     try:
         async with LifespanManager(create_app(settings, services=services)) as manager:

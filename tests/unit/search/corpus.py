@@ -105,7 +105,9 @@ class ScriptedStore(InMemoryVectorStore):
 
     ``ok`` searches the rows; ``empty`` finds nothing; ``fail`` raises a store error;
     ``timeout`` raises the store's timeout error (its own deadline fired); ``stall``
-    never answers; a number answers (from the rows) after that many seconds.
+    never answers; ``meet`` answers once every leg told to meet has started (legs run
+    one after the other never meet: the first stalls); a number answers (from the
+    rows) after that many seconds.
     ``calls`` records each leg searched with the timeout it was given. The keyword
     matches (``matches``) behave as told too, and are recorded in ``match_calls``.
     """
@@ -116,6 +118,8 @@ class ScriptedStore(InMemoryVectorStore):
         self.behaviour = behaviour
         self.calls: list[tuple[Leg, float]] = []
         self.match_calls = 0
+        self._meeting = sum(1 for what in behaviour.values() if what == "meet")
+        self._met = asyncio.Event()
 
     async def _act(self, leg: Leg | str, timeout: float) -> list[StoredHit] | None:
         what = self.behaviour.get(leg, "ok")
@@ -129,6 +133,11 @@ class ScriptedStore(InMemoryVectorStore):
             raise VectorStoreTimeoutError(f"{leg} search missed its {timeout:.3f}s deadline")
         if what == "stall":
             await asyncio.sleep(3600)
+        if what == "meet":
+            self._meeting -= 1
+            if self._meeting <= 0:
+                self._met.set()
+            await self._met.wait()
         if isinstance(what, float | int):
             await asyncio.sleep(what)
         return None

@@ -266,7 +266,8 @@ async def test_a_lock_left_by_a_dead_holder_costs_at_most_the_wait(
     waited = time.perf_counter() - started
     assert not result.cached
     assert result.hits
-    assert 0.2 <= waited < 1.5, waited
+    # It waited its lock_wait_s, not the lock's 60 s (a bound a loaded machine keeps).
+    assert 0.2 <= waited < 30, waited
     assert (await service.search(query)).cached, "and stored for the next"
 
 
@@ -558,7 +559,7 @@ async def test_a_reused_generation_sees_a_bump_once_it_is_older_than_its_ttl(
 
 
 class BrokenGenerations(GenerationReader):
-    async def read(self, tenant_id: str) -> tuple[str, float]:
+    def _read(self, tenant_id: str) -> str:
         raise OperationalError("SELECT", {}, Exception("database is down"))
 
 

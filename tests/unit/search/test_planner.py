@@ -15,16 +15,22 @@ from hsearch.errors import InvalidFusionError, InvalidRequestError
 from hsearch.search.facets import FacetRange, FacetRequest
 from hsearch.search.models import SearchQuery
 from hsearch.search.planner import LegPlan, LegRole, QueryPlanner, SearchPlan
+from hsearch.search.sources import Level, Need, SourceQuery, store_sources
 from hsearch.types import CountUnit, FusionDefault, FusionMethod, Leg, SearchMode
 from hsearch.vectorstore.filters import And, parse_filter
+from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from hsearch.vectorstore.protocol import StoredHit
 
 MULTILINGUAL = EncoderInfo("enc", 8, "1", SparseKind.TERM_FREQUENCY)
 LATIN_ONLY = dataclasses.replace(MULTILINGUAL, dense_scripts=frozenset({"LATIN"}))
 BASE: dict[str, Any] = {"tenant_id": "t", "query": "rivers and the sea"}
+SOURCES = store_sources(InMemoryVectorStore())
 
 
 def planner(encoder: EncoderInfo = MULTILINGUAL, **settings: Any) -> QueryPlanner:
-    return QueryPlanner(SearchSettings(**settings), encoder=encoder, can_rerank=True)
+    return QueryPlanner(
+        SearchSettings(**settings), encoder=encoder, can_rerank=True, sources=SOURCES
+    )
 
 
 def plan(encoder: EncoderInfo = MULTILINGUAL, **query: Any) -> SearchPlan:
@@ -172,7 +178,7 @@ def test_the_operators_settings_override_the_encoder() -> None:
     settings = SearchSettings(rrf_weights={"dense": 0.2, "sparse": 0.8})
     for method in (None, *FusionMethod):
         expected = settings.resolve_fusion(DECLARING.fusion, method)
-        got = QueryPlanner(settings, encoder=DECLARING, can_rerank=False).plan(
+        got = QueryPlanner(settings, encoder=DECLARING, can_rerank=False, sources=SOURCES).plan(
             SearchQuery(**BASE, fusion=method)
         )
         assert (got.ranking.method, got.ranking.rrf_k) == (expected.method, expected.k)
@@ -217,7 +223,7 @@ def test_the_plan_carries_the_time_budget() -> None:
 
 
 def roles(p: SearchPlan) -> dict[str, str]:
-    return {lp.leg.value: lp.role.value for lp in p.legs}
+    return {lp.leg: lp.role.value for lp in p.legs}
 
 
 @pytest.mark.parametrize(
@@ -296,6 +302,48 @@ def test_invalid_queries_are_refused_naming_the_field(query: dict[str, Any], fie
 def test_rrf_k_and_rerank_are_checked_before_any_work() -> None:
     with pytest.raises(InvalidFusionError, match="rrf_k: must be an integer between 1 and 1000"):
         plan(rrf_k=1001)
-    no_reranker = QueryPlanner(SearchSettings(), encoder=MULTILINGUAL, can_rerank=False)
+    no_reranker = QueryPlanner(
+        SearchSettings(), encoder=MULTILINGUAL, can_rerank=False, sources=SOURCES
+    )
     with pytest.raises(InvalidRequestError, match="rerank: no reranker is configured"):
         no_reranker.plan(SearchQuery(**BASE, rerank=True))
+
+
+class Seeded:
+    """A source that reads the first round's candidates."""
+
+    name = "seeded"
+    needs = frozenset({Need.HITS})
+    level = Level.DOCUMENT
+    modes = frozenset({SearchMode.HYBRID})
+    default_weight = 0.0
+
+    async def search(self, query: SourceQuery, *, timeout: float) -> list[StoredHit]:
+        return []
+
+
+def test_a_source_reading_the_first_rounds_hits_runs_after_it_when_weighted() -> None:
+    sources = store_sources(InMemoryVectorStore(), Seeded())
+    p = QueryPlanner(SearchSettings(), encoder=MULTILINGUAL, can_rerank=False, sources=sources)
+    weighted = p.plan(SearchQuery(**BASE, weights={"dense": 0.5, "seeded": 0.5}))
+    assert roles(weighted) == {
+        "dense": "primary",
+        "sparse": "if_none_answered",
+        "seeded": "seeded",
+    }
+    assert roles(p.plan(SearchQuery(**BASE)))["seeded"] == "if_none_answered"
+    assert [lp.leg for lp in p.plan(SearchQuery(**BASE, mode=SearchMode.KEYWORD)).legs] == [
+        "sparse"
+    ]
+    assert LegRole.SEEDED.due([None, ()])
+    assert not LegRole.SEEDED.due([None, None])
+
+
+def test_a_cursors_offset_is_checked_as_a_requests() -> None:
+    p = planner()
+    first = p.plan(SearchQuery(**BASE, candidates=20))
+    assert p.at_offset(first, 10) == p.plan(SearchQuery(**BASE, candidates=20, offset=10))
+    with pytest.raises(InvalidRequestError, match="offset: pages end at the window of 20"):
+        p.at_offset(first, 20)
+    with pytest.raises(InvalidRequestError, match="offset: must be >= 0"):
+        p.at_offset(first, -1)

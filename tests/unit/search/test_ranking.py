@@ -140,7 +140,7 @@ SPEC = RankingSpec(
     offset=0,
     top_k=10,
 )
-LEGS = {
+LEGS: dict[str, list[StoredHit]] = {
     Leg.DENSE: [stored("a1", 0.9, "a"), stored("b1", 0.8, "b"), stored("a2", 0.7, "a")],
     Leg.SPARSE: [stored("a2", 9.0, "a"), stored("c1", 5.0, "c", "blog")],
 }

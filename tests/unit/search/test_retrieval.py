@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.budget import Budget
 from hsearch.config import SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
@@ -18,6 +19,7 @@ from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.planner import QueryPlanner
 from hsearch.search.retrieval import DEADLINE_MARGIN_S, LegRequest, Retriever
 from hsearch.search.service import SearchService
+from hsearch.search.sources import SourceQuery, store_sources
 from hsearch.search.timings import StageClock
 from hsearch.types import Leg, LegStatus, SearchMode
 from hsearch.vectorstore.filters import parse_filter
@@ -57,12 +59,12 @@ class Search:
         """How many queries the encoder computed a dense and a sparse side for."""
         return self.embedder.dense_computed, self.embedder.sparse_computed
 
-    def searched(self) -> list[Leg]:
+    def searched(self) -> list[str]:
         return [leg for leg, _ in self.store.calls]
 
 
 def statuses(result: SearchResult) -> dict[str, str]:
-    return {r.leg.value: r.status.value for r in result.legs}
+    return {r.leg: r.status.value for r in result.legs}
 
 
 # -- parallel legs under one deadline -------------------------------------------------------
@@ -73,27 +75,37 @@ async def test_a_stalled_leg_times_out_and_the_other_answers(
 ) -> None:
     search = Search(sessions, dense="stall")
     started = time.perf_counter()
-    result = await search(leg_timeout_s=0.2)
+    result = await search(leg_timeout_s=1.0)
     elapsed = time.perf_counter() - started
     assert statuses(result) == {"dense": "timeout", "sparse": "ok"}
     assert result.degraded == (Leg.DENSE,)
     assert result.hits
-    (dense,) = (r for r in result.legs if r.leg is Leg.DENSE)
+    (dense,) = (r for r in result.legs if r.leg == Leg.DENSE)
     assert dense.error is not None
     assert dense.error.startswith("no answer within")
-    # The deadline holds (the budget, the margin for the store's own timeout, slack).
-    assert elapsed < 0.2 + DEADLINE_MARGIN_S + 0.3
+    # The deadline holds: the stalled leg (an hour) is not waited for. The bound is
+    # far above the budget, so a loaded machine cannot miss it; a search that waited
+    # for the stalled leg would.
+    assert elapsed < 1.0 + DEADLINE_MARGIN_S + 30
     # The store was told how long it had: at most the budget.
-    assert all(0 < timeout <= 0.2 for _, timeout in search.store.calls)
+    assert all(0 < timeout <= 1.0 for _, timeout in search.store.calls)
 
 
 async def test_the_legs_run_in_parallel(sessions: sessionmaker[Session]) -> None:
+    # Each leg answers only once the other has started: run one after the other, the
+    # first would stall until the deadline. No wall-clock bound is involved.
+    search = Search(sessions, dense="meet", sparse="meet")
+    result = await search(leg_timeout_s=10.0)
+    assert statuses(result) == {"dense": "ok", "sparse": "ok"}
+    assert result.timings.retrieval_ms < 10_000
+
+
+async def test_a_leg_is_timed_on_its_own(sessions: sessionmaker[Session]) -> None:
     search = Search(sessions, dense=0.3, sparse=0.3)
-    result = await search(leg_timeout_s=5.0)
+    result = await search(leg_timeout_s=10.0)
     assert statuses(result) == {"dense": "ok", "sparse": "ok"}
     assert all(r.took_ms >= 300 for r in result.legs)
-    # One leg's time, not the sum: the legs overlapped.
-    assert 300 <= result.timings.retrieval_ms < 550
+    assert result.timings.retrieval_ms >= 300
 
 
 @pytest.mark.parametrize(
@@ -108,7 +120,7 @@ async def test_the_store_tells_a_missed_deadline_from_a_failure(
 ) -> None:
     search = Search(sessions, sparse=behaviour)
     result = await search()
-    (sparse,) = (r for r in result.legs if r.leg is Leg.SPARSE)
+    (sparse,) = (r for r in result.legs if r.leg == Leg.SPARSE)
     assert sparse.status is status
     assert sparse.error is not None
     assert sparse.error.startswith(error)
@@ -129,10 +141,10 @@ class SlowEmbedder(FakeEmbedder):
 
 async def test_one_deadline_covers_encoding_and_the_legs(sessions: sessionmaker[Session]) -> None:
     search = Search(sessions, SlowEmbedder(0.2))
-    result = await search(leg_timeout_s=0.5)
+    result = await search(leg_timeout_s=5.0)
     assert statuses(result) == {"dense": "ok", "sparse": "ok"}
     # The legs got what encoding left of the budget, not a budget of their own.
-    assert all(timeout <= 0.3 for _, timeout in search.store.calls)
+    assert all(timeout <= 4.8 for _, timeout in search.store.calls)
     assert result.timings.encode_ms >= 200
 
 
@@ -149,13 +161,19 @@ async def test_a_leg_is_a_value(sessions: sessionmaker[Session]) -> None:
     # Two requests on the same leg with different filters: data, not another method.
     embedder = FakeEmbedder()
     store = index(sessions, embedder)
-    retriever = Retriever(embedder=embedder, store=store, statistics=CountingStatistics(sessions))
+    retriever = Retriever(
+        embedder=embedder,
+        store=store,
+        statistics=CountingStatistics(sessions),
+        sources=store_sources(store),
+    )
     vector = embedder.embed_query("rivers", sparse=False).dense
     deadline = time.perf_counter() + 5
+    tokyo_only = parse_filter({"external_id": {"eq": "tokyo"}})
     requests = [
-        LegRequest(Leg.DENSE, TENANT, vector, None, 10, deadline),
+        LegRequest(Leg.DENSE, SourceQuery(TENANT, "rivers", None, 10, dense=vector), deadline),
         LegRequest(
-            Leg.DENSE, TENANT, vector, parse_filter({"external_id": {"eq": "tokyo"}}), 10, deadline
+            Leg.DENSE, SourceQuery(TENANT, "rivers", tokyo_only, 10, dense=vector), deadline
         ),
     ]
     assert len({*requests}) == 2, "requests are hashable values"
@@ -207,7 +225,7 @@ async def test_a_leg_with_weight_0_is_skipped(sessions: sessionmaker[Session]) -
     assert search.computed() == (before[0] + 1, before[1])
     assert search.statistics.queries == 0
     assert result.weights == {Leg.DENSE: 1.0, Leg.SPARSE: 0.0}
-    (sparse,) = (r for r in result.legs if r.leg is Leg.SPARSE)
+    (sparse,) = (r for r in result.legs if r.leg == Leg.SPARSE)
     assert (sparse.took_ms, sparse.candidates, sparse.error) == (0.0, 0, None)
 
 
@@ -229,7 +247,7 @@ async def test_no_time_left_for_a_fallback_leg_is_a_timeout(
     search = Search(sessions, dense="stall")
     before = search.computed()
     with pytest.raises(SearchUnavailableError) as info:
-        await search(weights={Leg.DENSE: 1.0}, leg_timeout_s=0.1)
+        await search(weights={Leg.DENSE: 1.0}, leg_timeout_s=1.0)
     assert "sparse: no time left" in info.value.message
     assert search.searched() == [Leg.DENSE]
     assert search.computed()[1] == before[1], "nothing encoded for a leg that cannot run"
@@ -257,17 +275,23 @@ async def test_it_runs_when_the_sparse_leg_finds_nothing(sessions: sessionmaker[
     assert search.searched() == [Leg.SPARSE, Leg.DENSE]
     assert search.computed() == (before[0] + 1, before[1] + 1)
     assert result.hits, "the dense leg's ranking is all there is"
-    assert all(h.explanation.sparse_rank is None for h in result.hits)
+    assert all(h.explanation.rank_of("sparse") is None for h in result.hits)
+    assert all(set(h.explanation.legs) == {"dense", "sparse"} for h in result.hits)
 
 
 async def test_retrieve_charges_the_clock(sessions: sessionmaker[Session]) -> None:
     embedder = FakeEmbedder()
     store = index(sessions, embedder)
-    planner = QueryPlanner(SearchSettings(), encoder=embedder.info, can_rerank=False)
-    retriever = Retriever(embedder=embedder, store=store, statistics=CountingStatistics(sessions))
+    sources = store_sources(store)
+    planner = QueryPlanner(
+        SearchSettings(), encoder=embedder.info, can_rerank=False, sources=sources
+    )
+    retriever = Retriever(
+        embedder=embedder, store=store, statistics=CountingStatistics(sessions), sources=sources
+    )
     clock = StageClock()
     plan = planner.plan(SearchQuery(tenant_id=TENANT, query="rivers"))
-    retrieval = await retriever.retrieve(plan, clock=clock)
+    retrieval = await retriever.retrieve(plan, budget=Budget.of(plan.budget_s), clock=clock)
     assert [o.leg for o in retrieval.outcomes] == [Leg.DENSE, Leg.SPARSE]
     assert retrieval.matches is None, "matches are counted only when asked for"
     timings = clock.timings()
@@ -281,9 +305,13 @@ async def test_an_empty_store_is_not_a_failure() -> None:
     embedder = FakeEmbedder()
     store = InMemoryVectorStore()
     # No statistics on purpose (the ignore): run() of ready leg requests never weighs a query.
-    retriever = Retriever(embedder=embedder, store=store, statistics=None)  # type: ignore[arg-type]
-    (outcome,) = await retriever.run(
-        [LegRequest(Leg.DENSE, TENANT, (1.0,) * 32, None, 5, time.perf_counter() + 1)]
+    retriever = Retriever(
+        embedder=embedder,
+        store=store,
+        statistics=None,  # type: ignore[arg-type]
+        sources=store_sources(store),
     )
+    query = SourceQuery(TENANT, "anything", None, 5, dense=(1.0,) * 32)
+    (outcome,) = await retriever.run([LegRequest(Leg.DENSE, query, time.perf_counter() + 1)])
     assert outcome.hits == ()
     assert outcome.report.status is LegStatus.OK

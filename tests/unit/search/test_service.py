@@ -89,7 +89,7 @@ async def test_the_sum_of_raw_scores_runs_end_to_end(sessions: sessionmaker[Sess
     assert result.applied_weights == pytest.approx({"dense": 1 / 1.3, "sparse": 0.3 / 1.3})
     for hit in result.hits:
         e = hit.explanation
-        expected = (1.0 * (e.dense_score or 0.0) + 0.3 * (e.sparse_score or 0.0)) / 1.3
+        expected = (1.0 * (e.score_of("dense") or 0.0) + 0.3 * (e.score_of("sparse") or 0.0)) / 1.3
         assert e.fused_score == pytest.approx(expected)
 
 
@@ -195,7 +195,7 @@ async def test_a_failed_leg_degrades_and_a_failed_mode_is_unavailable(
         settings=SearchSettings(),
     )
     result = await degraded.search(SearchQuery(tenant_id=TENANT, query="rivers"))
-    assert [leg.value for leg in result.degraded] == ["sparse"]
+    assert list(result.degraded) == ["sparse"]
     assert result.hits
     with pytest.raises(SearchUnavailableError, match="sparse index offline"):
         await degraded.search(
@@ -256,7 +256,7 @@ async def test_without_the_statistics_the_keyword_leg_degrades_and_dense_answers
     result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
     assert result.degraded == (Leg.SPARSE,)
     assert result.hits
-    sparse = next(r for r in result.legs if r.leg is Leg.SPARSE)
+    sparse = next(r for r in result.legs if r.leg == Leg.SPARSE)
     assert sparse.status is LegStatus.ERROR
     assert "MetadataUnavailableError" in (sparse.error or "")
     with pytest.raises(SearchUnavailableError):
@@ -338,7 +338,7 @@ async def test_the_service_shows_the_plan_it_runs(sessions: sessionmaker[Session
     plan = service.plan(query)
     assert plan == service.plan(query)
     assert plan.ranking.offset == 10
-    assert [(p.leg.value, p.role.value) for p in plan.legs] == [
+    assert [(p.leg, p.role.value) for p in plan.legs] == [
         ("dense", "if_no_hits"),
         ("sparse", "primary"),
     ]
@@ -369,7 +369,7 @@ async def every_leg_of_the_mode(
             "timeout": 5.0,
         }
         try:
-            if leg is Leg.DENSE:
+            if leg == Leg.DENSE:
                 hits = await store.search_dense(embedding.dense, **options)
             else:
                 hits = await store.search_sparse(sparse, **options)
@@ -380,7 +380,7 @@ async def every_leg_of_the_mode(
         return None
     fusion = settings.resolve_fusion(embedder.info.fusion, query.fusion)
     method = fusion.method
-    configured = {leg.value: w for leg, w in (query.weights or fusion.leg_weights()).items()}
+    configured = {str(leg): w for leg, w in (query.weights or fusion.leg_weights()).items()}
     weights = query_weights(
         query.query,
         answered,
@@ -404,7 +404,7 @@ async def test_skipping_legs_changes_no_result(
     rows = index(sessions, embedder)._rows
     statistics = LexicalStatistics(sessions)
     settings = SearchSettings()
-    weightings: list[dict[Leg, float] | None] = [
+    weightings: list[dict[str, float] | None] = [
         None,
         {Leg.DENSE: 1.0},
         {Leg.SPARSE: 1.0},

@@ -38,7 +38,7 @@ SPEC = RankingSpec(
 # (chunks k0..k8 of documents d0..d2, three chunks each), so its window is full.
 DENSE = [stored(f"n{i}", 1 - i / 10, doc=f"e{i % 2}", source="news") for i in range(WINDOW)]
 KEYWORD = [stored(f"k{i}", 9 - i, doc=f"d{i // 3}", source="wiki") for i in range(9)]
-LEGS = {Leg.DENSE: DENSE, Leg.SPARSE: KEYWORD[:WINDOW]}
+LEGS: dict[str, list[StoredHit]] = {Leg.DENSE: DENSE, Leg.SPARSE: KEYWORD[:WINDOW]}
 # As the store returns matches: the chunk id and the fields counting needs, no text.
 MATCHED = tuple(
     StoredHit(h.chunk_id, h.score, {k: h.fields[k] for k in match_fields(SPEC.facets)})
@@ -49,10 +49,10 @@ ALL_MATCHES = Matches(MATCHED, limit=100)
 
 def counted(
     spec: RankingSpec = SPEC,
-    legs: Mapping[Leg, Sequence[StoredHit]] = LEGS,
+    legs: Mapping[str, Sequence[StoredHit]] = LEGS,
     *,
     matches: Matches | None = ALL_MATCHES,
-    failed: Collection[Leg] = (),
+    failed: Collection[str] = (),
 ) -> Counted:
     ranked = rank(spec, {leg: hits for leg, hits in legs.items() if leg not in failed})
     taking = {leg: (None if leg in failed else len(hits)) for leg, hits in legs.items()}
@@ -116,7 +116,7 @@ def test_matches_not_counted_fall_back_to_the_window() -> None:
 
 
 def test_a_sparse_leg_short_of_its_window_returned_every_match() -> None:
-    legs = {Leg.DENSE: DENSE, Leg.SPARSE: KEYWORD[:3]}
+    legs: dict[str, list[StoredHit]] = {Leg.DENSE: DENSE, Leg.SPARSE: KEYWORD[:3]}
     result = counted(legs=legs, matches=None)
     assert result.totals.scope is CountScope.MATCHES
     assert result.totals.exact
@@ -142,7 +142,7 @@ def test_min_score_counts_the_window_above_it() -> None:
     assert result.totals.scope is CountScope.WINDOW
     assert result.totals.total == 2  # n0 and k0, ranked first by their legs
     assert not result.totals.exact  # both windows were full: more could pass
-    short = {Leg.DENSE: DENSE[:2], Leg.SPARSE: KEYWORD[:2]}
+    short: dict[str, list[StoredHit]] = {Leg.DENSE: DENSE[:2], Leg.SPARSE: KEYWORD[:2]}
     assert counted(spec, short).totals.exact
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TypedDict
 
@@ -19,9 +19,17 @@ class State(TypedDict):
     services: Services
 
 
-def make_lifespan(settings: Settings, *, migrate: bool = True, services: Services | None = None):  # type: ignore[no-untyped-def]  # FastAPI's lifespan type is a private alias
+def make_lifespan(  # type: ignore[no-untyped-def]  # FastAPI's lifespan type is a private alias
+    settings: Settings,
+    *,
+    migrate: bool = True,
+    services: Services | None = None,
+    legs: Sequence[str] | None = None,
+):
     """Migrate (optionally), then serve ``services``: the given ones, which their builder
-    closes, or ones built from ``settings`` here and closed at shut-down."""
+    closes, or ones built from ``settings`` here and closed at shut-down. ``legs``: the
+    sources the app's routes were built for; services that register others are refused
+    (the OpenAPI document would not describe them)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[State]:
@@ -42,6 +50,12 @@ def make_lifespan(settings: Settings, *, migrate: bool = True, services: Service
             return
         built = build_services(settings, with_reranker=True, with_cache=True)
         try:
+            if legs is not None and tuple(legs) != built.search.sources.names:
+                msg = (
+                    f"the app was built for the legs {list(legs)}, the services register "
+                    f"{list(built.search.sources.names)}"
+                )
+                raise RuntimeError(msg)
             _ = built.tenancy
             keep_startup_heap()  # the encoder and the services live as long as the process
             yield {"services": built}

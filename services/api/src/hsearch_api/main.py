@@ -8,6 +8,7 @@ from hsearch import __version__
 from hsearch.config import Settings, get_settings
 from hsearch.logging import configure_logging
 from hsearch.runtime import Services
+from hsearch.search.sources import BUILTIN_SOURCES
 from hsearch.tenancy.service import TENANT_HEADER
 from hsearch_api.cors import CorsMiddleware
 from hsearch_api.errors import install_error_handlers
@@ -34,7 +35,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_format.value)
     limits = ApiLimits.from_settings(settings)
-    lifespan = make_lifespan(settings, migrate=settings.api.migrate_on_start, services=services)
+    # The registered sources name the legs of the OpenAPI document: the given services',
+    # or those build_services makes from the settings (the lifespan checks they agree).
+    legs = services.search.sources.names if services is not None else BUILTIN_SOURCES
+    lifespan = make_lifespan(
+        settings, migrate=settings.api.migrate_on_start, services=services, legs=legs
+    )
     app = FastAPI(
         title="hsearch",
         version=__version__,
@@ -60,9 +66,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_middleware(RequestObserver)
     app.include_router(health.router)
     app.include_router(documents.router)
-    app.include_router(search.create_router(settings.search))
+    app.include_router(search.create_router(settings.search, legs=legs))
     app.include_router(keys.router)
     app.include_router(metrics.router)
     app.include_router(stats.router)
-    app.include_router(pages.create_router(settings.search, settings.ops))
+    app.include_router(pages.create_router(settings.search, settings.ops, legs=legs))
     return app

@@ -57,100 +57,32 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-import anyio.to_thread
-from cachetools import LRUCache
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.cache.generations import DataVersion, GenerationReader
 from hsearch.cache.guard import CacheCounters, CacheKind, CacheOutcome, GuardedCache
 from hsearch.cache.keys import cache_key, digest
 from hsearch.cache.protocol import CacheBackend
 from hsearch.config import CacheSettings
-from hsearch.db.engine import DATABASE_UNAVAILABLE, transaction
-from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.errors import CacheUnavailableError, InvalidRequestError
+from hsearch.errors import BackendError, CacheUnavailableError, InvalidRequestError
 from hsearch.search.models import SearchResult
 from hsearch.search.planner import SearchPlan
 from hsearch.search.timings import Stage, StageClock
 
-__all__ = ["Cursor", "GenerationReader", "PageSnapshots", "ResultCache", "result_codec"]
+__all__ = [
+    "Cursor",
+    "DataVersion",
+    "GenerationReader",
+    "PageSnapshots",
+    "ResultCache",
+    "result_codec",
+]
 
 logger = logging.getLogger(__name__)
 
 result_codec: TypeAdapter[SearchResult] = TypeAdapter(SearchResult)
 """How results are stored: JSON, validated back into a :class:`SearchResult`
 (never pickle: whoever can write to Redis must not be able to run code)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DataVersion:
-    """A tenant's data version as a search read it: ``generation`` (changed by every
-    committed write of its data) and ``age_s``, how long this process has seen it (0
-    the first time). What was computed on a version younger than ``cache.settle_s`` may
-    miss writes Milvus does not show yet, and is not kept for other requests."""
-
-    generation: str
-    age_s: float
-
-
-class GenerationReader:
-    """Reads a tenant's ``data_generation``, optionally reusing it for ``ttl_s``, and
-    remembers when this process first saw each tenant's current generation. While the
-    database is down, the one read at most ``stale_s`` ago is used."""
-
-    def __init__(
-        self,
-        sessions: sessionmaker[Session],
-        *,
-        ttl_s: float = 0.0,
-        stale_s: float = 0.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._sessions = sessions
-        self._ttl_s = ttl_s
-        self._stale_s = stale_s
-        self._clock = clock
-        self._read_at: LRUCache[str, tuple[str, float]] = LRUCache(maxsize=100_000)
-        self._first_seen: LRUCache[str, tuple[str, float]] = LRUCache(maxsize=100_000)
-
-    async def read(self, tenant_id: str) -> tuple[str, float]:
-        """The tenant's data version (its generation, qualified by the tenant's creation:
-        :meth:`TenantRepository.data_version`) and how long ago this process first saw
-        it (0 the first time: a process that just started cannot know when it changed).
-
-        Raises:
-            SQLAlchemyError: the database failed and no generation of the tenant was
-                read within ``stale_s`` (or another error than its unavailability).
-        """
-        now = self._clock()
-        known = self._read_at.get(tenant_id)
-        if known is not None and self._ttl_s > 0 and now - known[1] < self._ttl_s:
-            generation = known[0]
-        else:
-            try:
-                generation = await anyio.to_thread.run_sync(self._read, tenant_id)
-            except DATABASE_UNAVAILABLE as exc:
-                if known is None or now - known[1] >= self._stale_s:
-                    raise
-                logger.info(
-                    "search.cache.generation_stale tenant=%s age_s=%.1f error=%s",
-                    tenant_id,
-                    now - known[1],
-                    type(exc).__name__,
-                )
-                generation = known[0]
-            else:
-                self._read_at[tenant_id] = (generation, now)
-        seen = self._first_seen.get(tenant_id)
-        if seen is None or seen[0] != generation:
-            seen = (generation, now)
-            self._first_seen[tenant_id] = seen
-        return generation, now - seen[1]
-
-    def _read(self, tenant_id: str) -> str:
-        with transaction(self._sessions) as session:
-            return TenantRepository(session).data_version(tenant_id)
 
 
 class ResultCache:
@@ -183,7 +115,7 @@ class ResultCache:
         not be read), stored for the searches that follow."""
         try:
             generation, age = await self._generations.read(plan.tenant_id)
-        except SQLAlchemyError as exc:
+        except BackendError as exc:
             logger.warning("search.cache.generation_unavailable error=%s", type(exc).__name__)
             return await self._bypass(clock, compute)
         key = self.key(plan, generation)

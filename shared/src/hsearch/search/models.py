@@ -8,7 +8,7 @@ from typing import Any
 from hsearch.search.facets import FacetRequest, FacetResult
 from hsearch.search.timings import StageTimings
 from hsearch.search.totals import FacetBasis, Totals
-from hsearch.types import CountUnit, FusionMethod, Leg, LegStatus, SearchMode
+from hsearch.types import CountUnit, FusionMethod, LegStatus, SearchMode
 from hsearch.vectorstore.filters import FilterNode
 
 
@@ -21,7 +21,8 @@ class SearchQuery:
     mode: SearchMode = SearchMode.HYBRID
     fusion: FusionMethod | None = None  # None: the default (SearchSettings.resolve_fusion)
     rrf_k: int | None = None
-    weights: dict[Leg, float] | None = None
+    weights: dict[str, float] | None = None
+    """Per source (leg) name; a source not named gets weight 0."""
     filter: object | None = None
     candidates: int | None = None
     leg_timeout_s: float | None = None
@@ -45,14 +46,29 @@ class SearchQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class LegScore:
+    """Where one leg placed a hit: its 1-based rank and raw score (``None`` when the
+    leg did not return it)."""
+
+    rank: int | None
+    score: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     method: FusionMethod
     fused_score: float
-    dense_rank: int | None
-    sparse_rank: int | None
-    dense_score: float | None
-    sparse_score: float | None
+    legs: dict[str, LegScore]
+    """Every leg of the search's mode, by name, whether or not it returned the hit."""
     rerank_score: float | None = None
+
+    def rank_of(self, leg: str) -> int | None:
+        found = self.legs.get(leg)
+        return None if found is None else found.rank
+
+    def score_of(self, leg: str) -> float | None:
+        found = self.legs.get(leg)
+        return None if found is None else found.score
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +96,7 @@ class SearchHit:
 class LegReport:
     """How one leg of a search went; ``took_ms`` is its own time (the legs overlap)."""
 
-    leg: Leg
+    leg: str
     status: LegStatus
     took_ms: float
     candidates: int
@@ -99,15 +115,15 @@ class SearchResult:
     """How many units of the fused ranking pages run through (at most the plan's window)."""
     offset: int
     top_k: int
-    degraded: tuple[Leg, ...]
+    degraded: tuple[str, ...]
     legs: tuple[LegReport, ...]
     took_ms: float
     """The sum of ``timings``: the request from its validation to its last hit."""
     rerank_ms: float | None = None
-    weights: dict[Leg, float] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
     """Per leg that answered: the weight the query was fused with (configured or
     requested, after the script-coverage rule)."""
-    applied_weights: dict[Leg, float] = field(default_factory=dict)
+    applied_weights: dict[str, float] = field(default_factory=dict)
     """Per active leg: the weight it carried in this query's fusion (sum 1); for
     ``adaptive`` the per-query mixture weights, moved from ``weights`` towards the legs
     whose best candidate stands out."""

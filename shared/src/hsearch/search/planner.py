@@ -33,7 +33,7 @@ that ran answered within the budget: a fallback leg runs on what is left of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
@@ -45,7 +45,8 @@ from hsearch.search.facets import validate_facet_requests
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.models import SearchQuery
 from hsearch.search.ranking import RankingSpec, dense_cannot_read
-from hsearch.types import MODE_LEGS, Leg, SearchMode
+from hsearch.search.sources import Need, SourceRegistry
+from hsearch.types import Leg, SearchMode
 from hsearch.vectorstore.filters import And, FilterNode, parse_filter
 
 __all__ = ["MAX_QUERY_CHARS", "LegPlan", "LegRole", "QueryPlanner", "SearchPlan"]
@@ -61,6 +62,9 @@ class LegRole(StrEnum):
     IF_NO_HITS = "if_no_hits"
     """Silenced by the script-coverage rule: runs only when the primary legs found
     nothing (failed, or answered without a candidate)."""
+    SEEDED = "seeded"
+    """Reads the primary legs' candidates (:attr:`Need.HITS`): runs after them, when
+    at least one of them answered."""
 
     def due(self, primary: Sequence[Sequence[object] | None]) -> bool:
         """Whether a leg of this role must run, given what the primary legs answered
@@ -69,6 +73,8 @@ class LegRole(StrEnum):
             return all(hits is None for hits in primary)
         if self is LegRole.IF_NO_HITS:
             return not any(primary)
+        if self is LegRole.SEEDED:
+            return any(hits is not None for hits in primary)
         return True
 
 
@@ -79,7 +85,8 @@ is refused rather than cut, so that what is searched is what was sent."""
 
 @dataclass(frozen=True, slots=True)
 class LegPlan:
-    leg: Leg
+    leg: str
+    """The source's name."""
     role: LegRole
 
 
@@ -96,7 +103,7 @@ class SearchPlan:
     query: str
     mode: SearchMode
     legs: tuple[LegPlan, ...]
-    """The mode's legs in :class:`Leg` order, each with its role."""
+    """The mode's legs (sources) in registration order, each with its role."""
     candidates: int
     """The depth of every leg (the window): the request's or the configured one, never
     derived from ``top_k`` or ``offset``."""
@@ -110,7 +117,7 @@ class SearchPlan:
     track_total: bool = True
     """Count the keyword matches beyond the window (:class:`SearchQuery`)."""
 
-    def legs_in(self, role: LegRole) -> tuple[Leg, ...]:
+    def legs_in(self, role: LegRole) -> tuple[str, ...]:
         return tuple(p.leg for p in self.legs if p.role is role)
 
     def counting_key(self) -> SearchPlan:
@@ -126,11 +133,19 @@ class QueryPlanner:
     default it declares, which the settings resolve: :meth:`SearchSettings.resolve_fusion`)
     and whether a reranker is configured."""
 
-    def __init__(self, settings: SearchSettings, *, encoder: EncoderInfo, can_rerank: bool) -> None:
+    def __init__(
+        self,
+        settings: SearchSettings,
+        *,
+        encoder: EncoderInfo,
+        can_rerank: bool,
+        sources: SourceRegistry,
+    ) -> None:
         self._settings = settings
         self._dense_scripts = encoder.dense_scripts
         self._fusion = encoder.fusion
         self._can_rerank = can_rerank
+        self._sources = sources
 
     def plan(self, query: SearchQuery) -> SearchPlan:
         """Validate ``query``; raises :class:`InvalidRequestError` naming the field."""
@@ -144,13 +159,7 @@ class QueryPlanner:
             raise InvalidRequestError(
                 f"candidates: must be between top_k ({query.top_k}) and {s.max_candidates}"
             )
-        if query.offset >= candidates:
-            # Past the window the fused order is not defined: say so, never an empty page.
-            raise InvalidRequestError(
-                f"offset: pages end at the window of {candidates} results (offset at most "
-                f"{candidates - 1}); to page deeper ask for more candidates "
-                f"(at most {s.max_candidates})"
-            )
+        self._check_offset(query.offset, candidates)
         budget = query.leg_timeout_s or s.leg_timeout_s
         if not 0 < budget <= s.max_leg_timeout_s:
             raise InvalidRequestError(
@@ -171,8 +180,15 @@ class QueryPlanner:
             raise InvalidRequestError(msg)
         fusion = s.resolve_fusion(self._fusion, query.fusion)
         method = fusion.method
-        weights = _weights(query.weights or fusion.leg_weights())
-        if not any(weights[leg] > 0 for leg in MODE_LEGS[query.mode]):
+        names = self._sources.names
+        if query.weights:
+            weights = _weights(query.weights, names=names)
+        else:
+            encoder = {leg.value: weight for leg, weight in fusion.leg_weights().items()}
+            defaults = {**self._sources.default_weights(), **encoder}
+            weights = {name: defaults.get(name, 0.0) for name in names}
+        mode_legs = self._sources.legs_of(query.mode)
+        if not any(weights[leg] > 0 for leg in mode_legs):
             raise InvalidRequestError(
                 f"weights: at least one leg of mode {query.mode.value!r} needs a weight above 0"
             )
@@ -189,7 +205,9 @@ class QueryPlanner:
             tenant_id=query.tenant_id,
             query=query.query,
             mode=query.mode,
-            legs=_leg_plans(MODE_LEGS[query.mode], weights=weights, dense_unreadable=unreadable),
+            legs=_leg_plans(
+                mode_legs, weights=weights, dense_unreadable=unreadable, sources=self._sources
+            ),
             candidates=candidates,
             budget_s=budget,
             filter=filter,
@@ -211,36 +229,57 @@ class QueryPlanner:
             track_total=query.track_total,
         )
 
+    def at_offset(self, plan: SearchPlan, offset: int) -> SearchPlan:
+        """``plan`` with its page starting at ``offset`` (a cursor's), validated as
+        :meth:`plan` validates a request's; nothing else changes."""
+        if offset < 0:
+            raise InvalidRequestError("offset: must be >= 0")
+        self._check_offset(offset, plan.candidates)
+        return replace(plan, ranking=replace(plan.ranking, offset=offset))
 
-def _weights(given: Mapping[Leg, float] | Mapping[str, float]) -> dict[Leg, float]:
-    """Every leg's weight in :class:`Leg` order (0 for a leg not given), validated."""
-    by_leg: dict[Leg, float] = {}
-    for name, weight in given.items():
-        try:
-            leg = Leg(name)
-        except ValueError:
-            allowed = ", ".join(repr(leg.value) for leg in Leg)
+    def _check_offset(self, offset: int, candidates: int) -> None:
+        if offset >= candidates:
+            # Past the window the fused order is not defined: say so, never an empty page.
             raise InvalidRequestError(
-                f"weights: unknown leg {name!r}; allowed: {allowed}"
-            ) from None
+                f"offset: pages end at the window of {candidates} results (offset at most "
+                f"{candidates - 1}); to page deeper ask for more candidates "
+                f"(at most {self._settings.max_candidates})"
+            )
+
+
+def _weights(given: Mapping[str, float], *, names: Sequence[str]) -> dict[str, float]:
+    """Every source's weight in registration order (0 for one not given), validated."""
+    by_leg: dict[str, float] = {}
+    for name, weight in given.items():
+        if name not in names:
+            allowed = ", ".join(repr(n) for n in names)
+            raise InvalidRequestError(f"weights: unknown leg {name!r}; allowed: {allowed}")
         if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
-            raise InvalidRequestError(f"weights.{leg}: must be between 0 and 1")
-        by_leg[leg] = float(weight)
-    return {leg: by_leg.get(leg, 0.0) for leg in Leg}
+            raise InvalidRequestError(f"weights.{name}: must be between 0 and 1")
+        by_leg[str(name)] = float(weight)
+    return {name: by_leg.get(name, 0.0) for name in names}
 
 
 def _leg_plans(
-    legs: Collection[Leg], *, weights: Mapping[Leg, float], dense_unreadable: bool
+    legs: Sequence[str],
+    *,
+    weights: Mapping[str, float],
+    dense_unreadable: bool,
+    sources: SourceRegistry,
 ) -> tuple[LegPlan, ...]:
     """Each leg of the mode with its role (the rules are in the module docstring)."""
     weighted = {leg for leg in legs if weights[leg] > 0}
     roles = {leg: LegRole.PRIMARY if leg in weighted else LegRole.IF_NONE_ANSWERED for leg in legs}
-    if dense_unreadable and {Leg.DENSE, Leg.SPARSE} <= set(legs) and Leg.DENSE in weighted:
-        if Leg.SPARSE in weighted:
-            roles[Leg.DENSE] = LegRole.IF_NO_HITS
+    for leg in weighted:
+        if Need.HITS in sources[leg].needs:
+            roles[leg] = LegRole.SEEDED
+    dense, sparse = Leg.DENSE.value, Leg.SPARSE.value
+    if dense_unreadable and {dense, sparse} <= set(legs) and dense in weighted:
+        if sparse in weighted:
+            roles[dense] = LegRole.IF_NO_HITS
         else:
-            roles[Leg.SPARSE] = LegRole.PRIMARY
-    return tuple(LegPlan(leg, roles[leg]) for leg in Leg if leg in roles)
+            roles[sparse] = LegRole.PRIMARY
+    return tuple(LegPlan(leg, roles[leg]) for leg in legs)
 
 
 def _check_text_and_page(query: SearchQuery, *, max_top_k: int) -> None:

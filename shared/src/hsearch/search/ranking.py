@@ -111,8 +111,9 @@ class RankingSpec:
     """What ranking needs from a search plan; immutable and hashable."""
 
     method: FusionMethod
-    weights: tuple[tuple[Leg, float], ...]
-    """The configured (or requested) weight of every leg, in :class:`Leg` order."""
+    weights: tuple[tuple[str, float], ...]
+    """The configured (or requested) weight of every registered leg (source), in
+    registration order."""
     rrf_k: int
     dense_unreadable: bool
     """:func:`dense_cannot_read` for the query and the encoder."""
@@ -129,7 +130,7 @@ class RankingSpec:
 
     def configured(self) -> dict[str, float]:
         """``weights`` by leg name, as :func:`leg_weights` takes them."""
-        return {leg.value: weight for leg, weight in self.weights}
+        return dict(self.weights)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,17 +144,17 @@ class Ranked:
     """The ranking: one entry per hit, or per document when grouping, best first."""
     fields: Mapping[str, Mapping[str, Any]]
     """The stored fields of every chunk a leg returned, by chunk id."""
-    weights: dict[Leg, float]
+    weights: dict[str, float]
     """Per leg that answered, the weight the query was fused with; 0 for a skipped leg."""
-    applied_weights: dict[Leg, float]
+    applied_weights: dict[str, float]
     """Per active leg, the share it carried in the fusion (sums to 1)."""
 
 
 def rank(
     spec: RankingSpec,
-    answered: Mapping[Leg, Sequence[StoredHit]],
+    answered: Mapping[str, Sequence[StoredHit]],
     *,
-    skipped: Collection[Leg] = (),
+    skipped: Collection[str] = (),
 ) -> Ranked:
     """Fuse the legs that answered and shape the result: weights (:func:`leg_weights`),
     fusion, the ``min_score`` threshold (on the fused score), grouping by document.
@@ -166,7 +167,7 @@ def rank(
         for h in hits:
             fields.setdefault(h.chunk_id, h.fields)
     leg_hits = {
-        leg.value: [LegHit(h.chunk_id, h.score) for h in hits] for leg, hits in answered.items()
+        str(leg): [LegHit(h.chunk_id, h.score) for h in hits] for leg, hits in answered.items()
     }
     weights = leg_weights(
         leg_hits, configured=spec.configured(), dense_unreadable=spec.dense_unreadable
@@ -180,13 +181,13 @@ def rank(
         if spec.group_by_document
         else [(f, 1) for f in fused]
     )
-    reported = {**{leg.value: 0.0 for leg in skipped}, **weights}
+    reported = {**{str(leg): 0.0 for leg in skipped}, **weights}
     return Ranked(
         candidates=tuple(fused),
         units=tuple(units),
         fields=fields,
-        weights={leg: reported[leg.value] for leg in Leg if leg.value in reported},
-        applied_weights={Leg(leg): w for leg, w in applied.items()},
+        weights={leg: reported[leg] for leg, _ in spec.weights if leg in reported},
+        applied_weights=dict(applied),
     )
 
 

@@ -1,17 +1,26 @@
-"""The retrieval stage: encode the query for the legs that run, then run them in parallel.
+"""The retrieval stage: encode the query for the legs that run, run them in parallel,
+and bring every candidate to a chunk with its fields.
 
-A leg is a value, :class:`LegRequest` (leg, vector, filter, limit, deadline), like
-pymilvus's ``AnnSearchRequest`` or qdrant's ``Prefetch``: another signal is another
-request, not another method. The legs of a round run concurrently
-(:func:`asyncio.gather`); each answers, fails (``error``) or misses its deadline
-(``timeout``) on its own, and a leg that is not run is reported ``skipped``.
+A leg is a registered source (:mod:`hsearch.search.sources`) asked with a value,
+:class:`LegRequest` (the source's name, a :class:`~hsearch.search.sources.SourceQuery`
+and a deadline), like pymilvus's ``AnnSearchRequest`` or qdrant's ``Prefetch``:
+another signal is another registration, not another method. The legs of a round run
+concurrently (:func:`asyncio.gather`); each answers, fails (``error``) or misses its
+deadline (``timeout``) on its own, and a leg that is not run is reported ``skipped``.
 
-One deadline per request: the plan's budget, counted from the start of the request,
-covers encoding, the tenant statistics and the legs together; a leg gets what is left
-of it when it starts. The encoder computes only the sides the legs about to run read
-(a keyword search no dense vector). Legs the plan holds back
-(:class:`~hsearch.search.planner.LegRole`) run in a second round, encoded then, only if
-the first round's answers make them count.
+One :class:`~hsearch.budget.Budget` per request, counted from its start, covers
+encoding, the tenant statistics and the legs together; a leg gets what is left of it
+when it starts. The encoder computes only what the legs about to run read
+(:class:`~hsearch.search.sources.Need`: a keyword search no dense vector). Legs the plan
+holds back (:class:`~hsearch.search.planner.LegRole`) run in a second round, encoded
+then, only if the first round's answers make them count; a source that reads the
+first round's candidates runs there too, given them.
+
+Every candidate leaves this stage as a chunk with its stored fields, whichever source
+found it: a chunk id that came bare is read by id (and dropped unless it is the
+tenant's and passes the search's filter); a document is brought to its best chunk,
+the one another leg ranked highest, else the one the store scores best for the query
+(:meth:`~hsearch.vectorstore.protocol.VectorStore.best_chunks`), under the same filter.
 """
 
 from __future__ import annotations
@@ -19,22 +28,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import anyio.to_thread
 
+from hsearch.budget import Budget
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.embedding.protocol import Embedder, SparseKind
 from hsearch.errors import BackendError, VectorStoreTimeoutError
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.models import LegReport
 from hsearch.search.planner import LegRole, SearchPlan
+from hsearch.search.sources import Level, Need, SourceQuery, SourceRegistry
 from hsearch.search.timings import Stage, StageClock
 from hsearch.search.totals import Matches
-from hsearch.types import Leg, LegStatus, SparseVector
-from hsearch.vectorstore.filters import FilterNode
+from hsearch.types import DenseVector, Leg, LegStatus, SparseVector
+from hsearch.vectorstore.filters import matches as passes
 from hsearch.vectorstore.protocol import StoredHit, VectorStore
 
 __all__ = [
@@ -42,6 +53,7 @@ __all__ = [
     "LegOutcome",
     "LegRequest",
     "MatchRequest",
+    "QueryVectors",
     "Retrieval",
     "Retriever",
 ]
@@ -52,21 +64,38 @@ logger = logging.getLogger(__name__)
 # then reports why) before the leg is cancelled.
 DEADLINE_MARGIN_S = 0.05
 
-Vector = tuple[float, ...] | SparseVector
-
 _NO_TIME_LEFT = "no time left of the request's budget to run it"
 
 
 @dataclass(frozen=True, slots=True)
-class LegRequest:
-    """One leg to run: which signal, with what vector, under which filter, how deep,
-    and by when (a :func:`time.perf_counter` instant). The tenant goes with every leg."""
+class QueryVectors:
+    """What the query was encoded into so far, and why a side could not be made."""
 
-    leg: Leg
-    tenant_id: str
-    vector: Vector
-    filter: FilterNode | None
-    limit: int
+    dense: DenseVector | None = None
+    sparse: SparseVector | None = None
+    failed: Mapping[Need, str] = field(default_factory=dict)
+    """A side that could not be made (the sparse side when the tenant's statistics
+    cannot be read), with the error: the legs that need it fail, not the search."""
+
+    def has(self, need: Need) -> bool:
+        if need is Need.DENSE:
+            return self.dense is not None
+        if need is Need.SPARSE:
+            return self.sparse is not None
+        return True
+
+    def missing(self, needs: Collection[Need]) -> str | None:
+        """The error of the first of ``needs`` that could not be made, if any."""
+        return next((self.failed[n] for n in needs if n in self.failed), None)
+
+
+@dataclass(frozen=True, slots=True)
+class LegRequest:
+    """One leg to run: which source, what it is asked, and by when (a
+    :func:`time.perf_counter` instant). The tenant goes with every leg."""
+
+    leg: str
+    query: SourceQuery
     deadline: float
 
 
@@ -74,7 +103,7 @@ class LegRequest:
 class LegOutcome:
     """How a leg went: its candidates (``None`` unless it answered) and its report."""
 
-    leg: Leg
+    leg: str
     hits: tuple[StoredHit, ...] | None
     report: LegReport
 
@@ -92,7 +121,7 @@ class MatchRequest:
 @dataclass(frozen=True, slots=True)
 class Retrieval:
     outcomes: tuple[LegOutcome, ...]
-    """One per leg of the plan, in its order."""
+    """One per leg of the plan, in its order; every hit a chunk with its fields."""
     matches: Matches | None = None
     """The keyword matches, when asked for and counted in time."""
     embedding_cached: bool = False
@@ -100,7 +129,7 @@ class Retrieval:
 
 
 class Retriever:
-    """Encodes queries and runs legs against one store."""
+    """Encodes queries and runs the registered sources (legs)."""
 
     def __init__(
         self,
@@ -108,30 +137,43 @@ class Retriever:
         embedder: Embedder,
         store: VectorStore,
         statistics: LexicalStatistics,
+        sources: SourceRegistry,
         queries: QueryEncoder | None = None,
     ) -> None:
         self._embedder = embedder
         self._queries = queries or QueryEncoder(embedder)
         self._store = store
         self._statistics = statistics
+        self._sources = sources
+
+    @property
+    def sources(self) -> SourceRegistry:
+        return self._sources
 
     async def retrieve(
-        self, plan: SearchPlan, *, clock: StageClock, matches: MatchRequest | None = None
+        self,
+        plan: SearchPlan,
+        *,
+        budget: Budget,
+        clock: StageClock,
+        matches: MatchRequest | None = None,
     ) -> Retrieval:
-        """Run the plan's legs: the primary ones, then those held back if they are due;
-        with ``matches``, count the keyword matches of a primary sparse leg that filled
-        its window.
+        """Run the plan's legs: the primary ones, then those held back if they are due
+        (with the primary legs' candidates for the sources that read them); with
+        ``matches``, count the keyword matches of a primary sparse leg that filled its
+        window. Then every candidate is brought to a chunk with its fields.
 
         Charges ``clock`` with the encode, statistics and retrieval stages.
         """
-        deadline = clock.started + plan.budget_s
         outcomes = {p.leg: _skipped(p.leg) for p in plan.legs}
         encoded: list[bool] = []
-        first, counted = await self._round(
+        vectors = QueryVectors()
+        first, counted, vectors = await self._round(
             plan,
             legs=plan.legs_in(LegRole.PRIMARY),
-            deadline=deadline,
+            budget=budget,
             clock=clock,
+            vectors=vectors,
             matches=matches,
             encoded=encoded,
         )
@@ -139,12 +181,21 @@ class Retriever:
         answers = [o.hits for o in first.values()]
         later = [p.leg for p in plan.legs if p.role is not LegRole.PRIMARY and p.role.due(answers)]
         if later:
-            second, _ = await self._round(
-                plan, legs=later, deadline=deadline, clock=clock, encoded=encoded
+            earlier = {leg: o.hits for leg, o in first.items() if o.hits is not None}
+            second, _, vectors = await self._round(
+                plan,
+                legs=later,
+                budget=budget,
+                clock=clock,
+                vectors=vectors,
+                encoded=encoded,
+                earlier=earlier,
             )
             outcomes.update(second)
+        resolved = await self._resolve(plan, outcomes, vectors=vectors, budget=budget)
+        clock.lap(Stage.RETRIEVAL)
         return Retrieval(
-            tuple(outcomes[p.leg] for p in plan.legs),
+            tuple(resolved[p.leg] for p in plan.legs),
             counted,
             embedding_cached=bool(encoded) and all(encoded),
         )
@@ -159,9 +210,10 @@ class Retriever:
         remaining = request.deadline - started
         if remaining <= 0:
             return _failed(request.leg, LegStatus.TIMEOUT, _NO_TIME_LEFT, started=started)
+        source = self._sources[request.leg]
         try:
             hits = await asyncio.wait_for(
-                self._search(request, timeout=remaining), remaining + DEADLINE_MARGIN_S
+                source.search(request.query, timeout=remaining), remaining + DEADLINE_MARGIN_S
             )
         except TimeoutError:
             status, error = LegStatus.TIMEOUT, f"no answer within {remaining:.3f}s"
@@ -171,38 +223,46 @@ class Retriever:
             status, error = LegStatus.ERROR, f"{type(exc).__name__}: {exc.message}"
         else:
             took = (time.perf_counter() - started) * 1000
-            report = LegReport(request.leg, LegStatus.OK, took, len(hits))
-            return LegOutcome(request.leg, tuple(hits), report)
+            kept = tuple(hits[: request.query.limit])
+            report = LegReport(request.leg, LegStatus.OK, took, len(kept))
+            return LegOutcome(request.leg, kept, report)
         return _failed(request.leg, status, error, started=started)
 
     async def encode(
         self,
         plan: SearchPlan,
         *,
-        legs: Collection[Leg],
+        needs: Collection[Need],
         clock: StageClock,
+        known: QueryVectors | None = None,
         encoded: list[bool] | None = None,
-        failed: dict[Leg, str] | None = None,
-    ) -> dict[Leg, Vector]:
-        """The query vectors ``legs`` read, and nothing else; appends to ``encoded``
-        whether they came from the query-embedding cache.
+    ) -> QueryVectors:
+        """``known`` with the query vectors ``needs`` asks for added, and nothing else;
+        appends to ``encoded`` whether they came from the query-embedding cache.
 
-        A leg whose vector cannot be made (the sparse leg when the tenant's statistics
-        cannot be read: the metadata database down) is left out, its error put in
-        ``failed``: that leg fails, not the search.
+        A side that cannot be made (the sparse side when the tenant's statistics cannot
+        be read: the metadata database down) is recorded in ``failed``: the legs that
+        need it fail, not the search.
 
         Encoding is tenant-independent (so its cache serves every tenant); raw term
         counts then get the tenant's IDF (BM25 as an inner product: the query side
         carries the IDF) as a stage of its own, after the cache.
         """
-        dense, sparse = Leg.DENSE in legs, Leg.SPARSE in legs
+        vectors = known or QueryVectors()
+        dense = Need.DENSE in needs and not vectors.has(Need.DENSE)
+        sparse = (
+            Need.SPARSE in needs
+            and not vectors.has(Need.SPARSE)
+            and Need.SPARSE not in vectors.failed
+        )
+        if not dense and not sparse:
+            return vectors
         embedding, cached = await self._queries.embed_query(plan.query, dense=dense, sparse=sparse)
         if encoded is not None:
             encoded.append(cached)
         clock.lap(Stage.ENCODE)
-        vectors: dict[Leg, Vector] = {}
         if dense:
-            vectors[Leg.DENSE] = embedding.dense
+            vectors = replace(vectors, dense=embedding.dense)
         if sparse:
             weights = embedding.sparse
             if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
@@ -211,42 +271,18 @@ class Retriever:
                     weights = await anyio.to_thread.run_sync(weigh)
                 except BackendError as exc:
                     clock.lap(Stage.STATISTICS)
-                    if failed is not None:
-                        failed[Leg.SPARSE] = f"{type(exc).__name__}: {exc.message}"
-                    return vectors
+                    error = f"{type(exc).__name__}: {exc.message}"
+                    return replace(vectors, failed={**vectors.failed, Need.SPARSE: error})
                 clock.lap(Stage.STATISTICS)
-            vectors[Leg.SPARSE] = weights
+            vectors = replace(vectors, sparse=weights)
         return vectors
-
-    def _search(self, request: LegRequest, *, timeout: float) -> Awaitable[list[StoredHit]]:
-        """The store's search for the request's leg (the leg is data: one branch per
-        signal the store can search)."""
-        vector = request.vector
-        if request.leg is Leg.DENSE and not isinstance(vector, SparseVector):
-            return self._store.search_dense(
-                vector,
-                tenant_id=request.tenant_id,
-                filter=request.filter,
-                limit=request.limit,
-                timeout=timeout,
-            )
-        if request.leg is Leg.SPARSE and isinstance(vector, SparseVector):
-            return self._store.search_sparse(
-                vector,
-                tenant_id=request.tenant_id,
-                filter=request.filter,
-                limit=request.limit,
-                timeout=timeout,
-            )
-        msg = f"no search for a {request.leg} leg with a {type(vector).__name__} vector"
-        raise TypeError(msg)
 
     async def count_matches(self, request: LegRequest, matches: MatchRequest) -> Matches | None:
         """The keyword matches of a sparse leg's request, or ``None`` (logged) when the
         store fails or misses the deadline: totals then fall back to the window."""
-        vector = request.vector
-        if not isinstance(vector, SparseVector):
-            msg = f"keyword matches need a sparse vector, not a {type(vector).__name__}"
+        vector = request.query.sparse
+        if vector is None:
+            msg = "keyword matches need the query's sparse weights"
             raise TypeError(msg)
         remaining = request.deadline - time.perf_counter()
         if remaining <= 0:
@@ -255,8 +291,8 @@ class Retriever:
             hits = await asyncio.wait_for(
                 self._store.match_sparse(
                     vector,
-                    tenant_id=request.tenant_id,
-                    filter=request.filter,
+                    tenant_id=request.query.tenant_id,
+                    filter=request.query.filter,
                     limit=matches.limit,
                     fields=matches.fields,
                     timeout=remaining,
@@ -274,7 +310,7 @@ class Retriever:
         """The leg, then with ``matches`` its keyword matches if it filled its window
         (else it returned them all, and counting them again would be wasted work)."""
         outcome = await self.run_leg(request)
-        if matches is None or outcome.hits is None or len(outcome.hits) < request.limit:
+        if matches is None or outcome.hits is None or len(outcome.hits) < request.query.limit:
             return outcome, None
         return outcome, await self.count_matches(request, matches)
 
@@ -282,48 +318,171 @@ class Retriever:
         self,
         plan: SearchPlan,
         *,
-        legs: Sequence[Leg],
-        deadline: float,
+        legs: Sequence[str],
+        budget: Budget,
         clock: StageClock,
+        vectors: QueryVectors,
         matches: MatchRequest | None = None,
         encoded: list[bool] | None = None,
-    ) -> tuple[dict[Leg, LegOutcome], Matches | None]:
+        earlier: Mapping[str, tuple[StoredHit, ...]] | None = None,
+    ) -> tuple[dict[str, LegOutcome], Matches | None, QueryVectors]:
         now = time.perf_counter()
         counted: Matches | None = None
-        if now >= deadline:
+        if budget.spent(now=now):
             # No time left to encode or search: the legs missed the deadline.
             outcomes = [_failed(leg, LegStatus.TIMEOUT, _NO_TIME_LEFT, started=now) for leg in legs]
-        else:
-            failed: dict[Leg, str] = {}
-            vectors = await self.encode(
-                plan, legs=legs, clock=clock, encoded=encoded, failed=failed
+            clock.lap(Stage.RETRIEVAL)
+            return {o.leg: o for o in outcomes}, None, vectors
+        needs = {need for leg in legs for need in self._sources[leg].needs}
+        vectors = await self.encode(plan, needs=needs, clock=clock, known=vectors, encoded=encoded)
+        runnable: list[LegRequest] = []
+        failed: list[LegOutcome] = []
+        for leg in legs:
+            wanted = self._sources[leg].needs
+            error = vectors.missing(wanted)
+            if error is not None:
+                failed.append(_failed(leg, LegStatus.ERROR, error, started=now))
+                continue
+            query = SourceQuery(
+                tenant_id=plan.tenant_id,
+                text=plan.query,
+                filter=plan.filter,
+                limit=plan.candidates,
+                dense=vectors.dense if Need.DENSE in wanted else None,
+                sparse=vectors.sparse if Need.SPARSE in wanted else None,
+                earlier=dict(earlier or {}) if Need.HITS in wanted else {},
             )
-            requests = [
-                LegRequest(
-                    leg, plan.tenant_id, vectors[leg], plan.filter, plan.candidates, deadline
-                )
-                for leg in legs
-                if leg in vectors
-            ]
-            results = await asyncio.gather(
-                *(
-                    self._leg_then_matches(r, matches if r.leg is Leg.SPARSE else None)
-                    for r in requests
-                )
+            runnable.append(LegRequest(leg, query, budget.deadline))
+        results = await asyncio.gather(
+            *(
+                self._leg_then_matches(r, matches if r.leg == Leg.SPARSE.value else None)
+                for r in runnable
             )
-            outcomes = [outcome for outcome, _ in results] + [
-                _failed(leg, LegStatus.ERROR, error, started=now) for leg, error in failed.items()
-            ]
-            counted = next((m for _, m in results if m is not None), None)
+        )
+        outcomes = [outcome for outcome, _ in results] + failed
+        counted = next((m for _, m in results if m is not None), None)
         clock.lap(Stage.RETRIEVAL)
-        return {o.leg: o for o in outcomes}, counted
+        return {o.leg: o for o in outcomes}, counted, vectors
+
+    async def _resolve(
+        self,
+        plan: SearchPlan,
+        outcomes: Mapping[str, LegOutcome],
+        *,
+        vectors: QueryVectors,
+        budget: Budget,
+    ) -> dict[str, LegOutcome]:
+        """Every answered leg's candidates as chunks with their fields (the module
+        docstring): bare chunk ids read by id, documents brought to their best chunk. A
+        leg whose candidates cannot be read (the store failing) is degraded."""
+        resolved = dict(outcomes)
+        bare: dict[str, list[str]] = {}
+        documents: dict[str, list[str]] = {}
+        for leg, outcome in outcomes.items():
+            if outcome.hits is None:
+                continue
+            if self._sources[leg].level is Level.DOCUMENT:
+                documents[leg] = [h.chunk_id for h in outcome.hits]
+            elif any("document_id" not in h.fields for h in outcome.hits):
+                bare[leg] = [h.chunk_id for h in outcome.hits if "document_id" not in h.fields]
+        if not bare and not documents:
+            return resolved
+        for leg, ids in bare.items():
+            outcome = outcomes[leg]
+            try:
+                fields = await self._store.chunk_fields(
+                    ids, tenant_id=plan.tenant_id, timeout=max(budget.remaining_s(), 0.001)
+                )
+            except BackendError as exc:
+                resolved[leg] = _degraded(outcome, exc)
+                continue
+            hits = []
+            for hit in outcome.hits or ():
+                if "document_id" in hit.fields:
+                    hits.append(hit)
+                elif hit.chunk_id in fields and passes(plan.filter, fields[hit.chunk_id]):
+                    hits.append(StoredHit(hit.chunk_id, hit.score, fields[hit.chunk_id]))
+            resolved[leg] = _with_hits(outcome, hits)
+        if documents:
+            known = _best_known_chunks([o for leg, o in resolved.items() if leg not in documents])
+            for leg, ids in documents.items():
+                resolved[leg] = await self._documents_to_chunks(
+                    plan, outcomes[leg], ids, known=known, vectors=vectors, budget=budget
+                )
+        return resolved
+
+    async def _documents_to_chunks(
+        self,
+        plan: SearchPlan,
+        outcome: LegOutcome,
+        document_ids: Sequence[str],
+        *,
+        known: Mapping[str, StoredHit],
+        vectors: QueryVectors,
+        budget: Budget,
+    ) -> LegOutcome:
+        """A document-level leg's candidates, each as its document's best chunk, with
+        the leg's own score; a document with no chunk under the filter is dropped."""
+        unknown = [d for d in dict.fromkeys(document_ids) if d not in known]
+        found: dict[str, StoredHit] = {}
+        if unknown:
+            vector: DenseVector | SparseVector | None = (
+                vectors.dense if vectors.dense is not None else vectors.sparse
+            )
+            try:
+                found = await self._store.best_chunks(
+                    unknown,
+                    tenant_id=plan.tenant_id,
+                    filter=plan.filter,
+                    vector=vector,
+                    timeout=max(budget.remaining_s(), 0.001),
+                )
+            except BackendError as exc:
+                return _degraded(outcome, exc)
+        hits: list[StoredHit] = []
+        seen: set[str] = set()
+        for hit in outcome.hits or ():
+            chunk = known.get(hit.chunk_id) or found.get(hit.chunk_id)
+            if chunk is None or chunk.chunk_id in seen:
+                continue
+            seen.add(chunk.chunk_id)
+            hits.append(StoredHit(chunk.chunk_id, hit.score, chunk.fields))
+        return _with_hits(outcome, hits)
 
 
-def _skipped(leg: Leg) -> LegOutcome:
+def _best_known_chunks(outcomes: Sequence[LegOutcome]) -> dict[str, StoredHit]:
+    """Per document, the chunk of it the chunk-level legs ranked highest (the best
+    rank any of them gave it; the earlier leg on a tie)."""
+    best: dict[str, tuple[int, StoredHit]] = {}
+    for outcome in outcomes:
+        for rank, hit in enumerate(outcome.hits or ()):
+            document = hit.fields.get("document_id")
+            if document is None:
+                continue
+            kept = best.get(str(document))
+            if kept is None or rank < kept[0]:
+                best[str(document)] = (rank, hit)
+    return {document: hit for document, (_, hit) in best.items()}
+
+
+def _with_hits(outcome: LegOutcome, hits: Sequence[StoredHit]) -> LegOutcome:
+    report = replace(outcome.report, candidates=len(hits))
+    return LegOutcome(outcome.leg, tuple(hits), report)
+
+
+def _degraded(outcome: LegOutcome, exc: BackendError) -> LegOutcome:
+    status = LegStatus.TIMEOUT if isinstance(exc, VectorStoreTimeoutError) else LegStatus.ERROR
+    error = f"its candidates could not be read ({type(exc).__name__}: {exc.message})"
+    logger.warning("search.leg.degraded leg=%s status=%s error=%s", outcome.leg, status, error)
+    report = replace(outcome.report, status=status, candidates=0, error=error)
+    return LegOutcome(outcome.leg, None, report)
+
+
+def _skipped(leg: str) -> LegOutcome:
     return LegOutcome(leg, None, LegReport(leg, LegStatus.SKIPPED, 0.0, 0))
 
 
-def _failed(leg: Leg, status: LegStatus, error: str, *, started: float) -> LegOutcome:
+def _failed(leg: str, status: LegStatus, error: str, *, started: float) -> LegOutcome:
     took = (time.perf_counter() - started) * 1000
     logger.warning("search.leg.degraded leg=%s status=%s error=%s", leg, status, error)
     return LegOutcome(leg, None, LegReport(leg, status, took, 0, error))

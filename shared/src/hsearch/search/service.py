@@ -1,18 +1,20 @@
-"""The query path, composed of its stages: plan → retrieval → ranking → hydrate.
+"""The search service: pages, totals, facets and cursors on top of retrieval.
 
 * :mod:`~hsearch.search.planner` validates the request once into an immutable plan;
-* :mod:`~hsearch.search.retrieval` encodes the query and runs the legs in parallel
-  under one request deadline;
-* :mod:`~hsearch.search.ranking` fuses, thresholds, groups, counts facets and cuts the
-  page (pure), with the cross-encoder in between when asked for;
-* hydration maps the page to hits with their explanations and snippets; the legs
-  return their candidates without the text (the one large field), which is read for
-  the page's hits only, in one store request by primary key.
+* :mod:`~hsearch.search.passages` (the retrieval call) runs the registered sources
+  (:mod:`~hsearch.search.sources`) in parallel under one :class:`~hsearch.budget.Budget`
+  and fuses what they answered (:mod:`~hsearch.search.ranking`, pure);
+* this service counts the total and facets, reranks when asked, cuts the page and
+  hydrates it: hits with their explanations and snippets. The legs return their
+  candidates without the text (the one large field), which is read for the page's
+  hits only, in one store request by primary key.
 
 Every stage is timed on one clock (:mod:`~hsearch.search.timings`); the response
 carries the stages' times, which sum to ``took_ms``. A leg that errors or misses its
-deadline is reported in ``degraded`` and the other leg's answer is returned; when no
+deadline is reported in ``degraded`` and the other legs' answers are returned; when no
 leg answers the search raises :class:`~hsearch.errors.SearchUnavailableError` (503).
+The tenant's data is read through the store and the caches' readers, never through
+SQL here (an import contract).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import Any
 
 import anyio.to_thread
 from cachetools import TTLCache
-from sqlalchemy.exc import SQLAlchemyError
 
+from hsearch.budget import Budget
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import SearchSettings
 from hsearch.embedding.protocol import Embedder
@@ -42,16 +44,17 @@ from hsearch.search.caching import (
     ResultCache,
     search_id,
 )
-from hsearch.search.fusion import FusedHit
 from hsearch.search.highlight import make_snippet
-from hsearch.search.models import Explanation, SearchHit, SearchQuery, SearchResult
+from hsearch.search.models import SearchHit, SearchQuery, SearchResult
+from hsearch.search.passages import DEGRADED, Fused, RetrievalService, explain, offset
 from hsearch.search.planner import QueryPlanner, SearchPlan
-from hsearch.search.ranking import Ranked, Unit, page, rank, rerank
+from hsearch.search.ranking import Ranked, Unit, page, rerank
 from hsearch.search.retrieval import LegOutcome, MatchRequest, Retriever
+from hsearch.search.sources import Source, SourceRegistry, store_sources
 from hsearch.search.timings import Stage, StageClock, StageTimings
 from hsearch.search.totals import Counted, count, match_fields, taking_part
-from hsearch.types import CountScope, FusionMethod, Leg, LegStatus
-from hsearch.vectorstore.protocol import StoredHit, VectorStore
+from hsearch.types import CountScope
+from hsearch.vectorstore.protocol import VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -71,14 +74,18 @@ class SearchService:
         snapshots: PageSnapshots | None = None,
         generations: GenerationReader | None = None,
         settle_s: float = 0.0,
+        sources: SourceRegistry | None = None,
+        extra_sources: Sequence[Source] = (),
     ) -> None:
+        if sources is None:
+            sources = store_sources(store, *extra_sources)
         self._planner = QueryPlanner(
-            settings, encoder=embedder.info, can_rerank=reranker is not None
+            settings, encoder=embedder.info, can_rerank=reranker is not None, sources=sources
         )
-        self._retriever = Retriever(
-            embedder=embedder, store=store, statistics=statistics, queries=queries
+        retriever = Retriever(
+            embedder=embedder, store=store, statistics=statistics, sources=sources, queries=queries
         )
-        self._store = store
+        self._retrieval = RetrievalService(planner=self._planner, retriever=retriever, store=store)
         self._results = results
         self._snapshots = snapshots
         self._reranker = reranker
@@ -96,6 +103,16 @@ class SearchService:
             else None
         )
 
+    @property
+    def retrieval(self) -> RetrievalService:
+        """The retrieval call this service builds its pages on, for compositions."""
+        return self._retrieval
+
+    @property
+    def sources(self) -> SourceRegistry:
+        """The registered sources (legs), in their order."""
+        return self._retrieval.sources
+
     def plan(self, query: SearchQuery) -> SearchPlan:
         """The plan :meth:`search` runs for ``query``; raises InvalidRequestError (422)."""
         return self._planner.plan(query)
@@ -104,11 +121,13 @@ class SearchService:
         """Run ``query``; raises InvalidRequestError (422) or SearchUnavailableError (503)."""
         clock = StageClock()
         cursor = Cursor.decode(query.cursor) if query.cursor is not None else None
-        if cursor is not None:
+        if cursor is None:
+            plan = self._planner.plan(query)
+        else:
             # Whose cursor first (its offset may not fit another search's window).
-            cursor.check(self._planner.plan(replace(query, offset=0)))
-            query = replace(query, offset=cursor.offset)
-        plan = self._planner.plan(query)
+            plan = self._planner.plan(replace(query, offset=0))
+            cursor.check(plan)
+            plan = self._planner.at_offset(plan, cursor.offset)
         clock.lap(Stage.PLAN)
         if cursor is not None and cursor.snapshot is not None and self._snapshots is not None:
             window = await self._snapshots.load(plan, cursor.snapshot)
@@ -139,7 +158,7 @@ class SearchService:
             return None
         try:
             generation, age = await self._generations.read(plan.tenant_id)
-        except SQLAlchemyError as exc:
+        except BackendError as exc:
             logger.warning("search.totals.version_unavailable error=%s", type(exc).__name__)
             return None
         return DataVersion(generation, age)
@@ -156,22 +175,23 @@ class SearchService:
             if cached is not None or not plan.track_total
             else MatchRequest(self._count_limit, match_fields(plan.ranking.facets))
         )
-        retrieval = await self._retriever.retrieve(plan, clock=clock, matches=matches)
-        outcomes = retrieval.outcomes
+        budget = Budget.of(plan.budget_s, started=clock.started)
+        retrieval = await self._retrieval.run_legs(
+            plan, budget=budget, clock=clock, matches=matches
+        )
         try:
-            answered = _answered(outcomes)
+            fused = self._retrieval.fuse(plan, retrieval, clock=clock)
         except SearchUnavailableError:
-            _record(plan, outcomes, outcome="error")
+            _record(plan, retrieval.outcomes, outcome="error")
             raise
-        ranked = rank(plan.ranking, answered, skipped=_skipped(outcomes))
-        clock.lap(Stage.FUSION)
+        outcomes, ranked = fused.outcomes, fused.ranked
         counted = cached
         if counted is None:
             legs = taking_part(
                 {o.leg: o.hits for o in outcomes if o.hits is not None},
-                [o.leg for o in outcomes if o.report.status in _DEGRADED],
+                [o.leg for o in outcomes if o.report.status in DEGRADED],
             )
-            counted = count(plan.ranking, ranked, legs=legs, matches=retrieval.matches)
+            counted = count(plan.ranking, ranked, legs=legs, matches=fused.retrieval.matches)
             # Never a degraded answer, nor a window counted because the matches could not be.
             complete = not any(n is None for n in legs.values()) and (
                 counted.totals.scope is CountScope.MATCHES or plan.ranking.min_score is not None
@@ -198,9 +218,8 @@ class SearchService:
         # texts and snippets of other pages are read and made when they are served.
         hits = tuple(
             _hydrate(
-                plan,
+                fused,
                 unit=unit,
-                fields=ranked.fields,
                 text=texts.get(unit[0].id, ""),
                 rerank_scores=rerank_scores,
                 snippet=not snapshot or spec.offset <= i < end,
@@ -219,12 +238,12 @@ class SearchService:
             facet_basis=counted.facet_basis,
             offset=plan.ranking.offset,
             top_k=plan.ranking.top_k,
-            degraded=tuple(o.leg for o in outcomes if o.report.status in _DEGRADED),
-            legs=tuple(o.report for o in outcomes),
+            degraded=fused.degraded,
+            legs=fused.legs,
             took_ms=0.0,
             weights=ranked.weights,
             applied_weights=ranked.applied_weights,
-            embedding_cached=retrieval.embedding_cached,
+            embedding_cached=fused.retrieval.embedding_cached,
         )
         kept: str | None = None
         if snapshot and self._snapshots is not None:
@@ -273,22 +292,7 @@ class SearchService:
         return [unit for unit, _ in ordered] + list(tail), {u[0].id: s for u, s in ordered}
 
     async def _texts(self, plan: SearchPlan, chunk_ids: Sequence[str]) -> dict[str, str]:
-        """The texts of ``chunk_ids`` (one store request by primary key); raises
-        SearchUnavailableError if the store fails.
-
-        The read gets the plan's budget of its own, not what the legs left of it: the
-        legs' answers are worth nothing without it, and a server still busy with a leg
-        that missed its deadline answers it only after that leg."""
-        if not chunk_ids:
-            return {}
-        try:
-            return await self._store.texts(
-                chunk_ids, tenant_id=plan.tenant_id, timeout=plan.budget_s
-            )
-        except BackendError as exc:
-            raise SearchUnavailableError(
-                f"the hits' texts could not be read ({type(exc).__name__}: {exc.message})"
-            ) from exc
+        return await self._retrieval.texts(plan, chunk_ids)
 
     async def _page_of(
         self, window: SearchResult, *, plan: SearchPlan, snapshot: str, clock: StageClock
@@ -326,9 +330,6 @@ class SearchService:
         )
 
 
-_DEGRADED = frozenset({LegStatus.ERROR, LegStatus.TIMEOUT})
-
-
 def _record(
     plan: SearchPlan,
     outcomes: Sequence[LegOutcome],
@@ -341,7 +342,7 @@ def _record(
         tenant=plan.tenant_id,
         mode=plan.mode.value,
         outcome=outcome,
-        legs=[(o.leg.value, o.report.status.value, o.report.took_ms) for o in outcomes],
+        legs=[(o.leg, o.report.status.value, o.report.took_ms) for o in outcomes],
         stages_ms=(
             None
             if timings is None
@@ -350,65 +351,36 @@ def _record(
     )
 
 
-def _answered(outcomes: Sequence[LegOutcome]) -> dict[Leg, tuple[StoredHit, ...]]:
-    """The candidates of every leg that answered; raises SearchUnavailableError if none did."""
-    answered = {o.leg: o.hits for o in outcomes if o.hits is not None}
-    if not answered:
-        detail = "; ".join(f"{o.leg}: {o.report.error}" for o in outcomes if o.report.error)
-        raise SearchUnavailableError(f"every search leg failed ({detail})")
-    return answered
-
-
-def _skipped(outcomes: Sequence[LegOutcome]) -> tuple[Leg, ...]:
-    return tuple(o.leg for o in outcomes if o.report.status is LegStatus.SKIPPED)
-
-
 def _hydrate(
-    plan: SearchPlan,
+    fused: Fused,
     *,
     unit: Unit,
-    fields: Mapping[str, Mapping[str, Any]],
     text: str,
     rerank_scores: Mapping[str, float],
     snippet: bool = True,
 ) -> SearchHit:
     """One hit of the page: its stored fields and ``text``, its explanation and (with
     ``snippet``, when the plan highlights) its snippet."""
-    fused, matching = unit
-    stored = fields[fused.id]
-    rerank_score = rerank_scores.get(fused.id)
+    hit, matching = unit
+    plan = fused.plan
+    stored = fused.ranked.fields[hit.id]
+    rerank_score = rerank_scores.get(hit.id)
     return SearchHit(
-        chunk_id=fused.id,
+        chunk_id=hit.id,
         document_id=str(stored.get("document_id", "")),
         external_id=str(stored.get("external_id", "")),
         title=str(stored.get("title", "")),
         text=text,
-        score=fused.score if rerank_score is None else rerank_score,
-        explanation=_explain(fused, method=plan.ranking.method, rerank_score=rerank_score),
-        char_start=_offset(stored.get("char_start")),
-        char_end=_offset(stored.get("char_end")),
+        score=hit.score if rerank_score is None else rerank_score,
+        explanation=explain(hit, plan=plan, rerank_score=rerank_score),
+        char_start=offset(stored.get("char_start")),
+        char_end=offset(stored.get("char_end")),
         snippet=make_snippet(text, plan.query) if plan.highlight and snippet else None,
         matching_chunks=matching,
         source=str(stored.get("source", "")),
         lang=str(stored.get("lang", "")),
         tags=tuple(stored.get("tags") or ()),
         metadata=dict(stored.get("metadata") or {}),
-    )
-
-
-def _offset(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _explain(fused: FusedHit, *, method: FusionMethod, rerank_score: float | None) -> Explanation:
-    return Explanation(
-        method=method,
-        fused_score=fused.score,
-        dense_rank=fused.ranks.get(Leg.DENSE.value),
-        sparse_rank=fused.ranks.get(Leg.SPARSE.value),
-        dense_score=fused.scores.get(Leg.DENSE.value),
-        sparse_score=fused.scores.get(Leg.SPARSE.value),
-        rerank_score=rerank_score,
     )
 
 

@@ -89,7 +89,7 @@ def count(
     spec: RankingSpec,
     ranked: Ranked,
     *,
-    legs: Mapping[Leg, int | None],
+    legs: Mapping[str, int | None],
     matches: Matches | None,
 ) -> Counted:
     """The total and facets of a query.
@@ -105,7 +105,7 @@ def count(
     rows: dict[str, Mapping[str, Any]] = {f.id: ranked.fields[f.id] for f in ranked.candidates}
     if spec.min_score is not None:
         scope, exact = CountScope.WINDOW, not failed and not full
-    elif Leg.SPARSE not in full:
+    elif Leg.SPARSE.value not in full:
         # The sparse leg returned every keyword match (or takes no part): the window
         # holds the whole basis.
         scope, exact = CountScope.MATCHES, not failed
@@ -132,8 +132,8 @@ def _units(rows: Mapping[str, Mapping[str, Any]], unit: CountUnit) -> int:
 
 
 def taking_part(
-    answered: Mapping[Leg, Sequence[object]], failed: Collection[Leg]
-) -> dict[Leg, int | None]:
+    answered: Mapping[str, Sequence[object]], failed: Collection[str]
+) -> dict[str, int | None]:
     """``legs`` for :func:`count`: each leg that answered with its candidate count, each
     leg that failed with ``None``."""
     return {**{leg: len(hits) for leg, hits in answered.items()}, **dict.fromkeys(failed)}

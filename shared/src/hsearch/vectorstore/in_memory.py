@@ -14,13 +14,14 @@ from typing import Any
 
 from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import EncoderMismatchError
-from hsearch.types import SparseVector
+from hsearch.types import DenseVector, SparseVector
 from hsearch.vectorstore.filters import FilterNode, matches
 from hsearch.vectorstore.protocol import (
     ChunkRecord,
     StoredHit,
     VectorStore,
     answered,
+    best_of,
     require_tenant,
 )
 from hsearch.vectorstore.schema import CANDIDATE_FIELDS, PRIMARY_FIELD, UPDATABLE_FIELDS
@@ -175,6 +176,42 @@ class InMemoryVectorStore:
         rows = (self._rows.get(cid) for cid in chunk_ids)
         return {r.chunk_id: r.text for r in rows if r is not None and r.tenant_id == tenant_id}
 
+    async def chunk_fields(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, Mapping[str, Any]]:
+        require_tenant(tenant_id)
+        await asyncio.sleep(0)  # a real suspension point, like a network call
+        rows = (self._rows.get(cid) for cid in chunk_ids)
+        return {r.chunk_id: _fields(r) for r in rows if r is not None and r.tenant_id == tenant_id}
+
+    async def best_chunks(
+        self,
+        document_ids: Sequence[str],
+        *,
+        tenant_id: str,
+        filter: FilterNode | None,
+        vector: DenseVector | SparseVector | None,
+        timeout: float,
+    ) -> dict[str, StoredHit]:
+        require_tenant(tenant_id)
+        await asyncio.sleep(0)  # a real suspension point, like a network call
+        wanted = set(document_ids)
+        by_document: dict[str, list[StoredHit]] = {}
+        for row in self._rows.values():
+            if row.tenant_id != tenant_id or row.document_id not in wanted:
+                continue
+            fields = _fields(row)
+            if matches(filter, fields):
+                score = 0.0 if vector is None else _score(row, vector)
+                by_document.setdefault(row.document_id, []).append(
+                    StoredHit(row.chunk_id, score, fields)
+                )
+        sparse = isinstance(vector, SparseVector)
+        return {
+            document: best_of(hits, scored=vector is not None, sparse=sparse)
+            for document, hits in by_document.items()
+        }
+
     async def match_sparse(
         self,
         vector: SparseVector,
@@ -246,3 +283,13 @@ def _fields(row: ChunkRecord) -> dict[str, Any]:
     data["tags"] = list(row.tags)
     data["metadata"] = dict(row.metadata)
     return {k: data[k] for k in CANDIDATE_FIELDS}
+
+
+def _score(row: ChunkRecord, vector: DenseVector | SparseVector) -> float:
+    if isinstance(vector, SparseVector):
+        query = vector.to_dict()
+        return sum(
+            query.get(i, 0.0) * v
+            for i, v in zip(row.sparse.indices, row.sparse.values, strict=True)
+        )
+    return sum(a * b for a, b in zip(vector, row.dense, strict=True))

@@ -41,10 +41,10 @@ from hsearch.errors import (
     VectorStoreError,
     VectorStoreTimeoutError,
 )
-from hsearch.types import SparseVector
-from hsearch.vectorstore.filters import FilterNode, matches
+from hsearch.types import DenseVector, SparseVector
+from hsearch.vectorstore.filters import And, FieldRef, FilterNode, Membership, matches
 from hsearch.vectorstore.milvus_filters import compile_filter, quote_string, tenant_expression
-from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore, answered
+from hsearch.vectorstore.protocol import ChunkRecord, StoredHit, VectorStore, answered, best_of
 from hsearch.vectorstore.schema import (
     CANDIDATE_FIELDS,
     DENSE_FIELD,
@@ -58,10 +58,15 @@ from hsearch.vectorstore.schema import (
     TITLE_MAX_LENGTH,
     UPDATABLE_FIELDS,
     USER_FIELDS,
+    USER_FIELDS_BY_NAME,
     FieldType,
 )
 
 logger = logging.getLogger(__name__)
+
+BEST_CHUNKS_MAX_ROWS = 16_384
+"""The most chunks :meth:`MilvusVectorStore.best_chunks` reads in one call (Milvus's
+own cap on a query's rows); documents past it are left out."""
 
 
 class _ClientTimestampNotice(logging.Filter):
@@ -777,6 +782,102 @@ class MilvusVectorStore:
             if row.get(TENANT_FIELD) == tenant_id
         }
 
+    async def chunk_fields(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, Mapping[str, Any]]:
+        """One query by primary key, as :meth:`texts`; rows of another tenant are
+        dropped here."""
+        tenant_expression(tenant_id)  # refuses a call naming no tenant
+        if not chunk_ids:
+            return {}
+        ids = ", ".join(quote_string(c) for c in dict.fromkeys(chunk_ids))
+        rows = await self._query(
+            f"{PRIMARY_FIELD} in [{ids}]",
+            output_fields=[*CANDIDATE_FIELDS, TENANT_FIELD],
+            limit=None,
+            timeout=timeout,
+            what="fields",
+        )
+        return {
+            str(row[PRIMARY_FIELD]): _from_entity({k: row.get(k) for k in CANDIDATE_FIELDS})
+            for row in rows
+            if row.get(TENANT_FIELD) == tenant_id
+        }
+
+    async def best_chunks(
+        self,
+        document_ids: Sequence[str],
+        *,
+        tenant_id: str,
+        filter: FilterNode | None,
+        vector: DenseVector | SparseVector | None,
+        timeout: float,
+    ) -> dict[str, StoredHit]:
+        """One query of the documents' chunks under the filter (their vector too, when
+        there is one to score them with), scored here: exact, whatever the filter."""
+        if not document_ids:
+            tenant_expression(tenant_id)
+            return {}
+        documents = Membership(
+            FieldRef(USER_FIELDS_BY_NAME["document_id"]), tuple(dict.fromkeys(document_ids))
+        )
+        node: FilterNode = documents if filter is None else And((filter, documents))
+        vector_field = (
+            None
+            if vector is None
+            else SPARSE_FIELD
+            if isinstance(vector, SparseVector)
+            else DENSE_FIELD
+        )
+        rows = await self._query(
+            compile_filter(node, tenant_id=tenant_id),
+            output_fields=[*CANDIDATE_FIELDS, *([vector_field] if vector_field else [])],
+            limit=BEST_CHUNKS_MAX_ROWS,
+            timeout=timeout,
+            what="chunks of documents",
+        )
+        by_document: dict[str, list[StoredHit]] = {}
+        for row in rows:
+            fields = _from_entity({k: row.get(k) for k in CANDIDATE_FIELDS})
+            score = 0.0 if vector is None else _score(row.get(vector_field or ""), vector)
+            hit = StoredHit(str(row[PRIMARY_FIELD]), score, fields)
+            by_document.setdefault(str(fields["document_id"]), []).append(hit)
+        sparse = isinstance(vector, SparseVector)
+        return {
+            document: best_of(hits, scored=vector is not None, sparse=sparse)
+            for document, hits in by_document.items()
+        }
+
+    async def _query(
+        self,
+        expr: str,
+        *,
+        output_fields: Sequence[str],
+        limit: int | None,
+        timeout: float,
+        what: str,
+    ) -> list[dict[str, Any]]:
+        """The rows ``expr`` selects (at most ``limit``), under ``timeout``."""
+        client = self._get_async_client(TEXT_FIELD)
+        deadline = time.monotonic() + timeout
+        extra: dict[str, Any] = {} if limit is None else {"limit": limit}
+        try:
+            rows = await self._loaded(
+                client,
+                lambda: client.query(
+                    self._collection,
+                    filter=expr,
+                    output_fields=list(output_fields),
+                    timeout=_remaining(deadline, TEXT_FIELD),
+                    **extra,
+                ),
+                leg=TEXT_FIELD,
+                deadline=deadline,
+            )
+        except _TRANSPORT_ERRORS as exc:
+            raise _read_error(f"Milvus query of {what}", exc, timeout=timeout) from exc
+        return list(rows)
+
     async def match_sparse(
         self,
         vector: SparseVector,
@@ -1028,6 +1129,16 @@ def _entities(schema: Mapping[str, Any], columns: Mapping[str, list[Any]]) -> li
         {"name": f["name"], "type": f["type"], "values": columns[f["name"]]}
         for f in schema["fields"]
     ]
+
+
+def _score(stored: Any, vector: DenseVector | SparseVector) -> float:
+    """The inner product of a stored vector (as a query returns it) with ``vector``."""
+    if isinstance(vector, SparseVector):
+        if not isinstance(stored, Mapping):
+            return 0.0
+        query = vector.to_dict()
+        return float(sum(query.get(int(i), 0.0) * float(v) for i, v in stored.items()))
+    return float(np.dot(np.asarray(stored, dtype=np.float32), np.asarray(vector, np.float32)))
 
 
 def _from_entity(entity: Mapping[str, Any]) -> dict[str, Any]:

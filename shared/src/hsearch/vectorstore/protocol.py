@@ -27,6 +27,24 @@ def require_tenant(tenant_id: object) -> str:
     return tenant_id
 
 
+def best_of(chunks: Sequence[StoredHit], *, scored: bool, sparse: bool) -> StoredHit:
+    """The rule of :meth:`VectorStore.best_chunks` for one document's ``chunks`` (at
+    least one, each scored for the vector and carrying its ``ordinal`` field): the best
+    score (the earlier ordinal on a tie), or the first chunk, with score 0, when nothing
+    was ``scored`` (no vector) or, for a ``sparse`` vector, no chunk scores above 0."""
+
+    def ordinal(hit: StoredHit) -> int:
+        return int(hit.fields.get("ordinal") or 0)
+
+    first = min(chunks, key=ordinal)
+    if not scored:
+        return StoredHit(first.chunk_id, 0.0, first.fields)
+    best = max(chunks, key=lambda hit: (hit.score, -ordinal(hit)))
+    if sparse and best.score <= 0:
+        return StoredHit(first.chunk_id, 0.0, first.fields)
+    return best
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkRecord:
     """One chunk as stored: ids, text, filter/facet fields and both vectors.
@@ -193,6 +211,31 @@ class VectorStore(Protocol):
     ) -> dict[str, str]:
         """The text of each of ``chunk_ids`` the tenant holds (a chunk deleted since, or
         another tenant's, is left out). The legs return their candidates without it."""
+        ...
+
+    async def chunk_fields(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, Mapping[str, Any]]:
+        """The stored fields (:data:`~hsearch.vectorstore.schema.CANDIDATE_FIELDS`: no
+        text, no vectors) of each of ``chunk_ids`` the tenant holds, by primary key (a
+        chunk deleted since, or another tenant's, is left out): what a source that
+        returns bare chunk ids is hydrated with."""
+        ...
+
+    async def best_chunks(
+        self,
+        document_ids: Sequence[str],
+        *,
+        tenant_id: str,
+        filter: FilterNode | None,
+        vector: DenseVector | SparseVector | None,
+        timeout: float,
+    ) -> dict[str, StoredHit]:
+        """Each of the tenant's ``document_ids`` with its chunk that scores best for
+        ``vector`` (inner product) among its chunks under ``filter``: its first chunk (by
+        ordinal) when ``vector`` is ``None`` or no chunk of it scores above 0 for a
+        sparse one. A document none of whose chunks passes ``filter`` is left out. Each
+        hit carries the candidate fields and the chunk's score (0 without a vector)."""
         ...
 
     async def match_sparse(

@@ -9,6 +9,7 @@ No ``from __future__ import annotations`` here: the playground's route is define
 :func:`create_router` with the search request model built there (as in ``search.py``).
 """
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from functools import cache, partial
 from importlib.resources import files
@@ -96,10 +97,11 @@ def _html(name: str) -> HTMLResponse:
     return HTMLResponse(page(name), headers=PAGE_HEADERS)
 
 
-def create_router(search: SearchSettings, ops: OpsSettings) -> APIRouter:
+def create_router(search: SearchSettings, ops: OpsSettings, *, legs: Sequence[str]) -> APIRouter:
     """The pages and their JSON endpoints; the playground validates searches against the
-    limits in ``search``. Left out of the OpenAPI document: they serve the pages."""
-    request_model = search_request_model(search)
+    limits in ``search`` and the registered ``legs``. Left out of the OpenAPI document:
+    they serve the pages."""
+    request_model = search_request_model(search, legs)
     router = APIRouter(include_in_schema=False)
 
     assets = StaticFiles(directory=static_directory())

@@ -5,6 +5,7 @@ No ``from __future__ import annotations`` here: the route is defined in
 annotations in the module's globals, where that model is not.
 """
 
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from fastapi import APIRouter
@@ -24,19 +25,24 @@ from hsearch_api.schemas.search import (
     FacetRead,
     HitRead,
     LegRead,
+    LegScoreRead,
     SearchRequest,
     SearchResponse,
     TimingsRead,
     search_request_model,
+    search_response_model,
 )
 
 
-def create_router(settings: SearchSettings) -> APIRouter:
-    """The search routes, validating requests against the limits in ``settings``."""
-    request_model = search_request_model(settings)
+def create_router(settings: SearchSettings, *, legs: Sequence[str]) -> APIRouter:
+    """The search routes, validating requests against the limits in ``settings``, with
+    the registered sources' names (``legs``) in the OpenAPI document."""
+    request_model = search_request_model(settings, legs)
     router = APIRouter(prefix="/v1", tags=["search"], responses=COMMON_ERRORS)
 
-    @router.post("/search", responses=error_responses(413))
+    @router.post(
+        "/search", responses=error_responses(413), response_model=search_response_model(legs)
+    )
     async def search(
         body: request_model,  # type: ignore[valid-type]  # a model built at run time
         caller: SearchCallerDep,
@@ -150,7 +156,19 @@ def search_response(result: SearchResult) -> SearchResponse:
                 lang=h.lang,
                 tags=list(h.tags),
                 metadata=h.metadata,
-                explanation=ExplanationRead(**asdict(h.explanation)),
+                explanation=ExplanationRead(
+                    method=h.explanation.method,
+                    fused_score=h.explanation.fused_score,
+                    legs={
+                        name: LegScoreRead(rank=leg.rank, score=leg.score)
+                        for name, leg in h.explanation.legs.items()
+                    },
+                    dense_rank=h.explanation.rank_of("dense"),
+                    sparse_rank=h.explanation.rank_of("sparse"),
+                    dense_score=h.explanation.score_of("dense"),
+                    sparse_score=h.explanation.score_of("sparse"),
+                    rerank_score=h.explanation.rerank_score,
+                ),
             )
             for h in result.hits
         ],

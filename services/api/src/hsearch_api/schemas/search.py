@@ -2,11 +2,16 @@
 
 The bounds that are server settings (``top_k``, ``candidates``, ``leg_timeout_ms``) are
 not written here: :func:`search_request_model` adds them from the settings the app is
-built with, so the OpenAPI document advertises exactly what the server enforces.
+built with, so the OpenAPI document advertises exactly what the server enforces. The
+same goes for the legs: the registered sources' names, as the ``Leg`` enum, key the
+request's ``weights`` and every leg-named field of the response
+(:func:`search_response_model`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
@@ -22,7 +27,7 @@ from pydantic import (
 from hsearch.config import SearchSettings
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.planner import MAX_QUERY_CHARS
-from hsearch.types import CountScope, CountUnit, FusionMethod, Leg, LegStatus, SearchMode
+from hsearch.types import CountScope, CountUnit, FusionMethod, LegStatus, SearchMode
 
 # Numbers are strict: JSON's true is not the number 1, nor "5" the number 5 (lax
 # validation would take both). A whole number is still a valid float. So are booleans:
@@ -90,10 +95,10 @@ class SearchRequest(BaseModel):
         description="k of 1 / (k + rank) for rrf, and for adaptive when no leg's best "
         "candidate stands out (default: the server's for the method).",
     )
-    weights: dict[Leg, LegWeight] | None = Field(
+    weights: dict[str, LegWeight] | None = Field(
         default=None,
-        description='Per-leg weights, e.g. {"dense": 0.7, "sparse": 0.3} (default: the '
-        "server's for the method).",
+        description='Per-leg weights, e.g. {"dense": 0.7, "sparse": 0.3}; a leg not named '
+        "gets 0 (default: the server's for the method).",
     )
     filter: dict[str, Any] | None = None
     candidates: StrictInt | None = Field(
@@ -139,15 +144,23 @@ class SearchRequest(BaseModel):
     )
 
 
-def search_request_model(settings: SearchSettings) -> type[SearchRequest]:
+def leg_enum(legs: Sequence[str]) -> type[StrEnum]:
+    """The ``Leg`` enum of the OpenAPI document: the registered sources' names."""
+    return StrEnum("Leg", [(name.upper(), name) for name in legs], module=__name__)  # type: ignore[return-value]  # the functional API's type
+
+
+def search_request_model(settings: SearchSettings, legs: Sequence[str]) -> type[SearchRequest]:
     """:class:`SearchRequest` with the limits of ``settings``: the maxima of ``top_k``,
     ``offset``, ``candidates`` and ``leg_timeout_ms`` the search service enforces
-    (:class:`~hsearch.search.service.SearchService` validates with the same settings)."""
+    (:class:`~hsearch.search.service.SearchService` validates with the same settings),
+    and ``weights`` keyed by the registered ``legs``."""
     fields = SearchRequest.model_fields
+    leg: Any = leg_enum(legs)
     return create_model(
         "SearchRequest",
         __base__=SearchRequest,
         __module__=__name__,
+        weights=(dict[leg, LegWeight] | None, fields["weights"]),
         top_k=(Annotated[StrictInt, Field(le=settings.max_top_k)], fields["top_k"]),
         # The planner refuses an offset past the request's own window with a 422 that
         # names it; this is the bound no window can exceed.
@@ -175,13 +188,22 @@ def max_leg_timeout_ms(settings: SearchSettings) -> int:
     return ms
 
 
+class LegScoreRead(BaseModel):
+    rank: int | None = Field(description="1-based rank in the leg; null: not returned by it.")
+    score: float | None = Field(description="The leg's raw score; null: not returned by it.")
+
+
 class ExplanationRead(BaseModel):
     method: FusionMethod
     fused_score: float
-    dense_rank: int | None
-    sparse_rank: int | None
-    dense_score: float | None
-    sparse_score: float | None
+    legs: dict[str, LegScoreRead] = Field(
+        description="Every leg of the search's mode, by name, with its rank and score "
+        "(null where the leg did not return the hit)."
+    )
+    dense_rank: int | None = Field(description="The same as `legs.dense.rank`.")
+    sparse_rank: int | None = Field(description="The same as `legs.sparse.rank`.")
+    dense_score: float | None = Field(description="The same as `legs.dense.score`.")
+    sparse_score: float | None = Field(description="The same as `legs.sparse.score`.")
     rerank_score: float | None
 
 
@@ -209,7 +231,7 @@ class HitRead(BaseModel):
 
 
 class LegRead(BaseModel):
-    leg: Leg
+    leg: str
     status: LegStatus
     took_ms: float
     candidates: int
@@ -289,7 +311,7 @@ class SearchResponse(BaseModel):
     total_candidates: int = Field(
         description="Deprecated: the same as `window`.", json_schema_extra={"deprecated": True}
     )
-    degraded: list[Leg]
+    degraded: list[str]
     legs: list[LegRead] = Field(
         description="Every leg of the mode: `ok`, `timeout`, `error`, or `skipped` (not run: "
         "its weight is 0 for this query). `took_ms` is the leg's own time; the legs run in "
@@ -307,11 +329,11 @@ class SearchResponse(BaseModel):
         description="Send it as `cursor` with the same search for the next page; null on "
         "the window's last page."
     )
-    weights: dict[Leg, float] = Field(
+    weights: dict[str, float] = Field(
         description="Per leg that answered: the weight the query was fused with "
         "(configured or requested; 0 for a dense encoder that cannot read the query)."
     )
-    applied_weights: dict[Leg, float] = Field(
+    applied_weights: dict[str, float] = Field(
         description="Per active leg: its share of this query's fusion (sums to 1). "
         "For adaptive fusion, moved from `weights` towards the legs whose best "
         "candidate stands out (docs/fusion.md)."
@@ -320,4 +342,31 @@ class SearchResponse(BaseModel):
     facets: list[FacetRead]
     facet_basis: FacetBasisRead | None = Field(
         description="What the facets counted; null when no facet was asked for."
+    )
+
+
+def search_response_model(legs: Sequence[str]) -> type[SearchResponse]:
+    """:class:`SearchResponse` with every leg-named field typed by the registered
+    ``legs`` (the ``Leg`` enum of the OpenAPI document)."""
+    leg: Any = leg_enum(legs)
+    leg_read = create_model("LegRead", __base__=LegRead, __module__=__name__, leg=(leg, ...))
+    explanation = create_model(
+        "ExplanationRead",
+        __base__=ExplanationRead,
+        __module__=__name__,
+        legs=(dict[leg, LegScoreRead], ExplanationRead.model_fields["legs"]),
+    )
+    hit = create_model(
+        "HitRead", __base__=HitRead, __module__=__name__, explanation=(explanation, ...)
+    )
+    fields = SearchResponse.model_fields
+    return create_model(
+        "SearchResponse",
+        __base__=SearchResponse,
+        __module__=__name__,
+        degraded=(list[leg], fields["degraded"]),
+        legs=(list[leg_read], fields["legs"]),
+        weights=(dict[leg, float], fields["weights"]),
+        applied_weights=(dict[leg, float], fields["applied_weights"]),
+        hits=(list[hit], fields["hits"]),
     )

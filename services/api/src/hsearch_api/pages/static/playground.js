@@ -61,6 +61,13 @@
     $("legs").tBodies[0].replaceChildren(
       ...result.legs.map((l) => row([l.leg, l.status, fmt(l.took_ms, 2), l.candidates ?? "–"])),
     );
+    // One rank and one score column per leg of the search, as the response names them.
+    const legs = result.legs.map((l) => l.leg);
+    $("hit-columns").replaceChildren(
+      ...["#", "document", "chunk", "fused score"]
+        .concat(legs.flatMap((leg) => [`${leg} rank`, `${leg} score`]), ["rerank"])
+        .map((name) => hsearch.el("th", name)),
+    );
     $("hits").tBodies[0].replaceChildren(
       ...result.hits.map((h, i) => {
         const e = h.explanation;
@@ -70,10 +77,7 @@
             `${h.title || h.external_id}`,
             h.snippet ? snippet(h.snippet) : h.text.slice(0, 160),
             fmt(e.fused_score),
-            e.dense_rank ?? "–",
-            fmt(e.dense_score),
-            e.sparse_rank ?? "–",
-            fmt(e.sparse_score),
+            ...legs.flatMap((leg) => [e.legs[leg]?.rank ?? "–", fmt(e.legs[leg]?.score)]),
             fmt(e.rerank_score),
           ],
           { class: "hit" },
