@@ -197,6 +197,7 @@ async def test_the_encoder_is_loaded_once_per_process(
     assert len(loads) == 1
 
 
+@pytest.mark.process
 def test_services_that_never_encode_check_the_collection_without_loading_the_encoder(
     tmp_path: Path,
 ) -> None:
@@ -272,6 +273,7 @@ _FROZEN_AT_START = {
 }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("process", sorted(_FROZEN_AT_START))
 def test_a_process_freezes_what_it_built_at_start_out_of_full_collections(
     tmp_path: Path, process: str
