@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from hsearch.config import DatabaseSettings, EncoderKind, EncoderSettings, IngestSettings, Settings
+from hsearch.config import (
+    DatabaseSettings,
+    EncoderKind,
+    EncoderSettings,
+    IngestSettings,
+    SearchSettings,
+    Settings,
+)
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import JobStatus
@@ -28,6 +35,7 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import build_services
 from hsearch.search.models import SearchQuery
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.budget import UNHURRIED
 
 
 def settings(data_dir: Path, database_url: str | None = None) -> Settings:
@@ -121,6 +129,7 @@ def _searching(tmp_path: Path, **encoder: Any) -> Settings:
         _env_file=None,
         data_dir=tmp_path,
         encoder=EncoderSettings(kind=EncoderKind.FAKE, **encoder),
+        search=SearchSettings(**UNHURRIED),
     )
     upgrade_database(settings.database_url)
     return settings

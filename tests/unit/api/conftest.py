@@ -34,6 +34,7 @@ from hsearch.types import Scope
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import VectorStore
 from hsearch_api.main import create_app
+from tests.unit.budget import UNHURRIED
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,13 @@ def default_tenant_key(services: Services) -> str:
 
 def api_settings(data_dir: Path, **search: Any) -> Settings:
     """Embedded settings in ``data_dir`` with the fake encoder; ``search`` overrides
-    search settings. Every section is given, so no ``HSEARCH_*`` variable leaks in."""
+    search settings (the budget: ``UNHURRIED``). Every section is given, so no ``HSEARCH_*``
+    variable leaks in."""
     return Settings(
         _env_file=None,
         data_dir=data_dir,
         encoder=EncoderSettings(kind=EncoderKind.FAKE),
-        search=SearchSettings(**search),
+        search=SearchSettings(**(UNHURRIED | search)),
         api=ApiSettings(migrate_on_start=True),
         webhooks=WebhookSettings(),
     )
