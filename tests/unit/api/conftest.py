@@ -10,6 +10,8 @@ sends a key of the default tenant holding every scope (``Api.key``).
 from __future__ import annotations
 
 import contextlib
+import functools
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from hsearch.config import (
     Settings,
     WebhookSettings,
 )
+from hsearch.db.migrate import upgrade_database
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import Services, build_services
 from hsearch.types import Scope
@@ -73,6 +76,18 @@ def api_settings(data_dir: Path, **search: Any) -> Settings:
     )
 
 
+@functools.cache
+def migrated_database() -> bytes:
+    """An embedded metadata database migrated to head, once per session. Each app
+    ``serve`` starts gets a copy: its lifespan still runs the migrations, which find
+    nothing left to do (``tests/unit/test_migrations.py`` runs them on empty databases,
+    and the client tier's apps migrate their own)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "hsearch.sqlite"
+        upgrade_database(f"sqlite:///{path}")
+        return path.read_bytes()
+
+
 @contextlib.asynccontextmanager
 async def serve(
     settings: Settings,
@@ -82,7 +97,13 @@ async def serve(
     cache: CacheBackend | None = None,
 ) -> AsyncIterator[Api]:
     """The app on ``settings``, an in-memory store and queue unless others are given;
-    the search caches on ``cache`` if given (none otherwise)."""
+    the search caches on ``cache`` if given (none otherwise). A new embedded database
+    starts as a copy of ``migrated_database()``."""
+    database = settings.data_dir / "hsearch.sqlite"
+    if settings.database.url is None and not database.exists():
+        assert settings.database_url == f"sqlite:///{database.resolve()}"
+        database.parent.mkdir(parents=True, exist_ok=True)
+        database.write_bytes(migrated_database())
     queue = InMemoryJobQueue() if queue is None else queue
     services = build_services(
         settings, store=store or InMemoryVectorStore(), queue=queue, cache=cache
