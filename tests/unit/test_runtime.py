@@ -311,6 +311,7 @@ def test_a_process_freezes_what_it_built_at_start_out_of_full_collections(
     assert after > 50_000  # the libraries and services, not a handful of objects
 
 
+@pytest.mark.process
 def test_keep_startup_heap_collects_garbage_then_freezes_what_is_left() -> None:
     code = (
         "import gc, weakref\n"
