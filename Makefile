@@ -26,8 +26,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The unit tier without its `process` tests (child processes, external validators):
+# fast, and indifferent to the machine's load. `make test` runs those too.
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest tests/unit -m "not process"
 
 # Research tools (research/README.md): not product code, not in `make test`.
 test-research: $(STAMP)

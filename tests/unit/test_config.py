@@ -237,6 +237,7 @@ def test_the_env_file_is_checked_too(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         Settings(_env_file=env_file)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("variable", "value", "named"),
     [

@@ -138,12 +138,14 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 # --- Kubernetes: the validator ----------------------------------------------------------
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize(("name", "doc"), manifests(), ids=[n for n, _ in manifests()])
 def test_manifest_is_valid_kubernetes(name: str, doc: dict[str, Any], version: str) -> None:
     kubernetes_validate.validate(doc, version, strict=True)
 
 
+@pytest.mark.process
 def test_the_validator_rejects_a_misspelt_field() -> None:
     # Guards the guard: strict validation must fail on a field Kubernetes does not know.
     deployment = of_kind("Deployment")["hsearch-api"]
@@ -292,6 +294,7 @@ def test_configmap_names_only_settings_that_exist() -> None:
     assert data["HSEARCH_API__MIGRATE_ON_START"] == "false", "the migration Job migrates"
 
 
+@pytest.mark.process
 def test_compose_app_environment_names_only_settings_that_exist() -> None:
     services = load_compose()["services"]
     for name in ("api", "worker", "migrate"):
@@ -310,6 +313,7 @@ def test_the_setting_check_catches_a_misspelt_name() -> None:
     assert not _setting_exists("HSEARCH_API__PROT")
 
 
+@pytest.mark.process
 def test_pods_run_as_the_image_user_without_privileges() -> None:
     for kind in ("Deployment", "Job"):
         for name, workload in of_kind(kind).items():
@@ -369,6 +373,7 @@ def test_the_key_check_reports_a_misspelt_key() -> None:
     assert unknown_keys(values, keys) == ["queryNode.replica"]
 
 
+@pytest.mark.process
 def test_milvus_runs_distributed_at_the_compose_version() -> None:
     meta, _ = chart_keys()
     values = milvus_values()
@@ -419,21 +424,25 @@ def run_promtool(*args: str, cwd: Path = PROMETHEUS) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.process
 def test_prometheus_config_is_valid() -> None:
     result = run_promtool("check", "config", "prometheus.yml")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.process
 def test_alert_rules_are_valid() -> None:
     result = run_promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.process
 def test_alert_rules_pass_their_unit_tests() -> None:
     result = run_promtool("test", "rules", "alerts.test.yml")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.process
 def test_rule_tests_fail_when_an_alert_does_not_fire(tmp_path: Path) -> None:
     # Guards the guard: a rule that never fires must fail its unit test.
     rules = yaml_documents(PROMETHEUS / "alerts.yml")[0]
@@ -476,6 +485,7 @@ def test_every_alert_is_tested_firing_and_has_a_runbook_entry() -> None:
         assert name.lower() in headings, f"docs/operations.md has no section {name}"
 
 
+@pytest.mark.process
 def test_scrape_jobs_match_the_compose_services_and_the_alerts() -> None:
     config = yaml_documents(PROMETHEUS / "prometheus.yml")[0]
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
@@ -599,6 +609,7 @@ def test_dashboard_shows_the_ops_page_panels_from_the_provisioned_datasource() -
     assert len(ids) == len(set(ids)), "panel ids repeat"
 
 
+@pytest.mark.process
 def test_compose_runs_prometheus_and_grafana_on_the_infra_files() -> None:
     services = load_compose()["services"]
     mounts = {

@@ -38,6 +38,7 @@ def test_wait_until_returns_once_the_check_holds() -> None:
     wait_until(lambda: next(calls), timeout=5, what="thing", interval=0.01)
 
 
+@pytest.mark.process
 def test_a_process_that_exits_fails_the_wait_with_its_log_tail(tmp_path: Path) -> None:
     log = tmp_path / "boom.log"
     child = Child(
@@ -69,6 +70,7 @@ def test_without_a_log_the_message_has_no_tail() -> None:
     assert info.value.message == "Quiet thing: not ready after 0s"
 
 
+@pytest.mark.process
 def test_stop_ends_the_child_and_closes_its_log(tmp_path: Path) -> None:
     log = tmp_path / "sleeper.log"
     child = Child(
@@ -113,6 +115,7 @@ def milvus_lite_children() -> set[int]:
     return pids
 
 
+@pytest.mark.process
 def test_a_service_that_does_not_come_up_is_stopped(tmp_path: Path) -> None:
     before = milvus_lite_children()  # the integration suite's server, in a full run
     with pytest.raises(ConfigurationError, match="Milvus Lite server: not ready after 0s"):
@@ -136,6 +139,7 @@ def test_commands() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.process
 def test_the_worker_app_runs_tasks_in_the_worker_process() -> None:
     """Whatever command starts it (compose, Kubernetes, by hand): Celery's CLI takes the
     app's ``worker_pool`` over its ``prefork`` default, and its ``worker_concurrency``
@@ -150,6 +154,7 @@ def test_the_worker_app_runs_tasks_in_the_worker_process() -> None:
     assert done.stdout.split() == ["solo", "1", "1"]
 
 
+@pytest.mark.process
 def test_a_second_milvus_lite_on_a_taken_port_fails_instead_of_sharing_it(
     tmp_path: Path,
 ) -> None:
@@ -172,6 +177,7 @@ def test_a_second_milvus_lite_on_a_taken_port_fails_instead_of_sharing_it(
         first.stop()
 
 
+@pytest.mark.process
 def test_a_free_port_taken_before_the_bind_is_chosen_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,6 +200,7 @@ def test_a_free_port_taken_before_the_bind_is_chosen_again(
         taken.stop()
 
 
+@pytest.mark.process
 def test_the_services_stop_after_those_using_them(tmp_path: Path) -> None:
     """A worker stopping still reaches Milvus: the service gets SIGTERM only once the
     worker has exited (here after a last second of work), all within the timeout."""

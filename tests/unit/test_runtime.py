@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from hsearch.config import DatabaseSettings, EncoderKind, EncoderSettings, IngestSettings, Settings
+from hsearch.config import (
+    DatabaseSettings,
+    EncoderKind,
+    EncoderSettings,
+    IngestSettings,
+    SearchSettings,
+    Settings,
+)
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import JobStatus
@@ -28,6 +35,7 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import build_services
 from hsearch.search.models import SearchQuery
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.budget import UNHURRIED
 
 
 def settings(data_dir: Path, database_url: str | None = None) -> Settings:
@@ -121,6 +129,7 @@ def _searching(tmp_path: Path, **encoder: Any) -> Settings:
         _env_file=None,
         data_dir=tmp_path,
         encoder=EncoderSettings(kind=EncoderKind.FAKE, **encoder),
+        search=SearchSettings(**UNHURRIED),
     )
     upgrade_database(settings.database_url)
     return settings
@@ -197,6 +206,7 @@ async def test_the_encoder_is_loaded_once_per_process(
     assert len(loads) == 1
 
 
+@pytest.mark.process
 def test_services_that_never_encode_check_the_collection_without_loading_the_encoder(
     tmp_path: Path,
 ) -> None:
@@ -272,6 +282,7 @@ _FROZEN_AT_START = {
 }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("process", sorted(_FROZEN_AT_START))
 def test_a_process_freezes_what_it_built_at_start_out_of_full_collections(
     tmp_path: Path, process: str
@@ -300,6 +311,7 @@ def test_a_process_freezes_what_it_built_at_start_out_of_full_collections(
     assert after > 50_000  # the libraries and services, not a handful of objects
 
 
+@pytest.mark.process
 def test_keep_startup_heap_collects_garbage_then_freezes_what_is_left() -> None:
     code = (
         "import gc, weakref\n"

@@ -10,6 +10,8 @@ sends a key of the default tenant holding every scope (``Api.key``).
 from __future__ import annotations
 
 import contextlib
+import functools
+import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from hsearch.config import (
     Settings,
     WebhookSettings,
 )
+from hsearch.db.migrate import upgrade_database
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import Services, build_services
 from hsearch.search.sources import Source
@@ -35,6 +38,7 @@ from hsearch.types import Scope
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import VectorStore
 from hsearch_api.main import create_app
+from tests.unit.budget import UNHURRIED
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,28 @@ def default_tenant_key(services: Services) -> str:
 
 def api_settings(data_dir: Path, **search: Any) -> Settings:
     """Embedded settings in ``data_dir`` with the fake encoder; ``search`` overrides
-    search settings. Every section is given, so no ``HSEARCH_*`` variable leaks in."""
+    search settings (the budget: ``UNHURRIED``). Every section is given, so no ``HSEARCH_*``
+    variable leaks in."""
     return Settings(
         _env_file=None,
         data_dir=data_dir,
         encoder=EncoderSettings(kind=EncoderKind.FAKE),
-        search=SearchSettings(**search),
+        search=SearchSettings(**(UNHURRIED | search)),
         api=ApiSettings(migrate_on_start=True),
         webhooks=WebhookSettings(),
     )
+
+
+@functools.cache
+def migrated_database() -> bytes:
+    """An embedded metadata database migrated to head, once per session. Each app
+    ``serve`` starts gets a copy: its lifespan still runs the migrations, which find
+    nothing left to do (``tests/unit/test_migrations.py`` runs them on empty databases,
+    and the client tier's apps migrate their own)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "hsearch.sqlite"
+        upgrade_database(f"sqlite:///{path}")
+        return path.read_bytes()
 
 
 @contextlib.asynccontextmanager
@@ -83,7 +100,13 @@ async def serve(
 ) -> AsyncIterator[Api]:
     """The app on ``settings``, an in-memory store and queue unless others are given;
     the search caches on ``cache`` if given (none otherwise); ``extra_sources``
-    registered after the dense and sparse legs."""
+    registered after the dense and sparse legs. A new embedded database starts as a
+    copy of ``migrated_database()``."""
+    database = settings.data_dir / "hsearch.sqlite"
+    if settings.database.url is None and not database.exists():
+        assert settings.database_url == f"sqlite:///{database.resolve()}"
+        database.parent.mkdir(parents=True, exist_ok=True)
+        database.write_bytes(migrated_database())
     queue = InMemoryJobQueue() if queue is None else queue
     services = build_services(
         settings,

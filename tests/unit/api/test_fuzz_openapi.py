@@ -51,6 +51,9 @@ DOCS: list[dict[str, Any]] = [
     {"external_id": "rivers", "text": "Rivers run to the sea.", "metadata": {"year": 2020}},
 ]
 
+# A schemathesis run: dozens of requests per operation, validated against the document.
+pytestmark = pytest.mark.process
+
 EXAMPLES = 25
 """Generated requests per operation and mode (valid, invalid)."""
 

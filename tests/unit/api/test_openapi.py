@@ -110,8 +110,9 @@ def request_with(field: str, value: object, settings: Settings) -> dict[str, Any
             "max_top_k": 7,
             "candidates": 20,
             "max_candidates": 33,
-            "leg_timeout_s": 0.2,
-            "max_leg_timeout_s": 0.29,
+            # Not the defaults, and long enough that no probe's search misses them.
+            "leg_timeout_s": 20.0,
+            "max_leg_timeout_s": 29.0,
         },
     ],
     ids=["defaults", "configured"],

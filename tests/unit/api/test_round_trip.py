@@ -4,8 +4,8 @@ readiness and a failing queue."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -108,7 +108,7 @@ class HangingStore(InMemoryVectorStore):
         self.release = threading.Event()
 
     def ping(self) -> None:
-        self.release.wait(60)
+        self.release.wait()
 
 
 async def test_readyz_answers_on_time_when_a_dependency_hangs(tmp_path: Path) -> None:
@@ -119,16 +119,15 @@ async def test_readyz_answers_on_time_when_a_dependency_hangs(tmp_path: Path) ->
     store = HangingStore()
     try:
         async with serve(settings, store=store) as api:
-            started = time.monotonic()
-            resp = await api.client.get("/readyz")
-            elapsed = time.monotonic() - started
+            # The store answers only once released, after this: a probe that waited for
+            # it would not answer at all (the bound is a guard, not the probe's time).
+            resp = await asyncio.wait_for(api.client.get("/readyz"), timeout=60)
     finally:
         store.release.set()
     assert resp.status_code == 503
     milvus = resp.json()["components"]["milvus"]
     assert milvus["status"] == "timeout"
     assert milvus["detail"] == "no answer within 0.5 s"
-    assert elapsed < 5, "the probe gave up at its timeout, not when the store answered"
 
 
 class DownBroker(InMemoryJobQueue):

@@ -26,6 +26,7 @@ from hsearch.search.models import SearchQuery
 from hsearch.search.service import SearchService
 from hsearch.types import SearchMode
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.budget import UNHURRIED
 
 TENANT = "t"
 TEXTS = {
@@ -38,7 +39,9 @@ TEXTS = {
 }
 QUERIES = {"q1": "rivers and the sea", "q2": "mountains", "q3": "日本の首都", "q4": "trees"}
 # Balanced prior weights: the hybrid order then differs from both legs' orders.
-SETTINGS = SearchSettings(fusion="adaptive", adaptive_weights={"dense": 0.5, "sparse": 0.5})
+SETTINGS = SearchSettings(
+    fusion="adaptive", adaptive_weights={"dense": 0.5, "sparse": 0.5}, **UNHURRIED
+)
 QRELS = {"q1": {"rivers": 1.0}, "q2": {"mountains": 2.0}, "q3": {"tokyo": 1.0}, "q4": {"x": 1.0}}
 
 
@@ -98,7 +101,7 @@ async def record_legs(
 
 @pytest.mark.parametrize(
     "settings",
-    [SETTINGS, SearchSettings()],
+    [SETTINGS, SearchSettings(**UNHURRIED)],
     ids=["configured", "the encoder's default"],
 )
 async def test_replay_reproduces_the_service_ranking(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from hsearch.cache.embeddings import decode_dense, decode_sparse, encode_dense, encode_sparse
 from hsearch.cache.keys import cache_key, digest
 from hsearch.types import SparseVector
@@ -26,6 +28,7 @@ def test_digests_tell_values_apart() -> None:
     assert digest(parse_filter(FILTER)) != digest(parse_filter(other))
 
 
+@pytest.mark.process
 def test_digests_are_the_same_in_another_process() -> None:
     """String hashing is salted per process: a key built on hash() would differ."""
     code = (

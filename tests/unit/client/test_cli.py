@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from hsearch.config import IngestSettings, RateLimitSettings
 from hsearch.db.migrate import upgrade_database
@@ -286,6 +287,7 @@ def test_an_api_that_does_not_answer_exits_2(cli: Cli) -> None:
     assert "no answer after 1 tries (ConnectError" in result.stderr
 
 
+@pytest.mark.process
 def test_ingest_waits_for_an_api_that_is_down_then_comes_up(tmp_path: Path) -> None:
     # The command runs in its own process against a port nobody listens on yet; the API
     # is started only once the command has said on stderr that it waits, and the run

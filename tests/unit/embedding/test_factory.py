@@ -153,6 +153,7 @@ def test_auto_falling_back_checks_the_offline_path(tmp_path: Path) -> None:
     assert choose_encoder(settings).kind is EncoderKind.BGE_M3
 
 
+@pytest.mark.process
 def test_importing_the_factory_loads_no_model_library() -> None:
     heavy = ("torch", "transformers", "sentence_transformers", "FlagEmbedding")
     code = (

@@ -55,6 +55,7 @@ def _child(conn: multiprocessing.connection.Connection) -> None:
         conn.close()
 
 
+@pytest.mark.process
 def test_a_forked_child_gets_a_model_thread_of_its_own() -> None:
     # The parent's model thread exists and is idle: without a fresh start in the child,
     # its executor would count on that thread, absent there, and the call would hang.

@@ -17,6 +17,7 @@ from hsearch.search.models import SearchQuery
 from hsearch.search.service import SearchService
 from hsearch.types import SearchMode
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.budget import UNHURRIED
 from tests.unit.search.corpus import TENANT, index
 
 TEXT = "  " + " ".join(
@@ -39,7 +40,7 @@ def searcher(
         embedder=embedder,
         store=store,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
     )
 
 

@@ -37,6 +37,7 @@ def record_in_child(directory: Path, n: int) -> int:
     return n
 
 
+@pytest.mark.process
 def test_samples_of_every_process_are_added_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -54,6 +55,7 @@ def test_samples_of_every_process_are_added_up(
     process_exited(12345)  # a process that never wrote: nothing to remove, no error
 
 
+@pytest.mark.process
 def test_a_prepared_directory_starts_empty(tmp_path: Path) -> None:
     directory = tmp_path / "metrics"
     record_in_child(prepare_multiprocess_dir(directory), 1)

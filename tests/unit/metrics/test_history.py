@@ -73,6 +73,7 @@ def _offer(directory: str, n: int) -> None:
     SampleHistory(Path(directory), window_s=60, every_s=0).record(samples(n))
 
 
+@pytest.mark.process
 def test_processes_writing_together_leave_a_readable_file(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_offer, args=(str(tmp_path), n)) for n in range(6)]

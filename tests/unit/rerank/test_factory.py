@@ -55,6 +55,7 @@ def test_unreadable_config(tmp_path: Path) -> None:
         create_reranker(path)
 
 
+@pytest.mark.process
 def test_importing_rerank_loads_no_model_library() -> None:
     heavy = ("torch", "transformers", "FlagEmbedding")
     code = (

@@ -27,6 +27,7 @@ from hsearch.search.service import SearchService
 from hsearch.types import Leg, SparseVector
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
+from tests.unit.budget import UNHURRIED
 
 TENANT = "t"
 DOCS = [
@@ -94,7 +95,7 @@ def build(
         embedder=embedder,
         store=store,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
         **kwargs,
     )
     return service, store

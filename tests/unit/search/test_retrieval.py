@@ -24,6 +24,7 @@ from hsearch.search.timings import StageClock
 from hsearch.types import Leg, LegStatus, SearchMode
 from hsearch.vectorstore.filters import parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
+from tests.unit.budget import UNHURRIED
 from tests.unit.search.corpus import (
     TENANT,
     CountingStatistics,
@@ -49,7 +50,7 @@ class Search:
             embedder=self.embedder,
             store=self.store,
             statistics=self.statistics,
-            settings=SearchSettings(),
+            settings=SearchSettings(**UNHURRIED),
         )
 
     async def __call__(self, query: str = "rivers", **options: Any) -> SearchResult:
@@ -141,10 +142,10 @@ class SlowEmbedder(FakeEmbedder):
 
 async def test_one_deadline_covers_encoding_and_the_legs(sessions: sessionmaker[Session]) -> None:
     search = Search(sessions, SlowEmbedder(0.2))
-    result = await search(leg_timeout_s=5.0)
+    result = await search(leg_timeout_s=20.0)
     assert statuses(result) == {"dense": "ok", "sparse": "ok"}
     # The legs got what encoding left of the budget, not a budget of their own.
-    assert all(timeout <= 4.8 for _, timeout in search.store.calls)
+    assert all(timeout <= 19.8 for _, timeout in search.store.calls)
     assert result.timings.encode_ms >= 200
 
 

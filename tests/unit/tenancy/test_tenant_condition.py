@@ -43,6 +43,7 @@ from hsearch.types import SearchMode
 from hsearch.vectorstore.filters import And, FilterNode, matches, parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
+from tests.unit.budget import UNHURRIED
 from tests.unit.vectorstore.filter_strategies import filters
 
 TENANTS = ("ta", "tb")
@@ -180,7 +181,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             embedder=embedder,
             store=store,
             statistics=statistics,
-            settings=SearchSettings(totals_cache_ttl_s=0),
+            settings=SearchSettings(totals_cache_ttl_s=0, **UNHURRIED),
         ),
         documents=DocumentService(sessions, store=store, statistics=statistics),
     )
