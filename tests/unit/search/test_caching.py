@@ -46,6 +46,7 @@ from hsearch.search.service import SearchService
 from hsearch.types import Leg, SearchMode
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
+from tests.unit.budget import UNHURRIED
 from tests.unit.outage import Outage
 from tests.unit.search.corpus import TENANT, ScriptedStore, index
 
@@ -90,7 +91,7 @@ def caching_service(
         embedder=embedder,
         store=store,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
         results=ResultCache(
             guarded,
             generations=generations,
@@ -311,13 +312,13 @@ async def test_query_vectors_from_the_shared_store_equal_the_models(
         embedder=FakeEmbedder(),
         store=rows,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
     )
     via_cache = SearchService(
         embedder=embedder,
         store=rows,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
         queries=two,
     )
     query = SearchQuery(tenant_id=TENANT, query="rivers sea")

@@ -22,6 +22,7 @@ from hsearch.search.service import SearchService
 from hsearch.search.sources import Level, Need, SourceQuery
 from hsearch.types import SearchMode
 from hsearch.vectorstore.protocol import StoredHit
+from tests.unit.budget import UNHURRIED
 from tests.unit.search.corpus import DOCS, TENANT, index
 
 
@@ -31,7 +32,7 @@ def service(sessions: sessionmaker[Session]) -> SearchService:
         embedder=embedder,
         store=index(sessions, embedder),
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
     )
 
 
@@ -133,7 +134,7 @@ async def test_a_document_another_leg_found_comes_back_as_that_legs_chunk(
         embedder=embedder,
         store=index(sessions, embedder),
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
         extra_sources=[OneDocument("rivers")],
     )
     passages = await search.retrieval.retrieve(RetrievalRequest(tenant_id=TENANT, query="rivers"))

@@ -76,7 +76,7 @@ async def test_a_stalled_leg_times_out_and_the_other_answers(
 ) -> None:
     search = Search(sessions, dense="stall")
     started = time.perf_counter()
-    result = await search(leg_timeout_s=1.0)
+    result = await search(leg_timeout_s=5.0)
     elapsed = time.perf_counter() - started
     assert statuses(result) == {"dense": "timeout", "sparse": "ok"}
     assert result.degraded == (Leg.DENSE,)
@@ -87,9 +87,9 @@ async def test_a_stalled_leg_times_out_and_the_other_answers(
     # The deadline holds: the stalled leg (an hour) is not waited for. The bound is
     # far above the budget, so a loaded machine cannot miss it; a search that waited
     # for the stalled leg would.
-    assert elapsed < 1.0 + DEADLINE_MARGIN_S + 30
+    assert elapsed < 5.0 + DEADLINE_MARGIN_S + 30
     # The store was told how long it had: at most the budget.
-    assert all(0 < timeout <= 1.0 for _, timeout in search.store.calls)
+    assert all(0 < timeout <= 5.0 for _, timeout in search.store.calls)
 
 
 async def test_the_legs_run_in_parallel(sessions: sessionmaker[Session]) -> None:
@@ -248,7 +248,7 @@ async def test_no_time_left_for_a_fallback_leg_is_a_timeout(
     search = Search(sessions, dense="stall")
     before = search.computed()
     with pytest.raises(SearchUnavailableError) as info:
-        await search(weights={Leg.DENSE: 1.0}, leg_timeout_s=1.0)
+        await search(weights={Leg.DENSE: 1.0}, leg_timeout_s=3.0)
     assert "sparse: no time left" in info.value.message
     assert search.searched() == [Leg.DENSE]
     assert search.computed()[1] == before[1], "nothing encoded for a leg that cannot run"

@@ -33,6 +33,7 @@ from hsearch.types import MODE_LEGS, FusionDefault, FusionMethod, Leg, LegStatus
 from hsearch.vectorstore.filters import FilterNode, Not, parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import StoredHit
+from tests.unit.budget import UNHURRIED
 from tests.unit.outage import Outage
 from tests.unit.search.corpus import TENANT, LatinOnlyEmbedder, ScriptedStore, build, index
 
@@ -164,7 +165,7 @@ async def test_the_filter_is_parsed_once_and_both_legs_get_the_tree(
         embedder=FakeEmbedder(),
         store=recording,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
     )
     raw = {"not": {"source": {"eq": "nowhere"}}}
     result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers", filter=raw))
@@ -192,7 +193,7 @@ async def test_a_failed_leg_degrades_and_a_failed_mode_is_unavailable(
         embedder=FakeEmbedder(),
         store=broken,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
     )
     result = await degraded.search(SearchQuery(tenant_id=TENANT, query="rivers"))
     assert list(result.degraded) == ["sparse"]
@@ -220,7 +221,7 @@ async def test_texts_that_cannot_be_read_make_the_search_unavailable(
         embedder=FakeEmbedder(),
         store=textless,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
     )
     from prometheus_client import REGISTRY
 
@@ -250,7 +251,7 @@ async def test_without_the_statistics_the_keyword_leg_degrades_and_dense_answers
         embedder=FakeEmbedder(),
         store=store,
         statistics=LexicalStatistics(outage, stale_s=30),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
     )
     outage.down = True
     result = await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
@@ -283,7 +284,7 @@ async def test_degraded_and_failed_searches_are_counted(sessions: sessionmaker[S
         embedder=FakeEmbedder(),
         store=broken,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),
+        settings=SearchSettings(**UNHURRIED),
     )
     degraded, failed, errors = count("hybrid", "degraded"), count("keyword", "error"), leg("error")
     await service.search(SearchQuery(tenant_id=TENANT, query="rivers"))
@@ -403,7 +404,7 @@ async def test_skipping_legs_changes_no_result(
     embedder = embedder_type()
     rows = index(sessions, embedder)._rows
     statistics = LexicalStatistics(sessions)
-    settings = SearchSettings()
+    settings = SearchSettings(**UNHURRIED)
     weightings: list[dict[str, float] | None] = [
         None,
         {Leg.DENSE: 1.0},
@@ -567,7 +568,7 @@ async def test_a_sparse_leg_short_of_its_window_is_not_counted_again(
         embedder=embedder,
         store=store,
         statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(),  # a window of 100: the four documents fit
+        settings=SearchSettings(**UNHURRIED),  # a window of 100: the four documents fit
     )
     result = await service.search(query(mode=SearchMode.KEYWORD))
     assert store.match_calls == 0, "the sparse leg returned every match"
