@@ -385,13 +385,22 @@ async def test_a_turn_longer_than_the_broker_heartbeat(
     with the worker. With them on (2 s here), the re-delivered message is dropped as a
     duplicate of the turn it started, and the job still runs each turn once. The turn
     is held up by a lock on the tenant's row (a stalled database), released once the
-    broker has given the message back, or after three heartbeats' time."""
+    broker has given the message back, or after three heartbeats' time.
+
+    The queue's depth is the broker's doing alone: the lease outlasts every wait of the
+    test, so the worker's sweeper sends the job nothing more. With the profile's 4 s
+    lease, a worker that took longer than that to start (a loaded machine) found the job
+    queued a lease ago and not started, and sent it again before taking its first
+    message: that second message waited in the queue behind the running turn."""
     with contextlib.ExitStack() as stack:
         database = stack.enter_context(postgres_database())
         upgrade_database(database)
         broker = stack.enter_context(rabbitmq_vhost())
         env = _profile_env("postgres-rabbitmq", tmp_path, milvus_uri, database, broker)
         env["HSEARCH_BROKER__HEARTBEAT_S"] = str(heartbeat_s)
+        # Twice the first turn's 60 s bound below: the job is never queued a lease
+        # unstarted, and the running turn's lease (renewed every 40 s) never expires.
+        env["HSEARCH_INGEST__LEASE_S"] = "120"
         settings = settings_from_env(env)
         engine = create_db_engine(database)
         stack.callback(engine.dispose)
@@ -437,6 +446,8 @@ async def test_a_turn_longer_than_the_broker_heartbeat(
         duplicate = f"ingest.job.duplicate_message job_id={job_id} turn=0 current=1"
         assert (duplicate in log) is bool(heartbeat_s)
         assert ("Connection to broker lost" in log) is bool(heartbeat_s)
+        resent = ("ingest.job.not_started", "ingest.job.lease_expired")
+        assert not [event for event in resent if event in log], "the sweeper sent the job"
 
 
 def _job(sessions: sessionmaker[Session], job_id: uuid.UUID) -> IngestionJob:
