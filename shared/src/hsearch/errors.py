@@ -45,6 +45,8 @@ carries the HTTP status the API answers with and a stable machine-readable
         ├── SearchUnavailableError    503 search_unavailable    (every search leg failed)
         ├── CacheUnavailableError     503 cache_unavailable     (never sent: the cache is bypassed)
         ├── MetadataUnavailableError  503 metadata_unavailable  (database down: ``retry_after``)
+        ├── ModelError                503 model_unavailable     (the model failed: answers degrade)
+        │   └── ModelTimeoutError     503 model_timeout         (no token, or no end, in time)
         └── OverloadedError           503 overloaded            (``retry_after``: seconds)
 
 Errors with a ``retry_after`` are answered with a ``Retry-After`` header.
@@ -375,6 +377,20 @@ class MetadataUnavailableError(BackendError):
     def __init__(self, message: str, *, retry_after: int = 5) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ModelError(BackendError):
+    """The language model's endpoint failed (refused, broke off, answered an error).
+    An answer never fails with it: it returns the passages with ``answer: null`` and
+    the reason (docs/answers.md)."""
+
+    code = "model_unavailable"
+
+
+class ModelTimeoutError(ModelError):
+    """The model sent no first token, or did not finish, within its time."""
+
+    code = "model_timeout"
 
 
 class ConcurrentWriteError(BackendError):

@@ -29,6 +29,7 @@ from hsearch.cache.factory import create_cache
 from hsearch.cache.generations import GenerationReader
 from hsearch.cache.guard import CacheCounters, GuardedCache
 from hsearch.cache.protocol import CacheBackend
+from hsearch.compositions.answers.service import AnswerService
 from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory, ping_database
 from hsearch.db.repositories.jobs import JobRepository
@@ -44,6 +45,8 @@ from hsearch.ingestion.reconcile import Reconciler
 from hsearch.ingestion.reindex import ReindexService
 from hsearch.ingestion.webhooks import WebhookSender
 from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.llm.factory import create_llm
+from hsearch.llm.protocol import LLM
 from hsearch.metrics import instruments
 from hsearch.metrics.dashboard import DashboardFigures, dashboard_figures
 from hsearch.metrics.exposition import (
@@ -142,6 +145,8 @@ class Services:
     statistics: LexicalStatistics
     search: SearchService
     queue_factory: Callable[[], JobQueue] = field(repr=False)
+    llm: LLM | None = None
+    """The model answers are written with (``llm.base_url``); ``None``: none configured."""
     tenant_purge_hooks: list[PurgeHook] = field(default_factory=list, repr=False)
     """Called with a tenant's id once ``hsearch tenants delete`` has purged it from the
     database and the store: whatever caches the tenant's data elsewhere (Redis) appends
@@ -161,6 +166,13 @@ class Services:
         """Where ingest jobs are sent; made on first use, so a worker or a benchmark,
         which never enqueues, creates no second Celery app in its process."""
         return self.queue_factory()
+
+    @cached_property
+    def answers(self) -> AnswerService:
+        """Answers with citations over this process's search and model."""
+        return AnswerService(
+            retrieval=self.search.retrieval, llm=self.llm, settings=self.settings.llm
+        )
 
     @cached_property
     def tenancy(self) -> TenancyService:
@@ -365,6 +377,8 @@ class Services:
         await self.store.aclose()
         if self.cache is not None:
             await self.cache.backend.aclose()
+        if self.llm is not None:
+            await self.llm.aclose()
         self.close()
 
     def close(self) -> None:
@@ -388,6 +402,7 @@ def build_services(
     with_cache: bool = False,
     load_encoder: bool = True,
     extra_sources: Sequence[Source] = (),
+    llm: LLM | None = None,
 ) -> Services:
     """Connect to the metadata database and the vector store, load the encoder, check
     that the collection exists and was built with that encoder, and build the services.
@@ -510,6 +525,7 @@ def build_services(
         cache=guarded,
         cache_counters=counters,
         query_batcher=batcher,
+        llm=llm if llm is not None else create_llm(settings.llm),
     )
 
 

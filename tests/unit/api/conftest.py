@@ -32,6 +32,7 @@ from hsearch.config import (
 )
 from hsearch.db.migrate import upgrade_database
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.llm.protocol import LLM
 from hsearch.runtime import Services, build_services
 from hsearch.search.sources import Source
 from hsearch.types import Scope
@@ -97,6 +98,7 @@ async def serve(
     queue: InMemoryJobQueue | None = None,
     cache: CacheBackend | None = None,
     extra_sources: Sequence[Source] = (),
+    llm: LLM | None = None,
 ) -> AsyncIterator[Api]:
     """The app on ``settings``, an in-memory store and queue unless others are given;
     the search caches on ``cache`` if given (none otherwise); ``extra_sources``
@@ -114,6 +116,7 @@ async def serve(
         queue=queue,
         cache=cache,
         extra_sources=extra_sources,
+        llm=llm,
     )
     try:
         async with LifespanManager(create_app(settings, services=services)) as manager:

@@ -12,6 +12,7 @@ from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
 from sqlalchemy.orm import Session, sessionmaker
 
+from hsearch.compositions.answers.service import AnswerService
 from hsearch.config import Settings
 from hsearch.errors import (
     AuthenticationError,
@@ -69,6 +70,10 @@ async def get_search_service(request: Request) -> SearchService:
     return services_of(request).search
 
 
+async def get_answer_service(request: Request) -> AnswerService:
+    return services_of(request).answers
+
+
 async def get_document_service(request: Request) -> DocumentService:
     return services_of(request).documents()
 
@@ -82,6 +87,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
 SearchServiceDep = Annotated[SearchService, Depends(get_search_service)]
+AnswerServiceDep = Annotated[AnswerService, Depends(get_answer_service)]
 DocumentServiceDep = Annotated[DocumentService, Depends(get_document_service)]
 
 

@@ -1,0 +1,159 @@
+"""``POST /v1/answer`` bodies and its stream's events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, create_model
+
+from hsearch.search.planner import MAX_QUERY_CHARS
+from hsearch.types import FusionMethod, LegStatus, SearchMode
+from hsearch_api.schemas.search import LegWeight, leg_enum
+
+
+class TurnWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=4000)
+
+
+class AnswerRequestBody(BaseModel):
+    """The body of ``POST /v1/answer``: the search's retrieval fields, the stream switch,
+    earlier turns and generation limits."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"query": "How do volcanoes form?"},
+                {
+                    "query": "And where?",
+                    "messages": [{"role": "user", "content": "Which is Japan's capital?"}],
+                    "stream": True,
+                },
+            ]
+        },
+    )
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    passages: StrictInt = Field(
+        default=5,
+        ge=1,
+        le=50,
+        description="Passages to retrieve; the model is given those that fit its context budget.",
+    )
+    mode: SearchMode = SearchMode.HYBRID
+    filter: dict[str, Any] | None = None
+    weights: dict[str, LegWeight] | None = None
+    fusion: FusionMethod | None = None
+    candidates: StrictInt | None = Field(default=None, ge=1)
+    stream: StrictBool = Field(
+        default=False,
+        description="Server-sent events: `retrieval`, `delta` (text), `citation` (a sentence "
+        "checked), `error` (the model broke off), `done` (the whole answer, as without "
+        "streaming).",
+    )
+    messages: list[TurnWrite] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Earlier turns, oldest first: the question is then rewritten to stand "
+        "alone before it is searched (`standalone_query`).",
+    )
+    max_tokens: StrictInt | None = Field(default=None, ge=1, description="At most the server's.")
+    context_tokens: StrictInt | None = Field(
+        default=None, ge=64, description="The passages' token budget; at most the server's."
+    )
+
+
+def answer_request_model(legs: Sequence[str]) -> type[AnswerRequestBody]:
+    """The request body with ``weights`` keyed by the registered legs."""
+    leg: Any = leg_enum(legs)
+    return create_model(
+        "AnswerRequest",
+        __base__=AnswerRequestBody,
+        __module__=__name__,
+        weights=(dict[leg, LegWeight] | None, AnswerRequestBody.model_fields["weights"]),
+    )
+
+
+class SupportRead(BaseModel):
+    passage: int
+    score: float = Field(description="The share of the sentence's terms the passage holds.")
+
+
+class SentenceRead(BaseModel):
+    index: int
+    text: str
+    start: int = Field(description="answer[start:end] == text (the citation markers follow it).")
+    end: int
+    citations: list[int] = Field(description="The passages it cites, checked by the server.")
+    supported: bool = Field(description="False: no passage supports it (it cites nothing).")
+    support: list[SupportRead]
+
+
+class CitationRead(BaseModel):
+    number: int = Field(description="The marker `[number]` in the answer.")
+    chunk_id: str
+    document_id: str
+    external_id: str
+    title: str
+    quote: str = Field(description="The passage's sentence that supports the citing sentence.")
+    char_start: int | None = Field(description="Where the quote starts in the document's text.")
+    char_end: int | None
+
+
+class ContextPassageRead(BaseModel):
+    number: int
+    chunk_id: str
+    document_id: str
+    external_id: str
+    title: str
+    text: str = Field(description="As given to the model (cut at its end when `truncated`).")
+    score: float
+    rank: int
+    char_start: int | None
+    char_end: int | None
+    truncated: bool
+
+
+class AnswerLegRead(BaseModel):
+    leg: str
+    status: LegStatus
+    took_ms: float
+    candidates: int
+    error: str | None
+
+
+class AnswerTimingsRead(BaseModel):
+    retrieval_ms: float
+    packing_ms: float
+    first_token_ms: float | None = Field(description="From the request to the model's first token.")
+    generation_ms: float
+    total_ms: float
+
+
+class AnswerTokensRead(BaseModel):
+    prompt: int | None = Field(description="As the model's endpoint counted them.")
+    completion: int | None
+    context: int = Field(description="The passages' tokens in the prompt, as packed.")
+
+
+class AnswerResponse(BaseModel):
+    query: str
+    standalone_query: str
+    answer: str | None = Field(
+        description="The answer, with checked citation markers `[n]`; null when none could be "
+        "written (`degraded` says why: the passages are still returned)."
+    )
+    sentences: list[SentenceRead]
+    citations: list[CitationRead]
+    unsupported_sentences: int
+    passages: list[ContextPassageRead]
+    legs: list[AnswerLegRead]
+    degraded: list[str]
+    model: str | None
+    prompt_version: str | None
+    timings: AnswerTimingsRead
+    tokens: AnswerTokensRead

@@ -1,0 +1,84 @@
+"""Prompts are versioned data: one file a prompt and language (``prompt_files/``), named
+``<name>-v<version>.<lang>.txt``, with a ``### system`` and a ``### user`` part. The
+version goes into every answer's response and its cache key; changing a prompt's text
+means a new version (a new file), so cached answers of the old one are not served.
+
+Passages enter a prompt quoted as data: each inside ``<passage id="n">``, with any text
+that would close the quotation taken apart, so a passage cannot end its quotation and
+speak as the instructions do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+
+from hsearch.llm.protocol import ChatMessage, Role
+
+__all__ = ["ANSWER_PROMPT_VERSION", "Prompt", "answer_messages", "prompt", "query_language"]
+
+ANSWER_PROMPT = "answer"
+ANSWER_PROMPT_VERSION = 1
+_LANGUAGES = ("en", "ja")
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+_QUOTE_BREAK = re.compile(r"</?\s*passages?\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    name: str
+    version: int
+    language: str
+    system: str
+    user: str
+
+    @property
+    def id(self) -> str:
+        """``answer-v1.en``: what a response and a cache key name."""
+        return f"{self.name}-v{self.version}.{self.language}"
+
+
+def query_language(text: str) -> str:
+    """The prompt language for ``text``: ``ja`` when it is written in Japanese (kana or
+    kanji), else ``en``."""
+    return "ja" if _JAPANESE.search(text) else "en"
+
+
+@cache
+def prompt(name: str, version: int, language: str) -> Prompt:
+    """The prompt file's two parts; a language without a file of its own gets English."""
+    lang = language if language in _LANGUAGES else "en"
+    folder = files("hsearch.compositions.answers") / "prompt_files"
+    source = folder / f"{name}-v{version}.{lang}.txt"
+    if not source.is_file():
+        source, lang = folder / f"{name}-v{version}.en.txt", "en"
+    text = source.read_text("utf-8")
+    _, _, rest = text.partition("### system\n")
+    system, _, user = rest.partition("### user\n")
+    return Prompt(name, version, lang, system.strip(), user.strip())
+
+
+def quote(text: str) -> str:
+    """``text`` as it may stand inside a ``<passage>``: no tag of the quotation in it."""
+    return _QUOTE_BREAK.sub(lambda m: m.group(0).replace("<", "\u2039"), text)
+
+
+def answer_messages(
+    question: str, passages: Sequence[tuple[str, str]], *, language: str | None = None
+) -> tuple[Prompt, list[ChatMessage]]:
+    """The answer prompt for ``question`` over ``passages`` (``(title, text)``,
+    numbered from 1 in order)."""
+    chosen = prompt(ANSWER_PROMPT, ANSWER_PROMPT_VERSION, language or query_language(question))
+    quoted = "\n".join(
+        f'<passage id="{i}" title="{_attribute(title)}">\n{quote(text)}\n</passage>'
+        for i, (title, text) in enumerate(passages, start=1)
+    )
+    user = chosen.user.replace("{question}", question.strip()).replace("{passages}", quoted)
+    return chosen, [ChatMessage(Role.SYSTEM, chosen.system), ChatMessage(Role.USER, user)]
+
+
+def _attribute(title: str) -> str:
+    return quote(title).replace('"', "'").replace("\n", " ")

@@ -1,0 +1,388 @@
+"""Answers with citations: retrieve → pack → generate → check citations → stream.
+
+:meth:`AnswerService.events` is the one code path: the streamed answer is its events as
+they come; :meth:`AnswerService.answer` runs the same events and returns the last one's
+answer, so the two forms carry the same text and citations.
+
+* **Retrieval** is the search's (:class:`~hsearch.search.passages.RetrievalService`):
+  the same tenancy, filters (a search token's included) and degraded legs; a search
+  that fails raises as ``/v1/search`` does.
+* **Packing** (:mod:`.packing`) fits the passages to ``llm.context_tokens``.
+* **Generation** streams from the configured model; the model never causes a 5xx: one
+  that is down, too slow, busy (``llm.max_concurrent``) or absent gives the passages
+  with ``answer: null`` and the reason in ``degraded``; one that breaks off mid-stream
+  gives a ``Failed`` event, then the same.
+* **Citations** are decided by code as sentences complete (:mod:`.citations`): markers
+  the passages do not support never reach the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+
+from hsearch.compositions.answers.citations import (
+    Closed,
+    SentenceAssembler,
+    best_quote,
+    check_sentence,
+    marker_suffix,
+)
+from hsearch.compositions.answers.models import (
+    Answer,
+    AnswerEvent,
+    AnswerRequest,
+    AnswerSentence,
+    AnswerTimings,
+    AnswerTokens,
+    Citation,
+    ContextPassage,
+    Delta,
+    Failed,
+    Finished,
+    Retrieved,
+    SentenceChecked,
+    Speaker,
+)
+from hsearch.compositions.answers.packing import estimate_tokens, pack
+from hsearch.compositions.answers.prompts import answer_messages, prompt, query_language
+from hsearch.config import LlmSettings
+from hsearch.errors import InvalidRequestError, ModelError
+from hsearch.llm.protocol import LLM, ChatMessage, Role, Usage
+from hsearch.search.passages import Passage, Passages, RetrievalRequest, RetrievalService
+
+__all__ = ["AnswerService", "CitationSettings"]
+
+logger = logging.getLogger(__name__)
+
+REWRITE_PROMPT = "rewrite"
+MAX_TURNS = 20
+MAX_TURN_CHARS = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class CitationSettings:
+    """How support is decided (docs/answers.md says how the values were chosen)."""
+
+    threshold: float = 0.5
+    """The share of a sentence's terms a passage must hold to support it."""
+    max_citations: int = 3
+
+
+class AnswerService:
+    def __init__(
+        self,
+        *,
+        retrieval: RetrievalService,
+        llm: LLM | None,
+        settings: LlmSettings,
+        citations: CitationSettings | None = None,
+    ) -> None:
+        self._retrieval = retrieval
+        self._llm = llm
+        self._settings = settings
+        self._citations = citations or CitationSettings()
+        self._slots = asyncio.Semaphore(settings.max_concurrent)
+
+    @property
+    def model(self) -> str | None:
+        return self._llm.model if self._llm is not None else None
+
+    async def answer(self, request: AnswerRequest) -> Answer:
+        """The whole answer: the last event of :meth:`events`."""
+        async with contextlib.aclosing(self.events(request)) as events:
+            async for event in events:
+                if isinstance(event, Finished):
+                    return event.answer
+        msg = "the answer's events ended without a final answer"  # a bug, never a request's
+        raise RuntimeError(msg)
+
+    async def events(self, request: AnswerRequest) -> AsyncGenerator[AnswerEvent, None]:
+        """The answer as it is made: :class:`Retrieved`, then :class:`Delta` and
+        :class:`SentenceChecked` as the model writes, a :class:`Failed` if it breaks off,
+        and :class:`Finished` last. Raises InvalidRequestError (422) and
+        SearchUnavailableError (503) before the first event, as a search does."""
+        started = time.perf_counter()
+        _check(request, self._settings)
+        standalone = await self._standalone(request)
+        passages = await self._retrieval.retrieve(
+            RetrievalRequest(
+                tenant_id=request.tenant_id,
+                query=standalone,
+                limit=request.passages,
+                mode=request.mode,
+                filter=request.filter,
+                required_filter=request.required_filter,
+                weights=request.weights,
+                fusion=request.fusion,
+                candidates=request.candidates,
+            )
+        )
+        retrieved = time.perf_counter()
+        context = self._pack(passages, request)
+        packed = time.perf_counter()
+        yield Retrieved(context, standalone)
+        run = _Run(
+            request=request,
+            standalone=standalone,
+            passages=passages,
+            context=context,
+            started=started,
+            retrieved=retrieved,
+            packed=packed,
+        )
+        if self._llm is None:
+            yield Finished(run.finish(None, "model_unavailable: no model is configured"))
+            return
+        if self._slots.locked():
+            yield Finished(run.finish(None, "model_busy: every generation slot is taken"))
+            return
+        async with self._slots, contextlib.aclosing(self._generate(self._llm, run)) as events:
+            async for event in events:
+                yield event
+
+    async def _generate(self, llm: LLM, run: _Run) -> AsyncGenerator[AnswerEvent, None]:
+        language = query_language(run.standalone)
+        chosen, messages = answer_messages(
+            run.standalone, [(p.title, p.text) for p in run.context], language=language
+        )
+        run.model, run.prompt_version = llm.model, chosen.id
+        assembler = SentenceAssembler()
+        stream = llm.stream(
+            messages,
+            max_tokens=min(
+                run.request.max_tokens or self._settings.max_tokens, self._settings.max_tokens
+            ),
+            temperature=self._settings.temperature,
+            timeout_s=self._settings.timeout_s,
+            first_token_timeout_s=self._settings.first_token_timeout_s,
+        )
+        try:
+            async with contextlib.aclosing(stream) as items:
+                async for item in items:
+                    if isinstance(item, Usage):
+                        run.usage = item
+                        continue
+                    if run.first_token is None:
+                        run.first_token = time.perf_counter()
+                    for event in self._pieces(assembler.feed(item), run):
+                        yield event
+        except ModelError as exc:
+            logger.warning("answer.model.failed code=%s error=%s", exc.code, exc.message)
+            if run.text:
+                yield Failed(exc.code, exc.message)
+            yield Finished(run.finish(None, f"{exc.code}: {exc.message}"))
+            return
+        for event in self._pieces(assembler.finish(), run):
+            yield event
+        if not run.text.strip():
+            yield Finished(run.finish(None, "model_empty: the model wrote nothing"))
+            return
+        yield Finished(run.finish(run.text, None))
+
+    def _pieces(self, pieces: Sequence[str | Closed], run: _Run) -> list[AnswerEvent]:
+        events: list[AnswerEvent] = []
+        for piece in pieces:
+            if isinstance(piece, str):
+                run.text += piece
+                events.append(Delta(piece))
+                continue
+            sentence, citations, suffix = self._check(piece, run)
+            if suffix:
+                run.text += suffix
+                events.append(Delta(suffix))
+            run.sentences.append(sentence)
+            for citation in citations:
+                run.citations.setdefault(citation.number, citation)
+            events.append(SentenceChecked(sentence, citations))
+        return events
+
+    def _check(self, closed: Closed, run: _Run) -> tuple[AnswerSentence, tuple[Citation, ...], str]:
+        texts = [p.text for p in run.context]
+        checked = check_sentence(
+            closed.text,
+            texts,
+            markers=closed.markers,
+            threshold=self._citations.threshold,
+            max_citations=self._citations.max_citations,
+        )
+        end = len(run.text)
+        start = end - len(closed.text)
+        sentence = AnswerSentence(
+            index=len(run.sentences),
+            text=closed.text,
+            start=start,
+            end=end,
+            citations=tuple(c.passage + 1 for c in checked.citations),
+            supported=checked.supported,
+            support=tuple((s.passage + 1, round(s.score, 4)) for s in checked.supporting),
+        )
+        citations = tuple(_citation(run.context[c.passage], closed.text) for c in checked.citations)
+        return sentence, citations, marker_suffix(checked.citations)
+
+    def _pack(self, passages: Passages, request: AnswerRequest) -> tuple[ContextPassage, ...]:
+        budget = min(
+            request.context_tokens or self._settings.context_tokens, self._settings.context_tokens
+        )
+        found = passages.passages
+        packed = pack([(p.document_id, p.text) for p in found], budget_tokens=budget)
+        return tuple(
+            _context(number, found[chosen.index], chosen.text, truncated=chosen.truncated)
+            for number, chosen in enumerate(packed, start=1)
+        )
+
+    async def _standalone(self, request: AnswerRequest) -> str:
+        """The question to search for: a follow-up rewritten to stand alone by the
+        model; without one (or when it fails, or writes nonsense) the earlier user
+        turns and the question together."""
+        if not request.messages:
+            return request.query
+        fallback = " ".join(
+            [*[t.content for t in request.messages if t.role is Speaker.USER][-2:], request.query]
+        )[-2000:]
+        if self._llm is None:
+            return fallback
+        rewrite = prompt(REWRITE_PROMPT, 1, "en")
+        conversation = "\n".join(f"{t.role.value}: {t.content}" for t in request.messages[-6:])
+        user = rewrite.user.replace("{conversation}", conversation).replace(
+            "{question}", request.query
+        )
+        messages = [ChatMessage(Role.SYSTEM, rewrite.system), ChatMessage(Role.USER, user)]
+        written = ""
+        try:
+            async with contextlib.aclosing(
+                self._llm.stream(
+                    messages,
+                    max_tokens=64,
+                    temperature=0.0,
+                    timeout_s=min(self._settings.timeout_s, 10.0),
+                    first_token_timeout_s=min(self._settings.first_token_timeout_s, 10.0),
+                )
+            ) as items:
+                async for item in items:
+                    if isinstance(item, str):
+                        written += item
+        except ModelError as exc:
+            logger.info("answer.rewrite.failed error=%s", exc.message)
+            return fallback
+        line = written.strip().splitlines()[0].strip() if written.strip() else ""
+        if not 3 <= len(line) <= 500:
+            return fallback
+        return line
+
+
+@dataclass
+class _Run:
+    """What one answer has gathered so far."""
+
+    request: AnswerRequest
+    standalone: str
+    passages: Passages
+    context: tuple[ContextPassage, ...]
+    started: float
+    retrieved: float
+    packed: float
+    text: str = ""
+    first_token: float | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+
+    def __post_init__(self) -> None:
+        self.sentences: list[AnswerSentence] = []
+        self.citations: dict[int, Citation] = {}
+
+    def finish(self, text: str | None, reason: str | None) -> Answer:
+        now = time.perf_counter()
+        degraded = [f"leg:{leg}" for leg in self.passages.degraded]
+        if reason is not None:
+            degraded.insert(0, reason)
+        answered = text is not None
+        return Answer(
+            query=self.request.query,
+            standalone_query=self.standalone,
+            answer=text,
+            sentences=tuple(self.sentences) if answered else (),
+            citations=tuple(self.citations[n] for n in sorted(self.citations)) if answered else (),
+            passages=self.context,
+            legs=self.passages.legs,
+            degraded=tuple(degraded),
+            model=self.model,
+            prompt_version=self.prompt_version,
+            timings=AnswerTimings(
+                retrieval_ms=_ms(self.started, self.retrieved),
+                packing_ms=_ms(self.retrieved, self.packed),
+                first_token_ms=None
+                if self.first_token is None
+                else _ms(self.started, self.first_token),
+                generation_ms=_ms(self.packed, now) if self.model else 0.0,
+                total_ms=_ms(self.started, now),
+            ),
+            tokens=AnswerTokens(
+                prompt=self.usage.prompt_tokens if self.usage else None,
+                completion=self.usage.completion_tokens if self.usage else None,
+                context=sum(estimate_tokens(p.text) for p in self.context),
+            ),
+            mode=self.passages.mode,
+            method=self.passages.method,
+        )
+
+
+def _ms(start: float, end: float) -> float:
+    return round((end - start) * 1000, 3)
+
+
+def _context(number: int, passage: Passage, text: str, *, truncated: bool) -> ContextPassage:
+    return ContextPassage(
+        number=number,
+        chunk_id=passage.chunk_id,
+        document_id=passage.document_id,
+        external_id=passage.external_id,
+        title=passage.title,
+        text=text,
+        score=passage.score,
+        rank=passage.rank,
+        char_start=passage.char_start,
+        char_end=passage.char_end
+        if not truncated or passage.char_start is None
+        else passage.char_start + len(text),
+        truncated=truncated,
+        metadata=passage.metadata,
+    )
+
+
+def _citation(passage: ContextPassage, sentence: str) -> Citation:
+    start, end = best_quote(sentence, passage.text)
+    offset = passage.char_start
+    return Citation(
+        number=passage.number,
+        chunk_id=passage.chunk_id,
+        document_id=passage.document_id,
+        external_id=passage.external_id,
+        title=passage.title,
+        quote=passage.text[start:end],
+        char_start=None if offset is None else offset + start,
+        char_end=None if offset is None else offset + end,
+    )
+
+
+def _check(request: AnswerRequest, settings: LlmSettings) -> None:
+    if not 1 <= request.passages <= 50:
+        raise InvalidRequestError("passages: must be between 1 and 50")
+    if request.max_tokens is not None and not 1 <= request.max_tokens <= settings.max_tokens:
+        raise InvalidRequestError(f"max_tokens: must be between 1 and {settings.max_tokens}")
+    if (
+        request.context_tokens is not None
+        and not 64 <= request.context_tokens <= settings.context_tokens
+    ):
+        msg = f"context_tokens: must be between 64 and {settings.context_tokens}"
+        raise InvalidRequestError(msg)
+    if len(request.messages) > MAX_TURNS:
+        raise InvalidRequestError(f"messages: at most {MAX_TURNS} earlier turns")
+    for i, turn in enumerate(request.messages):
+        if len(turn.content) > MAX_TURN_CHARS:
+            raise InvalidRequestError(f"messages[{i}].content: at most {MAX_TURN_CHARS} characters")

@@ -1,0 +1,80 @@
+"""The answer service's one code path: a closed stream cancels the model's request;
+the generation cap degrades instead of queueing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.compositions.answers.models import AnswerRequest, Delta, Finished, Retrieved
+from hsearch.compositions.answers.service import AnswerService
+from hsearch.config import LlmSettings, SearchSettings
+from hsearch.embedding.fake import FakeEmbedder
+from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.llm.scripted import ScriptedLLM
+from hsearch.search.service import SearchService
+from tests.unit.budget import UNHURRIED
+from tests.unit.search.corpus import TENANT, index
+
+
+def answers(sessions: sessionmaker[Session], llm: ScriptedLLM, **settings: int) -> AnswerService:
+    embedder = FakeEmbedder()
+    search = SearchService(
+        embedder=embedder,
+        store=index(sessions, embedder),
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(**UNHURRIED),
+    )
+    return AnswerService(retrieval=search.retrieval, llm=llm, settings=LlmSettings(**settings))
+
+
+async def test_closing_the_stream_cancels_the_model(sessions: sessionmaker[Session]) -> None:
+    llm = ScriptedLLM("Rivers flow into the sea. " * 20, chunk=5, delay_s=0.01)
+    service = answers(sessions, llm)
+    events = service.events(AnswerRequest(tenant_id=TENANT, query="rivers"))
+    async with contextlib.aclosing(events):
+        assert isinstance(await anext(events), Retrieved)
+        assert isinstance(await anext(events), Delta)
+    assert llm.cancelled == 1
+
+
+async def test_past_the_generation_cap_an_answer_degrades(sessions: sessionmaker[Session]) -> None:
+    llm = ScriptedLLM("Rivers flow into the sea.", delay_s=0.05)
+    service = answers(sessions, llm, max_concurrent=1)
+    request = AnswerRequest(tenant_id=TENANT, query="rivers")
+    first = service.events(request)
+    async with contextlib.aclosing(first):
+        await anext(first)
+        await anext(first)  # holds the one slot
+        second = await service.answer(request)
+        assert second.answer is None
+        assert second.degraded[0].startswith("model_busy")
+        assert second.passages
+    third = await service.answer(request)
+    assert third.answer == "Rivers flow into the sea.[1]"
+
+
+async def test_a_follow_up_is_rewritten_to_stand_alone(sessions: sessionmaker[Session]) -> None:
+    from hsearch.compositions.answers.models import Speaker, Turn
+
+    llm = ScriptedLLM(
+        lambda m: "Where do rivers flow?" if "Rewrite" in m[0].content else "Into the sea."
+    )
+    service = answers(sessions, llm)
+    answer = await service.answer(
+        AnswerRequest(
+            tenant_id=TENANT,
+            query="And where do they flow?",
+            messages=(
+                Turn(Speaker.USER, "Tell me about rivers"),
+                Turn(Speaker.ASSISTANT, "Rivers flow."),
+            ),
+        )
+    )
+    assert answer.standalone_query == "Where do rivers flow?"
+    assert answer.query == "And where do they flow?"
+    events = [e async for e in service.events(AnswerRequest(tenant_id=TENANT, query="rivers"))]
+    assert isinstance(events[-1], Finished)
+    await asyncio.sleep(0)
