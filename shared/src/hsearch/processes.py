@@ -214,6 +214,31 @@ def worker_command(node: str, *, loglevel: str, standalone: bool = False) -> lis
     return argv
 
 
+def model_server_command(
+    model: Path, *, alias: str, host: str, port: int, threads: int, context: int
+) -> list[str]:
+    """The local model server (:mod:`hsearch.llm.server`): llama.cpp serving ``model``
+    (named on the command line, so ``ps`` shows what it serves) as ``alias`` over an
+    OpenAI-compatible API on ``host:port``."""
+    return [
+        sys.executable,
+        "-m",
+        "hsearch.llm.server",
+        "--model",
+        str(model),
+        "--alias",
+        alias,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--threads",
+        str(threads),
+        "--context",
+        str(context),
+    ]
+
+
 def api_command(*, host: str, port: int, workers: int = 1) -> list[str]:
     """The API (uvicorn on the app factory), in ``workers`` processes (with
     ``PROMETHEUS_MULTIPROC_DIR`` set, ``/metrics`` adds up all of theirs)."""
@@ -346,6 +371,43 @@ def start_api(
 
 LAST_STOP_S = 0.5
 """Of :func:`stop_all`'s time, what is kept for the services the others use."""
+
+
+MODEL_CHILD = "model"
+"""The name of the local model server's :class:`Child`."""
+
+
+def model_server_ready(base: str) -> bool:
+    """Whether the model server at ``base`` (``http://host:port``) answers its health
+    check (llama.cpp's ``/health`` is 200 once the model is loaded)."""
+    try:
+        return httpx.get(f"{base}/health", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_model_server(
+    model: Path,
+    *,
+    alias: str,
+    host: str = LOCALHOST,
+    port: int = 0,
+    threads: int = 1,
+    context: int = 2048,
+    log: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120.0,
+) -> tuple[Child, str]:
+    """The local model server, ready; and its OpenAI-compatible base URL (``.../v1``).
+    ``port`` 0 takes a free one."""
+    bound = port or free_port(host)
+    argv = model_server_command(
+        model, alias=alias, host=host, port=bound, threads=threads, context=context
+    )
+    child = Child(MODEL_CHILD, argv=argv, env=env if env is not None else os.environ, log=log)
+    base = f"http://{host}:{bound}"
+    _started(child, lambda: model_server_ready(base), timeout=timeout, what="the model server")
+    return child, f"{base}/v1"
 
 
 def stop_all(children: Sequence[Child], *, timeout: float, last: Sequence[Child] = ()) -> None:

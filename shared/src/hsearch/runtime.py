@@ -293,12 +293,30 @@ class Services:
                 status=status, required=False, latency_ms=latency, detail=failure
             )
 
+        async def probe_model(llm: LLM) -> None:
+            # Answers degrade without it (passages, answer null): never required.
+            started = time.perf_counter()
+            status = "timeout"
+            failure: str | None = f"no answer within {timeout} s"
+            with anyio.move_on_after(timeout):
+                try:
+                    await llm.ping(timeout_s=timeout)
+                    status, failure = "ok", llm.model
+                except Exception as exc:  # readiness reports, it never raises
+                    status, failure = "error", f"{type(exc).__name__}: {exc}"
+            latency = round((time.perf_counter() - started) * 1000, 1)
+            found["model"] = ComponentHealth(
+                status=status, required=False, latency_ms=latency, detail=failure
+            )
+
         async with anyio.create_task_group() as group:
             for name, (call, required) in probes.items():
                 group.start_soon(probe, name, call, required)
             if self.cache is not None and self.cache.shared:
                 group.start_soon(probe_cache, self.cache)
-        order = ("database", "milvus", "encoder", "broker", "redis")
+            if self.llm is not None:
+                group.start_soon(probe_model, self.llm)
+        order = ("database", "milvus", "encoder", "broker", "redis", "model")
         return Readiness(components={name: found[name] for name in order if name in found})
 
     @cached_property

@@ -26,6 +26,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from types import FrameType
@@ -40,13 +41,17 @@ from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import AuthenticationError, ConfigurationError
 from hsearch.ingestion.queue import CeleryJobQueue, create_celery
+from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
 from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
 from hsearch.processes import (
     MILVUS_CHILD,
+    MODEL_CHILD,
     Child,
+    free_port,
     port_open,
     start_api,
     start_milvus_lite,
+    start_model_server,
     stop_all,
     worker_command,
 )
@@ -98,6 +103,7 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
     signal.signal(signal.SIGINT, _stop)
     try:
         env["HSEARCH_MILVUS__URI"] = _milvus(settings, env, data, children)
+        model = _model(settings, env, data, children)
         _prepare(settings)
         key = run_key(settings)
         children.extend(_worker(i, settings, env, data) for i in range(workers))
@@ -111,6 +117,10 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
                 if child.alive():
                     continue
                 code = child.proc.returncode
+                if child.name == MODEL_CHILD and model is not None:
+                    # Answers degrade meanwhile (answer null); the stack goes on.
+                    children[i] = model.restart(child, code)
+                    continue
                 if not child.name.startswith("worker-") or not _may_restart(restarts):
                     say(f"{child.name} exited with code {code}; stopping", err=True)
                     return 1
@@ -125,9 +135,75 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
         return 2
     finally:
         say("stopping...", err=True)
-        services = [c for c in children if c.name == MILVUS_CHILD]
-        users = [c for c in reversed(children) if c.name != MILVUS_CHILD]
+        services = [c for c in children if c.name in (MILVUS_CHILD, MODEL_CHILD)]
+        users = [c for c in reversed(children) if c.name not in (MILVUS_CHILD, MODEL_CHILD)]
         stop_all(users, last=services, timeout=STOP_TIMEOUT_S)
+
+
+@dataclass
+class _LocalModel:
+    """The local model server ``hsearch run`` started, and how to start it again on the
+    same address (the API keeps its base URL)."""
+
+    settings: Settings
+    model: Path
+    host: str
+    port: int
+    log: Path
+    env: dict[str, str]
+    last_start: float = 0.0
+
+    def start(self) -> Child:
+        self.last_start = time.monotonic()
+        child, _ = start_model_server(
+            self.model,
+            alias=PACKAGED_MODEL_NAME
+            if self.settings.llm.local_model_path is None
+            else self.model.stem,
+            host=self.host,
+            port=self.port,
+            threads=self.settings.llm.local_threads,
+            context=self.settings.llm.local_context,
+            log=self.log,
+            env=self.env,
+        )
+        return child
+
+    def restart(self, dead: Child, code: int | None) -> Child:
+        """A new server in place of ``dead`` (at most one start every
+        :data:`MODEL_RESTART_INTERVAL_S`; until then ``dead`` is kept, and tried again)."""
+        if time.monotonic() - self.last_start < MODEL_RESTART_INTERVAL_S:
+            return dead
+        say(f"the model server exited with code {code}; starting it again", err=True)
+        dead.stop()
+        try:
+            return self.start()
+        except ConfigurationError as exc:
+            say(f"the model server did not start again: {exc.message}", err=True)
+            return dead
+
+
+MODEL_RESTART_INTERVAL_S = 5.0
+
+
+def _model(
+    settings: Settings, env: dict[str, str], data: Path, children: list[Child]
+) -> _LocalModel | None:
+    """The local model server, unless an endpoint is configured (``llm.base_url``);
+    sets the API's ``HSEARCH_LLM__BASE_URL`` and ``HSEARCH_LLM__MODEL`` to it."""
+    if settings.llm.base_url:
+        say(f"model endpoint {settings.llm.base_url} (model {settings.llm.model})")
+        return None
+    path = settings.llm.local_model_path or packaged_model_path()
+    host = settings.llm.local_host
+    port = settings.llm.local_port or free_port(host)
+    local = _LocalModel(settings, path, host, port, data / "logs" / "model.log", env)
+    children.append(local.start())
+    alias = PACKAGED_MODEL_NAME if settings.llm.local_model_path is None else path.stem
+    env["HSEARCH_LLM__BASE_URL"] = f"http://{host}:{port}/v1"
+    env["HSEARCH_LLM__MODEL"] = alias
+    say(f"model server on http://{host}:{port}/v1 serving {path.name} as {alias!r}")
+    return local
 
 
 def _worker(index: int, settings: Settings, env: dict[str, str], data: Path) -> Child:

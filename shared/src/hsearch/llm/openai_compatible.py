@@ -137,6 +137,12 @@ class OpenAICompatibleLLM:
                     written = True
                     yield str(delta)
 
+    async def ping(self, *, timeout_s: float) -> None:
+        try:
+            await self._client.models.list(timeout=timeout_s)
+        except openai.OpenAIError as exc:
+            raise ModelError(f"the model's endpoint does not answer: {_describe(exc)}") from exc
+
     async def aclose(self) -> None:
         await self._client.close()
 

@@ -58,4 +58,9 @@ class LLM(Protocol):
         the request."""
         ...
 
+    async def ping(self, *, timeout_s: float) -> None:
+        """Return when the endpoint answers; raise :class:`~hsearch.errors.ModelError`
+        when it does not (readiness)."""
+        ...
+
     async def aclose(self) -> None: ...

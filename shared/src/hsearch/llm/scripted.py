@@ -66,5 +66,9 @@ class ScriptedLLM:
         prompt = sum(len(m.content) for m in messages) // 4
         yield Usage(prompt_tokens=prompt, completion_tokens=max(1, len(text) // 4))
 
+    async def ping(self, *, timeout_s: float) -> None:
+        if self.down:
+            raise ModelError("the scripted model is down")
+
     async def aclose(self) -> None:
         """Nothing to release."""
