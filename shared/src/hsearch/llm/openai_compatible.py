@@ -41,6 +41,10 @@ class OpenAICompatibleLLM:
         return self._settings.model
 
     @property
+    def settings(self) -> LlmSettings:
+        return self._settings
+
+    @property
     def base_url(self) -> str:
         return self._url
 

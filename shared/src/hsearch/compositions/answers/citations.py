@@ -234,10 +234,12 @@ def check_sentence(
     similarity: Callable[[str, int], float] | None = None,
     similarity_threshold: float = 1.0,
     max_citations: int = 3,
+    fill: bool = False,
 ) -> CheckedSentence:
     """The citations of one sentence (see the module docstring). ``similarity(text, i)``
     is an optional second signal: a passage whose similarity reaches
-    ``similarity_threshold`` supports the sentence as well."""
+    ``similarity_threshold`` supports the sentence as well. With ``fill``, the other
+    supporting passages (best first) are cited too, up to ``max_citations``."""
     scores = [support_score(text, p) for p in passages]
     if similarity is not None:
         for i in range(len(passages)):
@@ -250,7 +252,9 @@ def check_sentence(
     by_passage = {sup.passage: sup for sup in supporting}
     kept = [by_passage[n - 1] for n in dict.fromkeys(markers) if (n - 1) in by_passage]
     dropped = tuple(n for n in dict.fromkeys(markers) if (n - 1) not in by_passage)
-    if not kept and supporting:
+    if fill:
+        kept += [sup for sup in supporting if sup not in kept]
+    elif not kept and supporting:
         kept = [supporting[0]]
     return CheckedSentence(
         text=text,

@@ -106,6 +106,9 @@ class AnswerSentence:
     supported: bool
     support: tuple[tuple[int, float], ...]
     """Every passage (number) that supports it, with its support score, best first."""
+    written: tuple[int, ...] = ()
+    """The markers the model wrote in it, unchecked: for evaluation (``bench.answers``)
+    and logs, never sent to a client."""
 
 
 @dataclass(frozen=True, slots=True)

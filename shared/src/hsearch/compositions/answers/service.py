@@ -71,6 +71,9 @@ class CitationSettings:
     threshold: float = 0.5
     """The share of a sentence's terms a passage must hold to support it."""
     max_citations: int = 3
+    fill: bool = False
+    """Cite every supporting passage (up to ``max_citations``), not only the model's
+    supported markers (or the best one when none holds)."""
 
 
 class AnswerService:
@@ -209,6 +212,7 @@ class AnswerService:
             markers=closed.markers,
             threshold=self._citations.threshold,
             max_citations=self._citations.max_citations,
+            fill=self._citations.fill,
         )
         end = len(run.text)
         start = end - len(closed.text)
@@ -220,6 +224,7 @@ class AnswerService:
             citations=tuple(c.passage + 1 for c in checked.citations),
             supported=checked.supported,
             support=tuple((s.passage + 1, round(s.score, 4)) for s in checked.supporting),
+            written=closed.markers,
         )
         citations = tuple(_citation(run.context[c.passage], closed.text) for c in checked.citations)
         return sentence, citations, marker_suffix(checked.citations)
