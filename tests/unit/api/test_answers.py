@@ -115,6 +115,10 @@ async def test_citations_are_checked_and_the_stream_matches_the_answer(tmp_path:
         assert done["sentences"] == body["sentences"]
         checked = [data for name, data in events if name == "citation"]
         assert [c["sentence"] for c in checked] == body["sentences"]
+        metrics = (await api.anonymous().get("/metrics")).text
+        assert 'hsearch_answer_requests_total{model="scripted",outcome="answered"' in metrics
+        assert 'hsearch_answer_sentences_total{model="scripted",support="unsupported"}' in metrics
+        assert 'hsearch_answer_tokens_total{direction="in",model="scripted"' in metrics
 
 
 async def test_a_passage_cannot_speak_as_the_instructions(tmp_path: Path) -> None:

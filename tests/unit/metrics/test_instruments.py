@@ -135,6 +135,11 @@ def test_every_agreed_metric_exists_with_its_labels() -> None:
         "hsearch_ingest_documents": ("outcome",),
         "hsearch_ingest_chunks": (),
         "hsearch_time_to_searchable_seconds": (),
+        "hsearch_answer_requests": ("model", "outcome", "tenant"),
+        "hsearch_answer_duration_seconds": ("model",),
+        "hsearch_answer_first_token_seconds": ("model",),
+        "hsearch_answer_tokens": ("model", "direction", "tenant"),
+        "hsearch_answer_sentences": ("model", "support"),
     }
     metrics = {
         m._name: m._labelnames

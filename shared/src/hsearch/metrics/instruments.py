@@ -18,6 +18,11 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import Counter, Histogram
 
 __all__ = [
+    "ANSWER_DURATION",
+    "ANSWER_FIRST_TOKEN",
+    "ANSWER_REQUESTS",
+    "ANSWER_SENTENCES",
+    "ANSWER_TOKENS",
     "CACHE_REQUESTS",
     "HTTP_DURATION",
     "HTTP_REQUESTS",
@@ -30,6 +35,7 @@ __all__ = [
     "STAGE_DURATION",
     "TIME_TO_SEARCHABLE",
     "configure",
+    "record_answer",
     "record_cache",
     "record_http",
     "record_ingest",
@@ -115,6 +121,38 @@ TIME_TO_SEARCHABLE = Histogram(
     buckets=SEARCHABLE_BUCKETS,
 )
 
+ANSWER_BUCKETS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+"""Seconds: a model's first token and whole answers, from a fast endpoint to the
+small local model on a busy machine."""
+
+ANSWER_REQUESTS = Counter(
+    "hsearch_answer_requests",
+    "Answers, by model and outcome (answered; degraded: no answer, passages only).",
+    ["model", "outcome", "tenant"],
+)
+ANSWER_DURATION = Histogram(
+    "hsearch_answer_duration_seconds",
+    "A whole answer's time: retrieval, packing and generation.",
+    ["model"],
+    buckets=ANSWER_BUCKETS,
+)
+ANSWER_FIRST_TOKEN = Histogram(
+    "hsearch_answer_first_token_seconds",
+    "From an answer's request to the model's first token.",
+    ["model"],
+    buckets=ANSWER_BUCKETS,
+)
+ANSWER_TOKENS = Counter(
+    "hsearch_answer_tokens",
+    "Tokens sent to (in) and written by (out) the model, as its endpoint counted them.",
+    ["model", "direction", "tenant"],
+)
+ANSWER_SENTENCES = Counter(
+    "hsearch_answer_sentences",
+    "Answer sentences by whether a passage supports them (supported, unsupported).",
+    ["model", "support"],
+)
+
 _allowed: frozenset[str] = frozenset()
 
 SEARCH_OUTCOMES = ("ok", "degraded", "error")
@@ -187,3 +225,31 @@ def record_ingest(*, outcome: str, documents: int, chunks: int = 0) -> None:
 def record_time_to_searchable(seconds: float) -> None:
     """A job's documents became searchable ``seconds`` after it was submitted."""
     TIME_TO_SEARCHABLE.observe(max(0.0, seconds))
+
+
+def record_answer(
+    *,
+    tenant: str,
+    model: str,
+    answered: bool,
+    seconds: float,
+    first_token_s: float | None,
+    tokens_in: int | None,
+    tokens_out: int | None,
+    supported: int,
+    unsupported: int,
+) -> None:
+    """One answer: its outcome, times, tokens and how many sentences passages support."""
+    label = tenant_label(tenant)
+    ANSWER_REQUESTS.labels(model, "answered" if answered else "degraded", label).inc()
+    ANSWER_DURATION.labels(model).observe(seconds)
+    if first_token_s is not None:
+        ANSWER_FIRST_TOKEN.labels(model).observe(first_token_s)
+    if tokens_in:
+        ANSWER_TOKENS.labels(model, "in", label).inc(tokens_in)
+    if tokens_out:
+        ANSWER_TOKENS.labels(model, "out", label).inc(tokens_out)
+    if supported:
+        ANSWER_SENTENCES.labels(model, "supported").inc(supported)
+    if unsupported:
+        ANSWER_SENTENCES.labels(model, "unsupported").inc(unsupported)

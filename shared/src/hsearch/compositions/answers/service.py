@@ -53,6 +53,7 @@ from hsearch.compositions.answers.prompts import answer_messages, prompt, query_
 from hsearch.config import LlmSettings
 from hsearch.errors import InvalidRequestError, ModelError
 from hsearch.llm.protocol import LLM, ChatMessage, Role, Usage
+from hsearch.metrics import instruments
 from hsearch.search.passages import Passage, Passages, RetrievalRequest, RetrievalService
 
 __all__ = ["AnswerService", "CitationSettings"]
@@ -302,6 +303,32 @@ class _Run:
         self.citations: dict[int, Citation] = {}
 
     def finish(self, text: str | None, reason: str | None) -> Answer:
+        answer = self._answer(text, reason)
+        instruments.record_answer(
+            tenant=self.request.tenant_id,
+            model=answer.model or "none",
+            answered=answer.answer is not None,
+            seconds=answer.timings.total_ms / 1000,
+            first_token_s=None
+            if answer.timings.first_token_ms is None
+            else answer.timings.first_token_ms / 1000,
+            tokens_in=answer.tokens.prompt,
+            tokens_out=answer.tokens.completion,
+            supported=len(answer.sentences) - answer.unsupported,
+            unsupported=answer.unsupported,
+        )
+        logger.info(
+            "answer.done tenant=%s model=%s answered=%s sentences=%d unsupported=%d took_ms=%.1f",
+            self.request.tenant_id,
+            answer.model,
+            answer.answer is not None,
+            len(answer.sentences),
+            answer.unsupported,
+            answer.timings.total_ms,
+        )
+        return answer
+
+    def _answer(self, text: str | None, reason: str | None) -> Answer:
         now = time.perf_counter()
         degraded = [f"leg:{leg}" for leg in self.passages.degraded]
         if reason is not None:
