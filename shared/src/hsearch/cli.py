@@ -285,6 +285,37 @@ def ingest(  # noqa: PLR0917 - typer reads a command's options from its paramete
     raise typer.Exit(code or uploader.report.exit_code)
 
 
+@app.command("ask")
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.", show_default=False)],
+    passages: Annotated[
+        int | None,
+        typer.Option("--passages", min=1, max=50, help="Passages to retrieve (default: 5)."),
+    ] = None,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Ask the tenant's documents: the answer streams, then its checked citations."""
+    import json  # noqa: PLC0415 - keep `--help` fast
+
+    from hsearch.client.display import answer_footer  # noqa: PLC0415
+
+    with _api(url, api_key) as client:
+        for event, data in client.answer_events(question, passages=passages):
+            if as_json:
+                if event == "done":
+                    typer.echo(json.dumps(data, ensure_ascii=False))
+                continue
+            if event == "delta":
+                typer.echo(data["text"], nl=False)
+            elif event == "error":
+                typer.echo(f"\n[the model broke off: {data['error']}: {data['detail']}]", err=True)
+            elif event == "done":
+                for line in answer_footer(data):
+                    typer.echo(line)
+
+
 @jobs_app.command("list")
 def jobs_list(
     status: Annotated[

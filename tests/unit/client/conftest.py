@@ -26,6 +26,7 @@ from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import EncoderError
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.llm.protocol import LLM
 from hsearch.processes import free_port, wait_until
 from hsearch.runtime import Services, build_services
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
@@ -131,11 +132,14 @@ class LiveApi:
 
 
 @contextlib.contextmanager
-def live_api(settings: Settings, *, port: int | None = None) -> Iterator[LiveApi]:
-    """The app served on ``port`` (default: a free one) with a worker thread."""
+def live_api(
+    settings: Settings, *, port: int | None = None, llm: LLM | None = None
+) -> Iterator[LiveApi]:
+    """The app served on ``port`` (default: a free one) with a worker thread; answers
+    written by ``llm`` (none by default)."""
     queue = InMemoryJobQueue()
     services = build_services(
-        settings, store=InMemoryVectorStore(), embedder=PoisonedEmbedder(), queue=queue
+        settings, store=InMemoryVectorStore(), embedder=PoisonedEmbedder(), queue=queue, llm=llm
     )
     gate = Gate(create_app(settings, services=services))
     port = port or free_port()

@@ -114,3 +114,26 @@ def _value(value: object) -> str:
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False) if value else "-"
     return str(value)
+
+
+def answer_footer(answer: dict[str, Any]) -> list[str]:
+    """What follows a streamed answer in a terminal: its citations, or why there is no
+    answer, and which sentences no passage supports."""
+    lines = [""]
+    if answer.get("answer") is None:
+        lines.append(f"No answer: {'; '.join(answer.get('degraded') or ['unknown'])}")
+        lines.append("Passages found:")
+        for passage in answer.get("passages", []):
+            lines.append(f"  [{passage['number']}] {passage['title'] or passage['external_id']}")
+        return lines
+    for citation in answer.get("citations", []):
+        quote = " ".join(str(citation["quote"]).split())
+        if len(quote) > 160:
+            quote = quote[:157] + "..."
+        name = citation["title"] or citation["external_id"]
+        lines.append(f'[{citation["number"]}] {name} ({citation["external_id"]}): "{quote}"')
+    unsupported = [s for s in answer.get("sentences", []) if not s["supported"]]
+    if unsupported:
+        lines.append(f"Not supported by the passages ({len(unsupported)}):")
+        lines += [f"  - {s['text']}" for s in unsupported]
+    return lines

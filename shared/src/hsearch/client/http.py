@@ -13,6 +13,7 @@ code, detail and fields) or that no answer came.
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import re
 import time
@@ -190,6 +191,37 @@ class ApiClient:
 
     def close(self) -> None:
         self._http.close()
+
+    # Answers.
+
+    def answer_events(
+        self,
+        query: str,
+        *,
+        passages: int | None = None,
+        messages: list[dict[str, str]] | None = None,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``POST /v1/answer`` streamed: its server-sent events as ``(event, data)``, in
+        order (``retrieval``, ``delta``, ``citation``, ``error``, ``done``). A refused
+        request or an API that cannot answer raises :class:`ApiError` before any event."""
+        body: dict[str, Any] = {"query": query, "stream": True}
+        if passages is not None:
+            body["passages"] = passages
+        if messages:
+            body["messages"] = messages
+        self.requests += 1
+        try:
+            with self._http.stream(
+                "POST", "/v1/answer", json=body, headers={"Accept": "text/event-stream"}
+            ) as resp:
+                if resp.is_error:
+                    resp.read()
+                    code, detail, errors = _error_of(resp)
+                    raise ApiError(resp.status_code, code, detail, errors=errors)
+                yield from _server_sent_events(resp.iter_lines())
+        except httpx.TransportError as exc:
+            msg = f"{self.base_url}: {type(exc).__name__}: {exc or 'no answer'}"
+            raise ApiUnavailableError(msg) from exc
 
     # Ingestion.
 
@@ -408,3 +440,19 @@ def _error_of(resp: httpx.Response) -> tuple[str, str, tuple[FieldError, ...]]:
         if isinstance(e, dict)
     )
     return str(body.get("error", "http_error")), str(body.get("detail", "")), errors
+
+
+def _server_sent_events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(event, data)`` of each event of a ``text/event-stream`` body (``data`` JSON)."""
+    event, data = "message", ""
+    for line in lines:
+        if not line:
+            if data:
+                yield event, json.loads(data)
+            event, data = "message", ""
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data += line[5:].strip()
+    if data:
+        yield event, json.loads(data)
