@@ -16,7 +16,17 @@ from hsearch_api.lifespan import make_lifespan
 from hsearch_api.limits import ApiLimits, BodySizeLimit, with_limits
 from hsearch_api.observability import RequestObserver
 from hsearch_api.params import refuse_unknown_query_parameters
-from hsearch_api.routers import answers, documents, health, keys, metrics, pages, search, stats
+from hsearch_api.routers import (
+    answers,
+    chat,
+    documents,
+    health,
+    keys,
+    metrics,
+    pages,
+    search,
+    stats,
+)
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -68,6 +78,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(documents.router)
     app.include_router(search.create_router(settings.search, legs=legs))
     app.include_router(answers.create_router(legs=legs))
+    app.include_router(chat.router)
     app.include_router(keys.router)
     app.include_router(metrics.router)
     app.include_router(stats.router)
