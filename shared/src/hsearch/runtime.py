@@ -29,7 +29,8 @@ from hsearch.cache.factory import create_cache
 from hsearch.cache.generations import GenerationReader
 from hsearch.cache.guard import CacheCounters, GuardedCache
 from hsearch.cache.protocol import CacheBackend
-from hsearch.compositions.answers.service import AnswerService
+from hsearch.compositions.answers.caching import AnswerCache
+from hsearch.compositions.answers.service import AnswerService, CitationSettings
 from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory, ping_database
 from hsearch.db.repositories.jobs import JobRepository
@@ -147,6 +148,8 @@ class Services:
     queue_factory: Callable[[], JobQueue] = field(repr=False)
     llm: LLM | None = None
     """The model answers are written with (``llm.base_url``); ``None``: none configured."""
+    answer_cache: AnswerCache | None = None
+    """Where whole answers are kept (with the search caches; ``None`` when off)."""
     tenant_purge_hooks: list[PurgeHook] = field(default_factory=list, repr=False)
     """Called with a tenant's id once ``hsearch tenants delete`` has purged it from the
     database and the store: whatever caches the tenant's data elsewhere (Redis) appends
@@ -171,7 +174,10 @@ class Services:
     def answers(self) -> AnswerService:
         """Answers with citations over this process's search and model."""
         return AnswerService(
-            retrieval=self.search.retrieval, llm=self.llm, settings=self.settings.llm
+            retrieval=self.search.retrieval,
+            llm=self.llm,
+            settings=self.settings.llm,
+            cache=self.answer_cache,
         )
 
     @cached_property
@@ -477,6 +483,7 @@ def build_services(
     )
     guarded: GuardedCache | None = None
     results: ResultCache | None = None
+    answer_cache: AnswerCache | None = None
     snapshots: PageSnapshots | None = None
     # The encoder thread starts with the first search: a worker, which never searches,
     # starts none.
@@ -509,6 +516,18 @@ def build_services(
                 max_bytes=settings.cache.snapshot_max_bytes,
             )
         if settings.cache.result_ttl_s > 0:
+            answer_cache = AnswerCache(
+                guarded,
+                generations=generations,
+                namespace=settings.cache.namespace,
+                ttl_s=settings.cache.result_ttl_s,
+                settle_s=settings.cache.settle_s,
+                identity={
+                    **_server_identity(settings, embedder, reranker),
+                    "llm": settings.llm.model_dump(mode="json", exclude={"api_key"}),
+                    "citations": CitationSettings(),
+                },
+            )
             results = ResultCache(
                 guarded,
                 generations=generations,
@@ -544,6 +563,7 @@ def build_services(
         cache_counters=counters,
         query_batcher=batcher,
         llm=llm if llm is not None else create_llm(settings.llm),
+        answer_cache=answer_cache,
     )
 
 

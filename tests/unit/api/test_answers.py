@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from hsearch.cache.memory import InMemoryCacheBackend
 from hsearch.llm.protocol import ChatMessage
 from hsearch.llm.scripted import ScriptedLLM
 from tests.unit.api.conftest import Api, api_settings, serve
@@ -194,3 +195,34 @@ async def test_a_bad_request_is_a_422_before_any_stream(tmp_path: Path) -> None:
             )
             assert resp.status_code == 422, (bad, resp.text)
             assert resp.headers["content-type"].startswith("application/json")
+
+
+async def test_answers_are_cached_until_the_tenant_s_data_changes(tmp_path: Path) -> None:
+    model = ScriptedLLM(copy_third_with_wrong_marker)
+    async with serve(api_settings(tmp_path), llm=model, cache=InMemoryCacheBackend()) as api:
+        await ingest(api, DOCS, api.client)
+        first = (await api.client.post("/v1/answer", json=ASK)).json()
+        again = (await api.client.post("/v1/answer", json=ASK)).json()
+        assert (first["cached"], again["cached"]) == (False, True)
+        assert len(model.requests) == 1, "the second answer came from the cache"
+        assert again["answer"] == first["answer"]
+        assert again["citations"] == first["citations"]
+        streamed = events_of(
+            (await api.client.post("/v1/answer", json={**ASK, "stream": True})).text
+        )
+        assert "".join(d["text"] for n, d in streamed if n == "delta") == first["answer"]
+        assert [d["sentence"] for n, d in streamed if n == "citation"] == first["sentences"]
+        assert len(model.requests) == 1
+        # A write changes the tenant's data: the next answer is written afresh.
+        await ingest(
+            api, [{"external_id": "new", "title": "New", "text": "Lakes are calm."}], api.client
+        )
+        fresh = (await api.client.post("/v1/answer", json=ASK)).json()
+        assert fresh["cached"] is False
+        assert len(model.requests) == 2
+        # A degraded answer is never kept.
+        model.down = True
+        for _ in range(2):
+            down = (await api.client.post("/v1/answer", json={**ASK, "passages": 4})).json()
+            assert down["answer"] is None
+            assert down["cached"] is False

@@ -331,10 +331,10 @@ def search_id(plan: SearchPlan) -> str:
 
 
 async def purge_tenant(store: CacheBackend, *, namespace: str, tenant_id: str) -> int:
-    """Delete what the caches hold of ``tenant_id`` (its results and page snapshots;
+    """Delete what the caches hold of ``tenant_id`` (its results, page snapshots and answers;
     query embeddings belong to no tenant); how many entries there were. Raises
     CacheUnavailableError when the store is away."""
     deleted = 0
-    for kind in ("result", "snapshot"):
+    for kind in ("result", "snapshot", "answer"):
         deleted += await store.delete_prefix(cache_key(namespace, kind, tenant_id) + ":")
     return deleted

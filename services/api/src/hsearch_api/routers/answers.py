@@ -175,4 +175,5 @@ def answer_response(answer: Answer) -> AnswerResponse:
         prompt_version=answer.prompt_version,
         timings=AnswerTimingsRead.model_validate(asdict(answer.timings)),
         tokens=AnswerTokensRead.model_validate(asdict(answer.tokens)),
+        cached=answer.cached,
     )

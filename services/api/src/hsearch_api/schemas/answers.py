@@ -157,3 +157,7 @@ class AnswerResponse(BaseModel):
     prompt_version: str | None
     timings: AnswerTimingsRead
     tokens: AnswerTokensRead
+    cached: bool = Field(
+        description="True: the answer of an earlier identical question on the same data, "
+        "model and prompt (its timings and tokens are that answer's)."
+    )

@@ -151,6 +151,9 @@ class Answer:
     tokens: AnswerTokens
     mode: SearchMode = SearchMode.HYBRID
     method: FusionMethod | None = None
+    cached: bool = False
+    """Served from the answer cache: an identical question on the same data and model
+    (its timings and tokens are those of the answer that was cached)."""
 
     @property
     def unsupported(self) -> int:

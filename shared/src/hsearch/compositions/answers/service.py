@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
+from hsearch.compositions.answers.caching import AnswerCache
 from hsearch.compositions.answers.citations import (
     Closed,
     SentenceAssembler,
@@ -49,7 +50,12 @@ from hsearch.compositions.answers.models import (
     Speaker,
 )
 from hsearch.compositions.answers.packing import estimate_tokens, pack
-from hsearch.compositions.answers.prompts import answer_messages, prompt, query_language
+from hsearch.compositions.answers.prompts import (
+    ANSWER_PROMPT_VERSION,
+    answer_messages,
+    prompt,
+    query_language,
+)
 from hsearch.config import LlmSettings
 from hsearch.errors import InvalidRequestError, ModelError
 from hsearch.llm.protocol import LLM, ChatMessage, Role, Usage
@@ -85,11 +91,13 @@ class AnswerService:
         llm: LLM | None,
         settings: LlmSettings,
         citations: CitationSettings | None = None,
+        cache: AnswerCache | None = None,
     ) -> None:
         self._retrieval = retrieval
         self._llm = llm
         self._settings = settings
         self._citations = citations or CitationSettings()
+        self._cache = cache
         self._slots = asyncio.Semaphore(settings.max_concurrent)
 
     @property
@@ -112,6 +120,25 @@ class AnswerService:
         SearchUnavailableError (503) before the first event, as a search does."""
         started = time.perf_counter()
         _check(request, self._settings)
+        key = None
+        if self._cache is not None and self._llm is not None:
+            key = await self._cache.key(
+                request, model=self._llm.model, prompt_version=ANSWER_PROMPT_VERSION
+            )
+            cached = await self._cache.get(key) if key is not None else None
+            if cached is not None:
+                for event in replay(cached):
+                    yield event
+                return
+        async with contextlib.aclosing(self._fresh(request, started)) as fresh:
+            async for event in fresh:
+                if isinstance(event, Finished) and key is not None and self._cache is not None:
+                    await self._cache.put(key, event.answer)
+                yield event
+
+    async def _fresh(
+        self, request: AnswerRequest, started: float
+    ) -> AsyncGenerator[AnswerEvent, None]:
         standalone = await self._standalone(request)
         passages = await self._retrieval.retrieve(
             RetrievalRequest(
@@ -418,3 +445,24 @@ def _check(request: AnswerRequest, settings: LlmSettings) -> None:
     for i, turn in enumerate(request.messages):
         if len(turn.content) > MAX_TURN_CHARS:
             raise InvalidRequestError(f"messages[{i}].content: at most {MAX_TURN_CHARS} characters")
+
+
+def replay(answer: Answer) -> list[AnswerEvent]:
+    """The events a cached ``answer`` is streamed as: the same text and citations as
+    when it was written, a sentence at a time."""
+    events: list[AnswerEvent] = [Retrieved(answer.passages, answer.standalone_query)]
+    text = answer.answer or ""
+    by_number = {c.number: c for c in answer.citations}
+    at = 0
+    for sentence in answer.sentences:
+        events.append(Delta(text[at : sentence.end]))
+        suffix = "".join(f"[{n}]" for n in sentence.citations)
+        if suffix:
+            events.append(Delta(suffix))
+        at = sentence.end + len(suffix)
+        cited = tuple(by_number[n] for n in sentence.citations if n in by_number)
+        events.append(SentenceChecked(sentence, cited))
+    if at < len(text):
+        events.append(Delta(text[at:]))
+    events.append(Finished(answer))
+    return events
