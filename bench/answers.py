@@ -38,7 +38,7 @@ import tempfile
 import time
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,8 @@ POLICIES: dict[str, dict[str, Any]] = {
     "markers": {"fill": False, "max_citations": 3},
     "fill2": {"fill": True, "max_citations": 2},
     "fill3": {"fill": True, "max_citations": 3},
+    "rank1": {"fill": False, "max_citations": 3, "by_rank": True},
+    "rank-fill2": {"fill": True, "max_citations": 2, "by_rank": True},
 }
 """Citation rules replayed beside the thresholds: the model's supported markers (else
 the best supporting passage), or every supporting passage up to 2 or 3."""
@@ -257,6 +259,11 @@ def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str,
             citations=CitationSettings(),
         )
         scored = asyncio.run(ask_all(answers, dataset, query_ids, gold, passages=args.passages))
+        if args.records is not None:
+            with args.records.open("a", encoding="utf-8") as handle:
+                for one in scored:
+                    row = {"dataset": dataset.name, **asdict(one), "right": sorted(one.right)}
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     finally:
         if resources is not None:
             resources.close()
@@ -288,7 +295,7 @@ def llm_settings(args: argparse.Namespace, base_url: str) -> LlmSettings:
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.answers", description=__doc__)
-    what = parser.add_mutually_exclusive_group(required=True)
+    what = parser.add_mutually_exclusive_group(required=False)
     what.add_argument("--dataset", type=Path, action="append", metavar="DIR")
     what.add_argument(
         "--all", action="store_true", help=f"every folder under {DATASETS_ROOT} with answers"
@@ -305,6 +312,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=LlmSettings().max_tokens)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument(
+        "--records", type=Path, metavar="JSONL",
+        help="write each question's answer, as scored, to JSONL (for --rescore)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rescore", type=Path, metavar="JSONL",
+        help="score the answers of an earlier --records file again (no model, no stack)",
+    )  # fmt: skip
+    parser.add_argument(
         "--thresholds",
         type=lambda s: tuple(float(x) for x in s.split(",")),
         default=DEFAULT_THRESHOLDS,
@@ -313,8 +328,29 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def rescore(path: Path, args: argparse.Namespace) -> int:
+    """Score the answers an earlier run recorded, folder by folder."""
+    by_dataset: dict[str, list[Scored]] = {}
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            dataset = row.pop("dataset")
+            row["sentences"] = [(t, tuple(w), tuple(c)) for t, w, c in row["sentences"]]
+            row["right"] = set(row["right"])
+            by_dataset.setdefault(dataset, []).append(Scored(**row))
+    for dataset, scored in by_dataset.items():
+        result = {"dataset": dataset, "rescored": str(path), **summarise(scored, args.thresholds)}
+        if args.json:
+            sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+        else:
+            _table(result)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
+    if args.rescore is not None:
+        return rescore(args.rescore, args)
     folders = args.dataset or [
         p for p in sorted(DATASETS_ROOT.iterdir()) if (p / "answers.jsonl").is_file()
     ]

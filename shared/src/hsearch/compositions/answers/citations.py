@@ -235,11 +235,14 @@ def check_sentence(
     similarity_threshold: float = 1.0,
     max_citations: int = 3,
     fill: bool = False,
+    by_rank: bool = False,
 ) -> CheckedSentence:
     """The citations of one sentence (see the module docstring). ``similarity(text, i)``
     is an optional second signal: a passage whose similarity reaches
     ``similarity_threshold`` supports the sentence as well. With ``fill``, the other
-    supporting passages (best first) are cited too, up to ``max_citations``."""
+    supporting passages (best first) are cited too, up to ``max_citations``. With
+    ``by_rank``, "best" among the supporting passages is the one the retrieval ranked
+    higher (the lower number), not the higher support score."""
     scores = [support_score(text, p) for p in passages]
     if similarity is not None:
         for i in range(len(passages)):
@@ -247,7 +250,7 @@ def check_sentence(
                 scores[i] = max(scores[i], threshold)
     supporting = sorted(
         (Support(i, s) for i, s in enumerate(scores) if s >= threshold),
-        key=lambda sup: (-sup.score, sup.passage),
+        key=(lambda sup: sup.passage) if by_rank else (lambda sup: (-sup.score, sup.passage)),
     )
     by_passage = {sup.passage: sup for sup in supporting}
     kept = [by_passage[n - 1] for n in dict.fromkeys(markers) if (n - 1) in by_passage]

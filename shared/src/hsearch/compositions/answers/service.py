@@ -81,6 +81,8 @@ class CitationSettings:
     fill: bool = False
     """Cite every supporting passage (up to ``max_citations``), not only the model's
     supported markers (or the best one when none holds)."""
+    by_rank: bool = False
+    """Among supporting passages, the retrieval's rank decides which is best."""
 
 
 class AnswerService:
@@ -241,6 +243,7 @@ class AnswerService:
             threshold=self._citations.threshold,
             max_citations=self._citations.max_citations,
             fill=self._citations.fill,
+            by_rank=self._citations.by_rank,
         )
         end = len(run.text)
         start = end - len(closed.text)
