@@ -263,6 +263,11 @@ def test_ops_charts_and_playground_explanations_in_chromium(
             retrieval = page.inner_text('#timings tr[data-stage="retrieval_ms"] td:nth-child(2)')
             assert float(retrieval) > 0
             assert page.locator("#legs tbody tr").count() == 2
+            # Asking: this stack has no model, so the passages come back with the reason.
+            page.click("#ask")
+            page.wait_for_selector("#answer:not([hidden])")
+            assert "model_unavailable" in page.inner_text("#answer-status")
+            assert page.locator("#answer-passages li").count() >= 1
             page.screenshot(path=str(ARTIFACTS / "playground.png"), full_page=True)
         finally:
             browser.close()

@@ -194,6 +194,30 @@ async def test_the_playground_searches_as_a_tenant_audited_and_explained(
     assert resp.status_code == 422
 
 
+async def test_the_playground_asks_as_a_tenant_and_audits_it(
+    api: Api, browser: httpx.AsyncClient
+) -> None:
+    resp = await api.client.post("/v1/documents", json={"documents": DOCS})
+    assert api.services.indexing().process_job(uuid.UUID(resp.json()["job_id"])) == "succeeded"
+    token = await logged_in(api, browser)
+    resp = await browser.post(
+        "/ops/api/answer",
+        json={"query": "volcano"},
+        headers={CSRF_HEADER: token, "X-Hsearch-Tenant": TENANT},
+    )
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["answer"] is None  # no model on this server: the passages, and why
+    assert body["degraded"] == ["model_unavailable: no model is configured"]
+    assert body["passages"]
+    latest = api.services.tenancy.audit_log(tenant_id=TENANT)[0]
+    assert (latest.action, latest.target) == ("api.request", "POST /ops/api/answer")
+    resp = await browser.post(
+        "/ops/api/answer", json={"query": "volcano"}, headers={"X-Hsearch-Tenant": TENANT}
+    )
+    assert (resp.status_code, resp.json()["error"]) == (403, "csrf_failed")
+
+
 async def test_the_dashboard_reads_the_recorded_totals(
     api: Api, browser: httpx.AsyncClient
 ) -> None:

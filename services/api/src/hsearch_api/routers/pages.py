@@ -30,6 +30,7 @@ from hsearch.tenancy.sessions import (
     new_csrf_token,
 )
 from hsearch_api.deps import (
+    AnswerServiceDep,
     Caller,
     CsrfSessionDep,
     OperatorSessionDep,
@@ -39,7 +40,9 @@ from hsearch_api.deps import (
     ServicesDep,
     TenancyDep,
 )
+from hsearch_api.routers.answers import answer_request, answer_response
 from hsearch_api.routers.search import run_search
+from hsearch_api.schemas.answers import AnswerRequestBody, AnswerResponse
 from hsearch_api.schemas.pages import (
     DashboardRead,
     LoginRequest,
@@ -207,5 +210,25 @@ def create_router(search: SearchSettings, ops: OpsSettings, *, legs: Sequence[st
         )
         acting = await anyio.to_thread.run_sync(act)
         return await run_search(body, caller=Caller(tenant_id=acting), service=service)
+
+    @router.post("/ops/api/answer")
+    async def playground_answer(
+        body: AnswerRequestBody,
+        session: CsrfSessionDep,
+        tenancy: TenancyDep,
+        service: AnswerServiceDep,
+        tenant: Annotated[str | None, Header(alias=TENANT_HEADER)] = None,
+    ) -> AnswerResponse:
+        """An answer as the tenant named in X-Hsearch-Tenant (not streamed), audited
+        like any operator request for a tenant."""
+        act = partial(
+            tenancy.act_for,
+            session.principal,
+            named_tenant=tenant,
+            action="POST /ops/api/answer",
+        )
+        acting = await anyio.to_thread.run_sync(act)
+        request = answer_request(body, Caller(tenant_id=acting))
+        return answer_response(await service.answer(request))
 
     return router

@@ -115,6 +115,58 @@
     }
   });
 
+  // The answer's text with each checked marker [n] linked to its passage below; a
+  // sentence no passage supports is marked as such.
+  function showAnswer(answer) {
+    const text = $("answer-text");
+    const pieces = [];
+    const source = answer.answer || "";
+    let at = 0;
+    for (const sentence of answer.sentences) {
+      if (sentence.start > at) pieces.push(document.createTextNode(source.slice(at, sentence.start)));
+      const span = hsearch.el("span", sentence.text, { class: sentence.supported ? "supported" : "unsupported" });
+      if (!sentence.supported) span.title = "no passage supports this sentence";
+      pieces.push(span);
+      at = sentence.end;
+      for (const number of sentence.citations) {
+        pieces.push(hsearch.el("a", `[${number}]`, { href: `#passage-${number}`, class: "citation" }));
+        at += `[${number}]`.length;
+      }
+    }
+    if (at < source.length) pieces.push(document.createTextNode(source.slice(at)));
+    text.replaceChildren(...pieces);
+    const status = answer.answer === null ? `No answer: ${answer.degraded.join("; ")}` : `${answer.model} · ${answer.prompt_version} · ${fmt(answer.timings.total_ms, 0)} ms${answer.cached ? " · cached" : ""}`;
+    hsearch.text($("answer-status"), status);
+    const quotes = new Map(answer.citations.map((c) => [c.number, c.quote]));
+    $("answer-passages").replaceChildren(
+      ...answer.passages.map((p) => {
+        const item = hsearch.el("li", `${p.title || p.external_id}: ${p.text.slice(0, 300)}`, { id: `passage-${p.number}`, value: String(p.number) });
+        if (quotes.has(p.number)) item.append(hsearch.el("blockquote", quotes.get(p.number)));
+        return item;
+      }),
+    );
+    $("answer").hidden = false;
+  }
+
+  $("ask").addEventListener("click", async () => {
+    const error = $("search-error");
+    hsearch.text(error, "");
+    const body = { query: $("query").value, mode: $("mode").value };
+    if ($("fusion").value) body.fusion = $("fusion").value;
+    if (!body.query.trim()) {
+      hsearch.text(error, "query: ask something");
+      return;
+    }
+    $("ask").disabled = true;
+    try {
+      showAnswer(await hsearch.request("POST", "/ops/api/answer", { body, headers: { "X-Hsearch-Tenant": $("tenant").value } }));
+    } catch (err) {
+      hsearch.text(error, err.message);
+    } finally {
+      $("ask").disabled = false;
+    }
+  });
+
   hsearch.header().catch(() => {});
   loadTenants().catch((err) => hsearch.text($("search-error"), `tenants: ${err.message}`));
 })();
