@@ -105,6 +105,7 @@ class Scored:
     tokens_in: int
     tokens_out: int
     unsupported: int
+    calls: int = 1
 
 
 @dataclass
@@ -153,6 +154,7 @@ def score_answer(answer: Answer, *, dataset: Dataset, qid: str, gold: Sequence[s
         tokens_in=answer.tokens.prompt or 0,
         tokens_out=answer.tokens.completion or 0,
         unsupported=answer.unsupported,
+        calls=answer.tokens.calls,
     )
 
 
@@ -193,7 +195,7 @@ def summarise(scored: Sequence[Scored], thresholds: Sequence[float]) -> dict[str
             else 0.0,
             "tokens_in": round(sum(s.tokens_in for s in scored) / n, 1),
             "tokens_out": round(sum(s.tokens_out for s in scored) / n, 1),
-            "llm_calls": 1.0,
+            "llm_calls": round(sum(s.calls for s in scored) / n, 2),
             "time_to_first_token_ms": _spread(ttft),
             "answer_ms": _spread(whole),
         },
@@ -215,12 +217,20 @@ async def ask_all(
     gold: Mapping[str, Sequence[str]],
     *,
     passages: int,
+    expand: bool = False,
+    llm_rerank: bool = False,
 ) -> list[Scored]:
     scored: list[Scored] = []
     started = time.perf_counter()
     for n, qid in enumerate(query_ids, 1):
         answer = await answers.answer(
-            AnswerRequest(tenant_id=TENANT, query=dataset.queries[qid], passages=passages)
+            AnswerRequest(
+                tenant_id=TENANT,
+                query=dataset.queries[qid],
+                passages=passages,
+                expand=expand,
+                llm_rerank=llm_rerank,
+            )
         )
         scored.append(score_answer(answer, dataset=dataset, qid=qid, gold=gold.get(qid, [])))
         if answer.answer is None:
@@ -258,7 +268,17 @@ def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str,
             settings=settings.llm,
             citations=CitationSettings(),
         )
-        scored = asyncio.run(ask_all(answers, dataset, query_ids, gold, passages=args.passages))
+        scored = asyncio.run(
+            ask_all(
+                answers,
+                dataset,
+                query_ids,
+                gold,
+                passages=args.passages,
+                expand=args.expand,
+                llm_rerank=args.llm_rerank,
+            )
+        )
         if args.records is not None:
             with args.records.open("a", encoding="utf-8") as handle:
                 for one in scored:
@@ -276,6 +296,8 @@ def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str,
         "base_url": base_url,
         "context_tokens": args.context_tokens,
         "passages": args.passages,
+        "expand": args.expand,
+        "llm_rerank": args.llm_rerank,
         **summarise(scored, args.thresholds),
     }
 
@@ -308,6 +330,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--api-key")
     parser.add_argument("--threads", type=int, default=LlmSettings().local_threads)
     parser.add_argument("--passages", type=int, default=5)
+    parser.add_argument("--expand", action="store_true", help="multi-query expansion")
+    parser.add_argument("--llm-rerank", action="store_true", help="listwise reranking by the model")
     parser.add_argument("--context-tokens", type=int, default=LlmSettings().context_tokens)
     parser.add_argument("--max-tokens", type=int, default=LlmSettings().max_tokens)
     parser.add_argument("--timeout", type=float, default=120.0)

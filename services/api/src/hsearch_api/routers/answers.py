@@ -99,6 +99,8 @@ def answer_request(body: AnswerRequestBody, caller: Caller) -> AnswerRequest:
         messages=tuple(Turn(Speaker(t.role), t.content) for t in body.messages),
         max_tokens=body.max_tokens,
         context_tokens=body.context_tokens,
+        expand=body.expand,
+        llm_rerank=body.llm_rerank,
     )
 
 

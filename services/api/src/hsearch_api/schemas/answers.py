@@ -65,6 +65,16 @@ class AnswerRequestBody(BaseModel):
     context_tokens: StrictInt | None = Field(
         default=None, ge=64, description="The passages' token budget; at most the server's."
     )
+    expand: StrictBool = Field(
+        default=False,
+        description="Also search the model's other ways to ask the question, fused with the "
+        "question's own passages (one more model call; docs/answers.md).",
+    )
+    llm_rerank: StrictBool = Field(
+        default=False,
+        description="Let the model order the passages before it answers (listwise; one more "
+        "model call). Not the search's `rerank`, which uses the cross-encoder.",
+    )
 
 
 def answer_request_model(legs: Sequence[str]) -> type[AnswerRequestBody]:
@@ -138,6 +148,9 @@ class AnswerTokensRead(BaseModel):
     prompt: int | None = Field(description="As the model's endpoint counted them.")
     completion: int | None
     context: int = Field(description="The passages' tokens in the prompt, as packed.")
+    calls: int = Field(
+        description="Model calls made for this answer (rewrite, expansion, reranking, the answer)."
+    )
 
 
 class AnswerResponse(BaseModel):

@@ -57,6 +57,10 @@ class AnswerRequest:
     """At most the server's ``llm.max_tokens``."""
     context_tokens: int | None = None
     """At most the server's ``llm.context_tokens``."""
+    expand: bool = False
+    """Also search the model's other ways to ask the question (multi-query expansion)."""
+    llm_rerank: bool = False
+    """Let the model order the passages before the answer is written (listwise)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +132,8 @@ class AnswerTokens:
     completion: int | None = None
     context: int = 0
     """The passages' tokens in the prompt, as packing counted them."""
+    calls: int = 0
+    """Model calls made: the answer's, and a rewrite, expansion or reranking."""
 
 
 @dataclass(frozen=True, slots=True)

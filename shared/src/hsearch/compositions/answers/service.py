@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from hsearch.compositions.answers.caching import AnswerCache
 from hsearch.compositions.answers.citations import (
@@ -55,11 +55,14 @@ from hsearch.compositions.answers.prompts import (
     answer_messages,
     prompt,
     query_language,
+    quote,
 )
+from hsearch.compositions.answers.shaping import parse_order, parse_queries
 from hsearch.config import LlmSettings
 from hsearch.errors import InvalidRequestError, ModelError
 from hsearch.llm.protocol import LLM, ChatMessage, Role, Usage
 from hsearch.metrics import instruments
+from hsearch.search.fusion import LegHit, reciprocal_rank_fusion
 from hsearch.search.passages import Passage, Passages, RetrievalRequest, RetrievalService
 
 __all__ = ["AnswerService", "CitationSettings"]
@@ -67,6 +70,8 @@ __all__ = ["AnswerService", "CitationSettings"]
 logger = logging.getLogger(__name__)
 
 REWRITE_PROMPT = "rewrite"
+EXPAND_PROMPT = "expand"
+RERANK_PROMPT = "rerank"
 MAX_TURNS = 20
 MAX_TURN_CHARS = 4000
 
@@ -141,20 +146,11 @@ class AnswerService:
     async def _fresh(
         self, request: AnswerRequest, started: float
     ) -> AsyncGenerator[AnswerEvent, None]:
-        standalone = await self._standalone(request)
-        passages = await self._retrieval.retrieve(
-            RetrievalRequest(
-                tenant_id=request.tenant_id,
-                query=standalone,
-                limit=request.passages,
-                mode=request.mode,
-                filter=request.filter,
-                required_filter=request.required_filter,
-                weights=request.weights,
-                fusion=request.fusion,
-                candidates=request.candidates,
-            )
-        )
+        spend = _Spend()
+        standalone = await self._standalone(request, spend)
+        passages = await self._retrieve(request, standalone, spend)
+        if request.llm_rerank:
+            passages = await self._rerank(standalone, passages, spend)
         retrieved = time.perf_counter()
         context = self._pack(passages, request)
         packed = time.perf_counter()
@@ -167,6 +163,7 @@ class AnswerService:
             started=started,
             retrieved=retrieved,
             packed=packed,
+            spend=spend,
         )
         if self._llm is None:
             yield Finished(run.finish(None, "model_unavailable: no model is configured"))
@@ -184,6 +181,7 @@ class AnswerService:
             run.standalone, [(p.title, p.text) for p in run.context], language=language
         )
         run.model, run.prompt_version = llm.model, chosen.id
+        run.spend.calls += 1
         assembler = SentenceAssembler()
         stream = llm.stream(
             messages,
@@ -198,7 +196,7 @@ class AnswerService:
             async with contextlib.aclosing(stream) as items:
                 async for item in items:
                     if isinstance(item, Usage):
-                        run.usage = item
+                        run.spend.add(item)
                         continue
                     if run.first_token is None:
                         run.first_token = time.perf_counter()
@@ -271,7 +269,7 @@ class AnswerService:
             for number, chosen in enumerate(packed, start=1)
         )
 
-    async def _standalone(self, request: AnswerRequest) -> str:
+    async def _standalone(self, request: AnswerRequest, spend: _Spend) -> str:
         """The question to search for: a follow-up rewritten to stand alone by the
         model; without one (or when it fails, or writes nonsense) the earlier user
         turns and the question together."""
@@ -280,20 +278,68 @@ class AnswerService:
         fallback = " ".join(
             [*[t.content for t in request.messages if t.role is Speaker.USER][-2:], request.query]
         )[-2000:]
-        if self._llm is None:
-            return fallback
-        rewrite = prompt(REWRITE_PROMPT, 1, "en")
         conversation = "\n".join(f"{t.role.value}: {t.content}" for t in request.messages[-6:])
-        user = rewrite.user.replace("{conversation}", conversation).replace(
-            "{question}", request.query
+        written = await self._complete(
+            REWRITE_PROMPT, spend, conversation=conversation, question=request.query
         )
-        messages = [ChatMessage(Role.SYSTEM, rewrite.system), ChatMessage(Role.USER, user)]
+        line = written.strip().splitlines()[0].strip() if written and written.strip() else ""
+        if not 3 <= len(line) <= 500:
+            return fallback
+        return line
+
+    async def _retrieve(self, request: AnswerRequest, question: str, spend: _Spend) -> Passages:
+        """The passages for ``question``; with ``expand``, fused with those of the
+        model's other ways to ask it (:mod:`.shaping`)."""
+        found = await self._retrieval.retrieve(_retrieval_request(request, question))
+        if not request.expand:
+            return found
+        reply = await self._complete(EXPAND_PROMPT, spend, question=question, max_tokens=64)
+        queries = parse_queries(reply or "", question=question)
+        if not queries:
+            return found
+        lists = [found.passages]
+        for query in queries:
+            more = await self._retrieval.retrieve(_retrieval_request(request, query))
+            lists.append(more.passages)
+        return replace(found, passages=fuse_passages(lists, limit=request.passages))
+
+    async def _rerank(self, question: str, passages: Passages, spend: _Spend) -> Passages:
+        """``passages`` in the order the model gives them (listwise); as they were when
+        its reply names none of them."""
+        found = passages.passages
+        if len(found) < 2:
+            return passages
+        listed = "\n".join(
+            f'<passage id="{i}">{quote(p.text[:400])}</passage>' for i, p in enumerate(found, 1)
+        )
+        reply = await self._complete(
+            RERANK_PROMPT, spend, question=question, passages=listed, max_tokens=32
+        )
+        order = parse_order(reply or "", count=len(found))
+        if order is None:
+            return passages
+        reordered = tuple(replace(found[i], rank=n) for n, i in enumerate(order, 1))
+        return replace(passages, passages=reordered)
+
+    async def _complete(
+        self, name: str, spend: _Spend, *, max_tokens: int = 64, **fields: str
+    ) -> str | None:
+        """The model's whole reply to prompt ``name`` with ``fields`` filled in; ``None``
+        without a model or when it fails (the caller then goes on without it)."""
+        if self._llm is None:
+            return None
+        chosen = prompt(name, 1, "en")
+        user = chosen.user
+        for key, value in fields.items():
+            user = user.replace("{" + key + "}", value)
+        messages = [ChatMessage(Role.SYSTEM, chosen.system), ChatMessage(Role.USER, user)]
         written = ""
+        spend.calls += 1
         try:
             async with contextlib.aclosing(
                 self._llm.stream(
                     messages,
-                    max_tokens=64,
+                    max_tokens=max_tokens,
                     temperature=0.0,
                     timeout_s=min(self._settings.timeout_s, 10.0),
                     first_token_timeout_s=min(self._settings.first_token_timeout_s, 10.0),
@@ -302,13 +348,55 @@ class AnswerService:
                 async for item in items:
                     if isinstance(item, str):
                         written += item
+                    else:
+                        spend.add(item)
         except ModelError as exc:
-            logger.info("answer.rewrite.failed error=%s", exc.message)
-            return fallback
-        line = written.strip().splitlines()[0].strip() if written.strip() else ""
-        if not 3 <= len(line) <= 500:
-            return fallback
-        return line
+            logger.info("answer.%s.failed error=%s", name, exc.message)
+            return None
+        return written
+
+
+def _retrieval_request(request: AnswerRequest, query: str) -> RetrievalRequest:
+    return RetrievalRequest(
+        tenant_id=request.tenant_id,
+        query=query,
+        limit=request.passages,
+        mode=request.mode,
+        filter=request.filter,
+        required_filter=request.required_filter,
+        weights=request.weights,
+        fusion=request.fusion,
+        candidates=request.candidates,
+    )
+
+
+def fuse_passages(lists: Sequence[Sequence[Passage]], *, limit: int) -> tuple[Passage, ...]:
+    """Passage lists fused by reciprocal rank: the first (the question's) weighs as much
+    as all the others together; each chunk once, renumbered."""
+    weights = {"0": 1.0, **{str(i): 1.0 / (len(lists) - 1) for i in range(1, len(lists))}}
+    by_id: dict[str, Passage] = {}
+    legs: dict[str, list[LegHit]] = {}
+    for i, passages in enumerate(lists):
+        legs[str(i)] = [LegHit(p.chunk_id, p.score) for p in passages]
+        for p in passages:
+            by_id.setdefault(p.chunk_id, p)
+    fused = reciprocal_rank_fusion(legs, weights=weights)
+    return tuple(replace(by_id[f.id], rank=n) for n, f in enumerate(fused[:limit], 1))
+
+
+@dataclass
+class _Spend:
+    """The model calls one answer made, and their tokens (as the endpoint counted)."""
+
+    calls: int = 0
+    prompt: int | None = None
+    completion: int | None = None
+
+    def add(self, usage: Usage) -> None:
+        if usage.prompt_tokens is not None:
+            self.prompt = (self.prompt or 0) + usage.prompt_tokens
+        if usage.completion_tokens is not None:
+            self.completion = (self.completion or 0) + usage.completion_tokens
 
 
 @dataclass
@@ -324,7 +412,7 @@ class _Run:
     packed: float
     text: str = ""
     first_token: float | None = None
-    usage: Usage | None = None
+    spend: _Spend = field(default_factory=_Spend)
     model: str | None = None
     prompt_version: str | None = None
 
@@ -385,8 +473,9 @@ class _Run:
                 total_ms=_ms(self.started, now),
             ),
             tokens=AnswerTokens(
-                prompt=self.usage.prompt_tokens if self.usage else None,
-                completion=self.usage.completion_tokens if self.usage else None,
+                prompt=self.spend.prompt,
+                completion=self.spend.completion,
+                calls=self.spend.calls,
                 context=sum(estimate_tokens(p.text) for p in self.context),
             ),
             mode=self.passages.mode,
