@@ -106,3 +106,13 @@ def test_the_model_s_supported_markers_are_kept_in_its_order() -> None:
 def test_the_quote_is_the_passage_sentence_that_supports() -> None:
     start, end = best_quote("Tokyo has many people", "Tokyo is big. It has many people. The end.")
     assert "Tokyo is big. It has many people. The end."[start:end] == "It has many people."
+
+
+def test_abbreviations_and_initials_end_no_sentence() -> None:
+    items = assemble(
+        ["The first president was Dr. Jennifer Callahan. G. Stanley Hall ", "was next."]
+    )
+    assert [c.text for c in closed(items)] == [
+        "The first president was Dr. Jennifer Callahan.",
+        "G. Stanley Hall was next.",
+    ]

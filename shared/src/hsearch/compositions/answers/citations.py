@@ -148,7 +148,7 @@ class SentenceAssembler:
         out.append(char)
         if char in CJK_TERMINATORS:
             self._ended = True
-        elif char in LATIN_TERMINATORS:
+        elif char in LATIN_TERMINATORS and not (char == "." and _abbreviation(self._sentence)):
             self._maybe_ended = True
 
     def _close(self, out: list[str | Closed]) -> None:
@@ -160,6 +160,21 @@ class SentenceAssembler:
 
 
 _MARKER_START = re.compile(r"\[[\d ,;]*")
+ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st mt ft no vs etc e.g i.e inc ltd co corp dept gen gov col "
+    "lt sgt capt rev fig approx jan feb mar apr jun jul aug sep sept oct nov dec u.s".split()
+)
+"""Words whose full stop ends no sentence (``Dr. Callahan``); a single capital letter
+(an initial, ``G. Stanley Hall``) is one too."""
+
+
+def _abbreviation(sentence: list[str]) -> bool:
+    """Whether the word just written before a full stop is an abbreviation."""
+    text = "".join(sentence[-12:])
+    word = text[:-1].rsplit(" ", 1)[-1].strip("(\"'")
+    if len(word) == 1 and word.isupper():
+        return True
+    return word.casefold() in ABBREVIATIONS
 
 
 def _marker_end(text: str, start: int) -> int | None:
