@@ -161,8 +161,50 @@ class SentenceAssembler:
 
 _MARKER_START = re.compile(r"\[[\d ,;]*")
 ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st mt ft no vs etc e.g i.e inc ltd co corp dept gen gov col "
-    "lt sgt capt rev fig approx jan feb mar apr jun jul aug sep sept oct nov dec u.s".split()
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "mt",
+        "ft",
+        "no",
+        "vs",
+        "etc",
+        "e.g",
+        "i.e",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "dept",
+        "gen",
+        "gov",
+        "col",
+        "lt",
+        "sgt",
+        "capt",
+        "rev",
+        "fig",
+        "approx",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "u.s",
+    ]
 )
 """Words whose full stop ends no sentence (``Dr. Callahan``); a single capital letter
 (an initial, ``G. Stanley Hall``) is one too."""
