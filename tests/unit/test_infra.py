@@ -61,6 +61,11 @@ METRICS = {
     "hsearch_time_to_searchable_seconds": "histogram",
     "hsearch_dependency_up": "gauge",
     "hsearch_build_info": "gauge",
+    "hsearch_answer_requests_total": "counter",
+    "hsearch_answer_duration_seconds": "histogram",
+    "hsearch_answer_first_token_seconds": "histogram",
+    "hsearch_answer_tokens_total": "counter",
+    "hsearch_answer_sentences_total": "counter",
 }
 # Their labels, with the values a query may match where the set is closed.
 LEGS = {"dense", "sparse"}
@@ -89,6 +94,15 @@ METRIC_LABELS: dict[str, dict[str, set[str] | None]] = {
     "hsearch_time_to_searchable_seconds": {},
     "hsearch_dependency_up": {"component": {"database", "milvus", "encoder", "broker", "redis"}},
     "hsearch_build_info": {"version": None, "encoder": None},
+    "hsearch_answer_requests_total": {
+        "model": None,
+        "outcome": {"answered", "degraded"},
+        "tenant": None,
+    },
+    "hsearch_answer_duration_seconds": {"model": None},
+    "hsearch_answer_first_token_seconds": {"model": None},
+    "hsearch_answer_tokens_total": {"model": None, "direction": {"in", "out"}, "tenant": None},
+    "hsearch_answer_sentences_total": {"model": None, "support": {"supported", "unsupported"}},
 }
 # Labels Prometheus adds to every series (target and Kubernetes metadata).
 TARGET_LABELS = {"job", "instance", "namespace", "pod"}

@@ -30,6 +30,13 @@ TOKEN = "token"  # listed by the routes that also accept a search token
 # Every /v1 route and the scopes it accepts (any one of them is enough).
 ROUTES: list[tuple[str, str, dict[str, Any] | None, set[str]]] = [
     ("POST", "/v1/search", {"query": "fox"}, {Scope.SEARCH, TOKEN}),
+    ("POST", "/v1/answer", {"query": "fox"}, {Scope.SEARCH, TOKEN}),
+    (
+        "POST",
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "fox"}]},
+        {Scope.SEARCH, TOKEN},
+    ),
     ("POST", "/v1/documents", {"documents": [{"external_id": "a", "text": "x"}]}, {Scope.INGEST}),
     ("POST", "/v1/documents:delete", {"filter": {"source": "x"}}, {Scope.INGEST}),
     ("POST", "/v1/documents:ndjson", None, {Scope.INGEST}),

@@ -35,12 +35,12 @@ from hsearch.types import SearchMode
 from hsearch_api.deps import AnswerServiceDep, Caller, SearchCallerDep
 from hsearch_api.routers.answers import answer_response
 from hsearch_api.schemas.chat import ChatCompletionRequest
-from hsearch_api.schemas.errors import COMMON_ERRORS
+from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
 
 router = APIRouter(prefix="/v1", tags=["answers"], responses=COMMON_ERRORS)
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post("/chat/completions", response_model=None, responses=error_responses(413))
 async def chat_completions(
     body: ChatCompletionRequest, caller: SearchCallerDep, service: AnswerServiceDep
 ) -> Any:

@@ -161,7 +161,7 @@ class SentenceAssembler:
 
 _MARKER_START = re.compile(r"\[[\d ,;]*")
 ABBREVIATIONS = frozenset(
-    [
+    (
         "mr",
         "mrs",
         "ms",
@@ -204,7 +204,7 @@ ABBREVIATIONS = frozenset(
         "nov",
         "dec",
         "u.s",
-    ]
+    )
 )
 """Words whose full stop ends no sentence (``Dr. Callahan``); a single capital letter
 (an initial, ``G. Stanley Hall``) is one too."""
