@@ -774,6 +774,13 @@ class QuotaSettings(BaseModel):
         "over its jobs). Past it: 429 quota_exceeded with Retry-After (quota "
         "quotas.ingest_documents_per_minute).",
     )
+    answer_tokens_per_day: int = Field(
+        default=0,
+        ge=0,
+        description="The most model tokens (in and out, as the endpoint counts them) a "
+        "tenant's answers may use in any day. Past it: 429 quota_exceeded with Retry-After "
+        "(quota quotas.answer_tokens_per_day); cached answers cost none.",
+    )
 
 
 class LogFormat(StrEnum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +58,8 @@ from hsearch.metrics.exposition import (
 )
 from hsearch.metrics.history import SampleHistory
 from hsearch.metrics.summary import search_samples
+from hsearch.ratelimit.redis import redis_storage
+from hsearch.ratelimit.tokens import TokenQuota
 from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.caching import PageSnapshots, ResultCache, purge_tenant
@@ -163,6 +165,9 @@ class Services:
     """Where searches' query encodings go (behind the query-embedding cache): concurrent
     queries share one model call (``encoder.query_batch_max``); ``None`` when off."""
     _indexers: list[IndexingService] = field(default_factory=list, repr=False, init=False)
+    _closing: list[Callable[[], Awaitable[None]]] = field(
+        default_factory=list, repr=False, init=False
+    )
 
     @cached_property
     def queue(self) -> JobQueue:
@@ -173,11 +178,24 @@ class Services:
     @cached_property
     def answers(self) -> AnswerService:
         """Answers with citations over this process's search and model."""
+        per_day = self.settings.quotas.answer_tokens_per_day
+        quota = None
+        if per_day:
+            url = self.settings.redis.url
+            storage = None
+            if url is not None:
+                shared = redis_storage(
+                    url.get_secret_value(), timeout_s=self.settings.ratelimit.redis_timeout_s
+                )
+                self._closing.append(shared.aclose)
+                storage = shared.storage
+            quota = TokenQuota(per_day=per_day, storage=storage)
         return AnswerService(
             retrieval=self.search.retrieval,
             llm=self.llm,
             settings=self.settings.llm,
             cache=self.answer_cache,
+            quota=quota,
         )
 
     @cached_property
@@ -403,6 +421,8 @@ class Services:
             await self.cache.backend.aclose()
         if self.llm is not None:
             await self.llm.aclose()
+        for close in self._closing:
+            await close()
         self.close()
 
     def close(self) -> None:

@@ -226,3 +226,33 @@ async def test_answers_are_cached_until_the_tenant_s_data_changes(tmp_path: Path
             down = (await api.client.post("/v1/answer", json={**ASK, "passages": 4})).json()
             assert down["answer"] is None
             assert down["cached"] is False
+
+
+async def test_a_tenant_s_daily_tokens_are_a_quota(tmp_path: Path) -> None:
+    settings = api_settings(tmp_path)
+    settings = settings.model_copy(
+        update={"quotas": settings.quotas.model_copy(update={"answer_tokens_per_day": 60})}
+    )
+    model = ScriptedLLM(copy_third_with_wrong_marker)
+    async with serve(settings, llm=model) as api:
+        await ingest(api, DOCS, api.client)
+        first = await api.client.post("/v1/answer", json=ASK)
+        assert first.status_code == 200
+        assert first.json()["tokens"]["prompt"] > 60, "the answer that crosses it finishes"
+        refused = await api.client.post("/v1/answer", json={**ASK, "stream": True})
+        assert refused.status_code == 429
+        body = refused.json()
+        assert body["error"] == "quota_exceeded"
+        assert "quotas.answer_tokens_per_day" in body["detail"]
+        assert int(refused.headers["Retry-After"]) > 0
+        assert len(model.requests) == 1
+        # Another tenant has its own.
+        other = api.services.tenancy.ensure_tenant("other", actor="test").id
+        key = api.services.tenancy.create_key(other, scopes=["search"], actor="test").key
+        async with api.anonymous() as client:
+            client.headers["Authorization"] = f"Bearer {key}"
+            answered = await client.post("/v1/answer", json=ASK)
+            assert answered.status_code == 200
+            # Its search found nothing, so the scripted model could not copy a passage:
+            # a model whose reply breaks never causes a 5xx either.
+            assert answered.json()["degraded"][0].startswith("model_unavailable")

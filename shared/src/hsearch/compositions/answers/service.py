@@ -62,6 +62,7 @@ from hsearch.config import LlmSettings
 from hsearch.errors import InvalidRequestError, ModelError
 from hsearch.llm.protocol import LLM, ChatMessage, Role, Usage
 from hsearch.metrics import instruments
+from hsearch.ratelimit.tokens import TokenQuota
 from hsearch.search.fusion import LegHit, reciprocal_rank_fusion
 from hsearch.search.passages import Passage, Passages, RetrievalRequest, RetrievalService
 
@@ -99,12 +100,14 @@ class AnswerService:
         settings: LlmSettings,
         citations: CitationSettings | None = None,
         cache: AnswerCache | None = None,
+        quota: TokenQuota | None = None,
     ) -> None:
         self._retrieval = retrieval
         self._llm = llm
         self._settings = settings
         self._citations = citations or CitationSettings()
         self._cache = cache
+        self._quota = quota
         self._slots = asyncio.Semaphore(settings.max_concurrent)
 
     @property
@@ -137,10 +140,18 @@ class AnswerService:
                 for event in replay(cached):
                     yield event
                 return
+        if self._quota is not None and self._llm is not None:
+            await self._quota.check(request.tenant_id)  # 429 before any event
         async with contextlib.aclosing(self._fresh(request, started)) as fresh:
             async for event in fresh:
-                if isinstance(event, Finished) and key is not None and self._cache is not None:
-                    await self._cache.put(key, event.answer)
+                if isinstance(event, Finished):
+                    if key is not None and self._cache is not None:
+                        await self._cache.put(key, event.answer)
+                    if self._quota is not None:
+                        used = (event.answer.tokens.prompt or 0) + (
+                            event.answer.tokens.completion or 0
+                        )
+                        await self._quota.charge(request.tenant_id, used)
                 yield event
 
     async def _fresh(
@@ -202,11 +213,12 @@ class AnswerService:
                         run.first_token = time.perf_counter()
                     for event in self._pieces(assembler.feed(item), run):
                         yield event
-        except ModelError as exc:
-            logger.warning("answer.model.failed code=%s error=%s", exc.code, exc.message)
+        except Exception as exc:  # the model never causes a 5xx
+            failure = exc if isinstance(exc, ModelError) else _unexpected(exc)
+            logger.warning("answer.model.failed code=%s error=%s", failure.code, failure.message)
             if run.text:
-                yield Failed(exc.code, exc.message)
-            yield Finished(run.finish(None, f"{exc.code}: {exc.message}"))
+                yield Failed(failure.code, failure.message)
+            yield Finished(run.finish(None, f"{failure.code}: {failure.message}"))
             return
         for event in self._pieces(assembler.finish(), run):
             yield event
@@ -350,10 +362,18 @@ class AnswerService:
                         written += item
                     else:
                         spend.add(item)
-        except ModelError as exc:
-            logger.info("answer.%s.failed error=%s", name, exc.message)
+        except Exception as exc:  # a helper call's failure only skips it
+            failure = exc if isinstance(exc, ModelError) else _unexpected(exc)
+            logger.info("answer.%s.failed error=%s", name, failure.message)
             return None
         return written
+
+
+def _unexpected(exc: Exception) -> ModelError:
+    """A model adapter's failure that is not a ModelError (a bug in an adapter, a reply
+    it could not read), as one: logged with its traceback, never a 5xx."""
+    logger.error("answer.model.unexpected error=%s", type(exc).__name__, exc_info=exc)
+    return ModelError(f"the model's reply could not be read ({type(exc).__name__})")
 
 
 def _retrieval_request(request: AnswerRequest, query: str) -> RetrievalRequest:
