@@ -48,6 +48,7 @@ from bench.metrics import percentile
 from bench.runner import MILVUS_STOP_SECONDS, TENANT, Options, build_settings, ingest
 from hsearch.compositions.answers.citations import check_sentence
 from hsearch.compositions.answers.models import Answer, AnswerRequest
+from hsearch.compositions.answers.prompts import ANSWER_PROMPT_VERSION
 from hsearch.compositions.answers.service import AnswerService, CitationSettings
 from hsearch.config import LlmSettings
 from hsearch.db.migrate import upgrade_database
@@ -267,6 +268,7 @@ def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str,
             llm=llm,
             settings=settings.llm,
             citations=CitationSettings(),
+            prompt_version=args.prompt_version,
         )
         scored = asyncio.run(
             ask_all(
@@ -296,6 +298,7 @@ def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str,
         "base_url": base_url,
         "context_tokens": args.context_tokens,
         "passages": args.passages,
+        "prompt_version": args.prompt_version,
         "expand": args.expand,
         "llm_rerank": args.llm_rerank,
         **summarise(scored, args.thresholds),
@@ -330,6 +333,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--api-key")
     parser.add_argument("--threads", type=int, default=LlmSettings().local_threads)
     parser.add_argument("--passages", type=int, default=5)
+    parser.add_argument(
+        "--prompt-version", type=int, default=ANSWER_PROMPT_VERSION,
+        help="the answer prompt's version (prompt_files/answer-v<N>.<lang>.txt)",
+    )  # fmt: skip
     parser.add_argument("--expand", action="store_true", help="multi-query expansion")
     parser.add_argument("--llm-rerank", action="store_true", help="listwise reranking by the model")
     parser.add_argument("--context-tokens", type=int, default=LlmSettings().context_tokens)

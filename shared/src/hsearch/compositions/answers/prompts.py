@@ -67,11 +67,15 @@ def quote(text: str) -> str:
 
 
 def answer_messages(
-    question: str, passages: Sequence[tuple[str, str]], *, language: str | None = None
+    question: str,
+    passages: Sequence[tuple[str, str]],
+    *,
+    language: str | None = None,
+    version: int = ANSWER_PROMPT_VERSION,
 ) -> tuple[Prompt, list[ChatMessage]]:
-    """The answer prompt for ``question`` over ``passages`` (``(title, text)``,
-    numbered from 1 in order)."""
-    chosen = prompt(ANSWER_PROMPT, ANSWER_PROMPT_VERSION, language or query_language(question))
+    """The answer prompt (``version``) for ``question`` over ``passages`` (``(title,
+    text)``, numbered from 1 in order)."""
+    chosen = prompt(ANSWER_PROMPT, version, language or query_language(question))
     quoted = "\n".join(
         f'<passage id="{i}" title="{_attribute(title)}">\n{quote(text)}\n</passage>'
         for i, (title, text) in enumerate(passages, start=1)

@@ -101,6 +101,7 @@ class AnswerService:
         citations: CitationSettings | None = None,
         cache: AnswerCache | None = None,
         quota: TokenQuota | None = None,
+        prompt_version: int = ANSWER_PROMPT_VERSION,
     ) -> None:
         self._retrieval = retrieval
         self._llm = llm
@@ -108,6 +109,7 @@ class AnswerService:
         self._citations = citations or CitationSettings()
         self._cache = cache
         self._quota = quota
+        self._prompt_version = prompt_version
         self._slots = asyncio.Semaphore(settings.max_concurrent)
 
     @property
@@ -133,7 +135,7 @@ class AnswerService:
         key = None
         if self._cache is not None and self._llm is not None:
             key = await self._cache.key(
-                request, model=self._llm.model, prompt_version=ANSWER_PROMPT_VERSION
+                request, model=self._llm.model, prompt_version=self._prompt_version
             )
             cached = await self._cache.get(key) if key is not None else None
             if cached is not None:
@@ -189,7 +191,10 @@ class AnswerService:
     async def _generate(self, llm: LLM, run: _Run) -> AsyncGenerator[AnswerEvent, None]:
         language = query_language(run.standalone)
         chosen, messages = answer_messages(
-            run.standalone, [(p.title, p.text) for p in run.context], language=language
+            run.standalone,
+            [(p.title, p.text) for p in run.context],
+            language=language,
+            version=self._prompt_version,
         )
         run.model, run.prompt_version = llm.model, chosen.id
         run.spend.calls += 1
