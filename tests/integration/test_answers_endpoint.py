@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from starlette.routing import Route
 from hsearch.config import LlmSettings
 from hsearch.llm.openai_compatible import OpenAICompatibleLLM
 from hsearch.processes import free_port, wait_until
-from tests.unit.api.conftest import Api, api_settings, serve
+from tests.unit.api.conftest import api_settings, ingest, serve
 
 pytestmark = pytest.mark.integration
 
@@ -77,15 +76,10 @@ def endpoint() -> Iterator[str]:
     thread.join(30)
 
 
-async def ingest(api: Api) -> None:
-    resp = await api.client.post("/v1/documents", json={"documents": DOCS})
-    assert api.services.indexing().process_job(uuid.UUID(resp.json()["job_id"])) == "succeeded"
-
-
 async def test_citations_over_the_real_adapter(endpoint: str, tmp_path: Path) -> None:
     llm = OpenAICompatibleLLM(LlmSettings(base_url=endpoint, model="scripted-endpoint"))
     async with serve(api_settings(tmp_path), llm=llm) as api:
-        await ingest(api)
+        await ingest(api, DOCS)
         ask = {"query": "water rivers volcanoes magma deserts", "passages": 5, "stream": True}
         resp = await api.client.post("/v1/answer", json=ask)
         assert resp.status_code == 200

@@ -6,8 +6,6 @@ and the reason (never a 5xx) until the server is back."""
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
 from hsearch.llm.openai_compatible import OpenAICompatibleLLM
 from hsearch.llm.protocol import ChatMessage, Usage
 from hsearch.processes import LOCALHOST, Child, free_port, start_model_server
-from tests.unit.api.conftest import Api, api_settings, serve
+from tests.unit.api.conftest import api_settings, ingest, serve, sse_events
 
 pytestmark = pytest.mark.integration
 
@@ -95,20 +93,6 @@ def settings(server: Server, **llm: Any) -> LlmSettings:
     )
 
 
-async def ingest(api: Api, documents: list[dict[str, Any]], client: Any) -> None:
-    resp = await client.post("/v1/documents", json={"documents": documents})
-    assert resp.status_code == 202, resp.text
-    assert api.services.indexing().process_job(uuid.UUID(resp.json()["job_id"])) == "succeeded"
-
-
-def events_of(body: str) -> list[tuple[str, Any]]:
-    out = []
-    for block in body.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
-
-
 async def test_an_answer_streams_with_citations_of_the_callers_passages(
     server: Server, tmp_path: Path
 ) -> None:
@@ -127,7 +111,7 @@ async def test_an_answer_streams_with_citations_of_the_callers_passages(
         ask = {"query": "What is the capital of France?", "passages": 3, "stream": True}
         resp = await api.client.post("/v1/answer", json=ask)
         assert resp.status_code == 200, resp.text
-        events = events_of(resp.text)
+        events = sse_events(resp.text)
         names = [name for name, _ in events]
         assert names[0] == "retrieval"
         assert "delta" in names
@@ -159,9 +143,9 @@ async def test_a_model_server_killed_mid_stream(server: Server, tmp_path: Path) 
         server.kill()
         resp = await asking
         assert resp.status_code == 200
-        names = [name for name, _ in events_of(resp.text)]
+        names = [name for name, _ in sse_events(resp.text)]
         assert names[-2:] == ["error", "done"], names
-        error = events_of(resp.text)[-2][1]
+        error = sse_events(resp.text)[-2][1]
         assert error["error"] == "model_unavailable"
         # While it is down: the passages, answer null and the reason.
         down = await api.client.post("/v1/answer", json={"query": "capital of France"})

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,3 +138,21 @@ async def serve(
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
     async with serve(api_settings(tmp_path)) as served:
         yield served
+
+
+async def ingest(
+    api: Api, documents: list[dict[str, Any]], client: httpx.AsyncClient | None = None
+) -> None:
+    """Submit ``documents`` (as ``client``, default the tenant's) and index the job."""
+    resp = await (client or api.client).post("/v1/documents", json={"documents": documents})
+    assert resp.status_code == 202, resp.text
+    assert api.services.indexing().process_job(uuid.UUID(resp.json()["job_id"])) == "succeeded"
+
+
+def sse_events(body: str) -> list[tuple[str, Any]]:
+    """A ``text/event-stream`` body's events as ``(event, JSON data)``."""
+    out = []
+    for block in body.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out

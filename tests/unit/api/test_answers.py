@@ -3,19 +3,15 @@ code, the stream and the whole answer alike, the model never a 5xx, tenancy."""
 
 from __future__ import annotations
 
-import json
 import re
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from hsearch.cache.memory import InMemoryCacheBackend
 from hsearch.llm.protocol import ChatMessage
 from hsearch.llm.scripted import ScriptedLLM
-from tests.unit.api.conftest import Api, api_settings, serve
+from tests.unit.api.conftest import api_settings, ingest, serve, sse_events
 
 DOCS: list[dict[str, Any]] = [
     {"external_id": f"d{i}", "title": title, "text": text}
@@ -41,20 +37,6 @@ def copy_third_with_wrong_marker(messages: Sequence[ChatMessage]) -> str:
     """Copies passage 3 citing [1], makes a sentence up citing [2], cites [9] of 5."""
     third = passages_of(messages)[3]
     return f"{third} [1] Bananas orbit the moon every quiet Tuesday [2]. See also [9]."
-
-
-async def ingest(api: Api, documents: list[dict[str, Any]], client: httpx.AsyncClient) -> None:
-    resp = await client.post("/v1/documents", json={"documents": documents})
-    assert resp.status_code == 202, resp.text
-    assert api.services.indexing().process_job(uuid.UUID(resp.json()["job_id"])) == "succeeded"
-
-
-def events_of(body: str) -> list[tuple[str, Any]]:
-    out = []
-    for block in body.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
 
 
 ASK = {"query": "water rivers volcanoes magma deserts", "passages": 5}
@@ -104,7 +86,7 @@ async def test_citations_are_checked_and_the_stream_matches_the_answer(tmp_path:
         streamed = await api.client.post("/v1/answer", json={**ASK, "stream": True})
         assert streamed.status_code == 200
         assert streamed.headers["content-type"].startswith("text/event-stream")
-        events = events_of(streamed.text)
+        events = sse_events(streamed.text)
         names = [name for name, _ in events]
         assert names[0] == "retrieval"
         assert names[-1] == "done"
@@ -147,7 +129,7 @@ async def test_the_model_never_causes_a_5xx(tmp_path: Path) -> None:
         model.down, model.fail_after = False, 3
         streamed = await api.client.post("/v1/answer", json={**ASK, "stream": True})
         assert streamed.status_code == 200
-        events = events_of(streamed.text)
+        events = sse_events(streamed.text)
         assert [name for name, _ in events][-2:] == ["error", "done"]
         assert events[-2][1]["error"] == "model_unavailable"
         assert events[-1][1]["answer"] is None
@@ -207,7 +189,7 @@ async def test_answers_are_cached_until_the_tenant_s_data_changes(tmp_path: Path
         assert len(model.requests) == 1, "the second answer came from the cache"
         assert again["answer"] == first["answer"]
         assert again["citations"] == first["citations"]
-        streamed = events_of(
+        streamed = sse_events(
             (await api.client.post("/v1/answer", json={**ASK, "stream": True})).text
         )
         assert "".join(d["text"] for n, d in streamed if n == "delta") == first["answer"]

@@ -4,7 +4,6 @@ ranking or the response models: fused, explained, timed, hydrated and isolated t
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from hsearch.ingestion.ids import document_id
 from hsearch.search.sources import Level, Need, SourceQuery
 from hsearch.types import SearchMode
 from hsearch.vectorstore.protocol import StoredHit
-from tests.unit.api.conftest import Api, api_settings, serve
+from tests.unit.api.conftest import api_settings, ingest, serve
 
 DOCS: list[dict[str, Any]] = [
     {
@@ -67,13 +66,6 @@ class FixedChunks:
     async def search(self, query: SourceQuery, *, timeout: float) -> Sequence[StoredHit]:
         self.earlier.append(set(query.earlier))
         return [StoredHit(c, 1.0, {}) for c in self.chunk_ids]
-
-
-async def ingest(api: Api, documents: list[dict[str, Any]], client: Any = None) -> None:
-    resp = await (client or api.client).post("/v1/documents", json={"documents": documents})
-    assert resp.status_code == 202, resp.text
-    job = uuid.UUID(resp.json()["job_id"])
-    assert api.services.indexing().process_job(job) == "succeeded"
 
 
 async def test_a_registered_document_source_is_fused_explained_timed_and_hydrated(
