@@ -43,6 +43,15 @@ from hsearch_api.schemas.answers import (
 from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
 
 SSE = "text/event-stream"
+SSE_EVENT_SCHEMA = {
+    "description": "One server-sent event of the stream (`stream: true`): `data` is JSON.",
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["retrieval", "delta", "citation", "error", "done"]},
+        "data": {"type": "string"},
+    },
+    "required": ["event", "data"],
+}
 
 
 def create_router(*, legs: Sequence[str]) -> APIRouter:
@@ -54,7 +63,7 @@ def create_router(*, legs: Sequence[str]) -> APIRouter:
         response_model=AnswerResponse,
         responses={
             **error_responses(413),
-            200: {"content": {SSE: {"schema": {"type": "string"}}}},
+            200: {"content": {SSE: {"schema": SSE_EVENT_SCHEMA}}},
         },
     )
     async def answer(
