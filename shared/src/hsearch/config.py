@@ -428,7 +428,13 @@ class LlmSettings(BaseModel):
     max_retries: int = Field(
         default=1, ge=0, le=5, description="Retries of a request that failed before any token."
     )
-    max_tokens: int = Field(default=256, ge=1, le=8192, description="Tokens an answer may write.")
+    max_tokens: int = Field(
+        default=128,
+        ge=1,
+        le=8192,
+        description="Tokens an answer may write (the prompt asks for at most three short "
+        "sentences; docs/answers.md).",
+    )
     temperature: float = Field(default=0.0, ge=0, le=2)
     context_tokens: int = Field(
         default=700,
