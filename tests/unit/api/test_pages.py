@@ -233,6 +233,11 @@ async def test_the_dashboard_reads_the_recorded_totals(
     assert second["at"] >= first["at"]
     assert set(second["jobs"]) >= {"queued", "running", "succeeded"}
     assert second["dependencies"]["database"] is True
+    # An answer (no model on this server: degraded) is on the page's answers panel.
+    assert (await api.client.post("/v1/answer", json={"query": "volcano"})).status_code == 200
+    third = (await browser.get("/ops/api/dashboard")).json()
+    degraded = third["answers"].get("degraded", 0)
+    assert degraded == second["answers"].get("degraded", 0) + 1
 
 
 async def test_a_revoked_credential_or_a_tampered_cookie_ends_the_session(

@@ -52,6 +52,10 @@ class DashboardFigures:
     """Jobs by status now (None: the metadata database did not answer in time)."""
     queue_depth: Mapping[str, int] | None
     dependencies: Mapping[str, bool] = field(default_factory=dict)
+    answers: Mapping[str, float] = field(default_factory=dict)
+    """Answers by outcome (answered, degraded), every model and tenant."""
+    answer_sentences: Mapping[str, float] = field(default_factory=dict)
+    """Answer sentences by support (supported, unsupported), every model."""
 
 
 def _samples(families: Iterable[Metric], name: str) -> list[tuple[str, dict[str, str], float]]:
@@ -127,4 +131,10 @@ def dashboard_figures(
         jobs=None if scrape.jobs is None else dict(scrape.jobs),
         queue_depth=None if scrape.queue_depth is None else dict(scrape.queue_depth),
         dependencies=dict(scrape.dependencies),
+        answers=_by(
+            _samples(families, "hsearch_answer_requests"), suffix="_total", label="outcome"
+        ),
+        answer_sentences=_by(
+            _samples(families, "hsearch_answer_sentences"), suffix="_total", label="support"
+        ),
     )

@@ -46,3 +46,5 @@ class DashboardRead(BaseModel):
     jobs: dict[str, int] | None
     queue_depth: dict[str, int] | None
     dependencies: dict[str, bool]
+    answers: dict[str, float]
+    answer_sentences: dict[str, float]

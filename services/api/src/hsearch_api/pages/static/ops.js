@@ -99,6 +99,22 @@
       gauge: true,
       point: (cur, _base, _dt, labels) => labels.map((q) => (cur.queue_depth ? cur.queue_depth[q] ?? 0 : null)),
     },
+    answers: {
+      labels: () => ["answered", "degraded"],
+      unit: "/s",
+      point: (cur, base, dt) =>
+        ["answered", "degraded"].map((o) => increase((cur.answers || {})[o] || 0, (base.answers || {})[o] || 0) / dt),
+    },
+    unsupported: {
+      labels: () => ["unsupported"],
+      unit: "",
+      point: (cur, base) => {
+        const now = cur.answer_sentences || {};
+        const then = base.answer_sentences || {};
+        const all = increase(sum(now), sum(then));
+        return [all > 0 ? increase(now.unsupported || 0, then.unsupported || 0) / all : null];
+      },
+    },
     jobs: {
       labels: (first) => Object.keys(first.jobs || {}),
       unit: "",
