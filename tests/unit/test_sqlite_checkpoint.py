@@ -60,8 +60,12 @@ def test_the_wal_starts_over_once_checkpointed(tmp_path: Path) -> None:
         for written in range(1, 13):
             write_blobs(engine, 1)
             assert wait_until(lambda: path.stat().st_size >= written * BLOB)  # noqa: B023
+        # The WAL starts over after a checkpoint that copied everything; a commit that
+        # lands while the thread is still copying appends instead (more often on a
+        # loaded machine: 4 of 12 were seen). Less than two thirds of what was written
+        # shows it does not grow with everything written, whatever the machine's speed.
         wal = Path(f"{path}-wal").stat().st_size
-        assert wal < 4 * BLOB, wal
+        assert wal < 8 * BLOB, wal
     finally:
         engine.dispose()
 
