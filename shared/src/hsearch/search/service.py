@@ -74,11 +74,9 @@ class SearchService:
         snapshots: PageSnapshots | None = None,
         generations: GenerationReader | None = None,
         settle_s: float = 0.0,
-        sources: SourceRegistry | None = None,
         extra_sources: Sequence[Source] = (),
     ) -> None:
-        if sources is None:
-            sources = store_sources(store, *extra_sources)
+        sources = store_sources(store, *extra_sources)
         self._planner = QueryPlanner(
             settings, encoder=embedder.info, can_rerank=reranker is not None, sources=sources
         )
