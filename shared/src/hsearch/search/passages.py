@@ -40,6 +40,7 @@ __all__ = [
     "RetrievalRequest",
     "RetrievalService",
     "explain",
+    "stored_fields",
 ]
 
 DEGRADED = frozenset({LegStatus.ERROR, LegStatus.TIMEOUT})
@@ -253,24 +254,30 @@ class RetrievalService:
 
 def passage(fused: Fused, hit: FusedHit, *, rank: int, matching: int, text: str) -> Passage:
     """``hit`` of ``fused`` as a passage, with its ``text``."""
-    stored = fused.ranked.fields[hit.id]
     return Passage(
         rank=rank,
         chunk_id=hit.id,
-        document_id=str(stored.get("document_id", "")),
-        external_id=str(stored.get("external_id", "")),
-        title=str(stored.get("title", "")),
         text=text,
         score=hit.score,
         explanation=explain(hit, plan=fused.plan),
-        char_start=offset(stored.get("char_start")),
-        char_end=offset(stored.get("char_end")),
         matching_chunks=matching,
-        source=str(stored.get("source", "")),
-        lang=str(stored.get("lang", "")),
-        tags=tuple(stored.get("tags") or ()),
-        metadata=dict(stored.get("metadata") or {}),
+        **stored_fields(fused.ranked.fields[hit.id]),
     )
+
+
+def stored_fields(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A chunk's stored fields as a passage and a search hit both carry them."""
+    return {
+        "document_id": str(stored.get("document_id", "")),
+        "external_id": str(stored.get("external_id", "")),
+        "title": str(stored.get("title", "")),
+        "char_start": offset(stored.get("char_start")),
+        "char_end": offset(stored.get("char_end")),
+        "source": str(stored.get("source", "")),
+        "lang": str(stored.get("lang", "")),
+        "tags": tuple(stored.get("tags") or ()),
+        "metadata": dict(stored.get("metadata") or {}),
+    }
 
 
 def explain(hit: FusedHit, *, plan: SearchPlan, rerank_score: float | None = None) -> Explanation:

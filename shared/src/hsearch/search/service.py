@@ -46,7 +46,7 @@ from hsearch.search.caching import (
 )
 from hsearch.search.highlight import make_snippet
 from hsearch.search.models import SearchHit, SearchQuery, SearchResult
-from hsearch.search.passages import DEGRADED, Fused, RetrievalService, explain, offset
+from hsearch.search.passages import DEGRADED, Fused, RetrievalService, explain, stored_fields
 from hsearch.search.planner import QueryPlanner, SearchPlan
 from hsearch.search.ranking import Ranked, Unit, page, rerank
 from hsearch.search.retrieval import LegOutcome, MatchRequest, Retriever
@@ -361,24 +361,15 @@ def _hydrate(
     ``snippet``, when the plan highlights) its snippet."""
     hit, matching = unit
     plan = fused.plan
-    stored = fused.ranked.fields[hit.id]
     rerank_score = rerank_scores.get(hit.id)
     return SearchHit(
         chunk_id=hit.id,
-        document_id=str(stored.get("document_id", "")),
-        external_id=str(stored.get("external_id", "")),
-        title=str(stored.get("title", "")),
         text=text,
         score=hit.score if rerank_score is None else rerank_score,
         explanation=explain(hit, plan=plan, rerank_score=rerank_score),
-        char_start=offset(stored.get("char_start")),
-        char_end=offset(stored.get("char_end")),
         snippet=make_snippet(text, plan.query) if plan.highlight and snippet else None,
         matching_chunks=matching,
-        source=str(stored.get("source", "")),
-        lang=str(stored.get("lang", "")),
-        tags=tuple(stored.get("tags") or ()),
-        metadata=dict(stored.get("metadata") or {}),
+        **stored_fields(fused.ranked.fields[hit.id]),
     )
 
 
