@@ -339,6 +339,12 @@ class SearchSettings(BaseModel):
     )
     max_candidates: int = Field(default=500, ge=1, le=16384)
     max_top_k: int = Field(default=100, ge=1, le=1000)
+    typo_tolerance: bool = Field(
+        default=True,
+        description="Whether a search without `typo_tolerance` of its own matches query "
+        "words the tenant's text does not hold to its words within a few typos "
+        "(docs/search.md, Typos).",
+    )
     count_limit: int = Field(
         default=10_000,
         ge=1,

@@ -45,6 +45,7 @@ from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
 from hsearch.ingestion.reconcile import Reconciler
 from hsearch.ingestion.reindex import ReindexService
 from hsearch.ingestion.webhooks import WebhookSender
+from hsearch.lexical.expansion import QueryExpander
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.llm.factory import create_llm
 from hsearch.llm.protocol import LLM
@@ -568,6 +569,7 @@ def build_services(
         generations=generations,
         settle_s=settings.cache.settle_s,
         extra_sources=extra_sources,
+        expander=QueryExpander(sessions),
     )
     return Services(
         settings=settings,

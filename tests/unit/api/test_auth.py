@@ -52,6 +52,8 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, set[str]]] = [
     ("DELETE", f"/v1/keys/{KEY}", None, {Scope.ADMIN}),
     ("POST", "/v1/tokens", {"filter": {"tags": {"contains": "t"}}}, {Scope.SEARCH, Scope.ADMIN}),
     ("GET", "/v1/stats", None, {Scope.ADMIN}),
+    ("GET", "/v1/synonyms", None, {Scope.ADMIN}),
+    ("PUT", "/v1/synonyms", {"synonyms": []}, {Scope.ADMIN}),
 ]
 
 
@@ -213,6 +215,7 @@ NAMING_A_TENANT: list[tuple[str, str, Any]] = [
     ("POST", "/v1/documents:delete", {"everything": True, "tenant_id": "other"}),
     ("PATCH", "/v1/documents/a", {"tags": ["t"], "tenant_id": "other"}),
     ("POST", "/v1/keys", {"scopes": ["search"], "tenant_id": "other"}),
+    ("PUT", "/v1/synonyms", {"synonyms": [], "tenant_id": "other"}),
     ("POST", "/v1/tokens", {"filter": {"tenant_id": {"eq": "other"}}}),
     ("POST", "/v1/tokens", {"filter": {"tags": {"contains": "t"}}, "tenant_id": "other"}),
 ]

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from hsearch.db.models import ApiKey, Document, IngestionJob, LexicalTermStats, Tenant
+from hsearch.db.models import (
+    ApiKey,
+    Document,
+    IngestionJob,
+    LexicalTermStats,
+    LexicalVocabulary,
+    SynonymSet,
+    Tenant,
+)
 from hsearch.errors import TenantNotFoundError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.jobs import JobService
@@ -38,7 +46,14 @@ def rows(api: Api, tenant: str) -> dict[str, int]:
                 )
                 or 0
             )
-            for model in (Document, IngestionJob, ApiKey, LexicalTermStats)
+            for model in (
+                Document,
+                IngestionJob,
+                ApiKey,
+                LexicalTermStats,
+                LexicalVocabulary,
+                SynonymSet,
+            )
         }
 
 
@@ -47,6 +62,14 @@ async def test_a_tenant_is_purged_and_the_other_untouched(api: Api) -> None:
     victim = services.tenancy.create_tenant("Victim", tenant_id="victim", actor="test")
     await ingest(api, victim.key.key)
     await ingest(api, api.key)
+    for key in (victim.key.key, api.key):
+        resp = await api.client.put(
+            "/v1/synonyms",
+            json={"synonyms": [{"words": ["river", "stream"]}]},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert resp.status_code == 200, resp.text
+    assert all(rows(api, "victim").values()), "every kind of row is there to purge"
     other_before = (rows(api, "default"), services.store.count(tenant_id="default"))
     assert services.store.count(tenant_id="victim") > 0
     seen: dict[str, Any] = {}

@@ -66,6 +66,8 @@ FULL: dict[str, Any] = {
     "highlight": False,
     "track_total": False,
     "rerank": True,
+    "typo_tolerance": False,
+    "prefix": True,
     "required_filter": parse_filter({"tags": {"contains": "team-a"}}),
 }
 
@@ -99,6 +101,8 @@ CHANGES: list[tuple[str, object]] = [
     ("highlight", True),
     ("track_total", True),
     ("rerank", False),
+    ("typo_tolerance", True),
+    ("prefix", False),
     ("required_filter", parse_filter({"tags": {"contains": "team-b"}})),
 ]
 VALIDATION_ONLY = {"max_top_k"}  # refuses a request, never changes a result

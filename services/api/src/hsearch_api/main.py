@@ -26,6 +26,7 @@ from hsearch_api.routers import (
     pages,
     search,
     stats,
+    synonyms,
 )
 
 
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(answers.create_router(legs=legs))
     app.include_router(chat.router)
     app.include_router(keys.router)
+    app.include_router(synonyms.router)
     app.include_router(metrics.router)
     app.include_router(stats.router)
     app.include_router(pages.create_router(settings.search, settings.ops, legs=legs))

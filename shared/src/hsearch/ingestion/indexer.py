@@ -38,6 +38,7 @@ from hsearch.db.engine import DATABASE_UNAVAILABLE, duplicate_row, transaction, 
 from hsearch.db.models import Document, IngestionJob, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import ItemRow, ItemState, JobRepository
+from hsearch.db.repositories.lexical import VocabularyRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import (
@@ -61,6 +62,7 @@ from hsearch.lexical.statistics import (
     WeightedDocument,
     weigh_chunks,
 )
+from hsearch.lexical.typos import vocabulary_words
 from hsearch.metrics import instruments
 from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES, JobKind
 from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
@@ -115,6 +117,9 @@ class _UnitWrite:
     job's, whose external ids are unique (:meth:`JobService.submit`)."""
     indexed: list[int] = field(default_factory=list)
     """The items written, marked indexed once, before the commit."""
+    words: set[str] = field(default_factory=set)
+    """The words of the documents written, listed in the tenant's vocabulary once,
+    before the commit (:mod:`hsearch.lexical.typos`)."""
 
 
 _Embedded = tuple[dict[int, list[Embedding]], dict[int, HsearchError]]
@@ -714,6 +719,7 @@ class IndexingService:
             self._statistics.record_all(
                 session, tenant_id=tenant_id, documents=unit.pending.documents
             )
+            VocabularyRepository(session).add(tenant_id, unit.words)
             JobRepository(session).update_items(
                 [{"id": item_id, "status": JobItemStatus.INDEXED} for item_id in unit.indexed]
             )
@@ -961,6 +967,8 @@ class IndexingService:
                 pending=unit.pending,
                 weights=False,
             )
+            # What typo tolerance matches query words to (the keyword leg's analyzer).
+            unit.words |= vocabulary_words(text for p in live for text in (p.item.title, *p.chunks))
         now = utcnow()
         created = {p.document_id: now for p in live}
         created.update((d.id, d.created_at) for d in existing.values())

@@ -40,7 +40,7 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
-from hsearch.db.repositories.lexical import LexicalStatsRepository
+from hsearch.db.repositories.lexical import LexicalStatsRepository, VocabularyRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
 from hsearch.errors import HsearchError, ReindexError
@@ -49,6 +49,7 @@ from hsearch.ingestion.ids import chunk_id
 from hsearch.ingestion.records import chunk_records, embedding_text
 from hsearch.lexical.analyzer import term_frequencies
 from hsearch.lexical.statistics import LexicalContribution, weigh_chunks
+from hsearch.lexical.typos import vocabulary_words
 from hsearch.vectorstore.protocol import VectorStore
 
 __all__ = ["ReindexReport", "ReindexService"]
@@ -97,6 +98,8 @@ class _Corpus:
     chunks: int = 0
     length: int = 0
     terms: Counter[int] = field(default_factory=Counter)
+    words: set[str] = field(default_factory=set)
+    """Its vocabulary (:mod:`hsearch.lexical.typos`), listed anew."""
 
 
 class ReindexService:
@@ -297,6 +300,10 @@ class ReindexService:
                 LexicalStatsRepository(session).replace_all(
                     {t: (c.chunks, c.length, c.terms) for t, c in recounted.items()}
                 )
+                vocabulary = VocabularyRepository(session)
+                vocabulary.clear()
+                for tenant, corpus in sorted(recounted.items()):
+                    vocabulary.add(tenant, corpus.words)
             else:
                 LexicalStatsRepository(session).replace_all({})
             tenants = TenantRepository(session)
@@ -330,6 +337,8 @@ class ReindexService:
                 corpus.chunks += contribution.chunks
                 corpus.length += contribution.length
                 corpus.terms.update(contribution.terms)
+                if term_counts:
+                    corpus.words |= vocabulary_words([row.title, *(c.text for c in chunks)])
                 row.chunk_ids = [chunk_id(row.id, i, c.text) for i, c in enumerate(chunks)]
                 row.chunk_count = len(chunks)
                 row.lexical_terms = contribution.stored_terms()

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from hsearch.errors import InvalidRequestError
 from hsearch.lexical.analyzer import analyze_query, is_cjk, match_terms, tokens
+from hsearch.lexical.syntax import Clause, TextTerms
+from hsearch.search.models import TermMatch
 
-__all__ = ["MIN_SNIPPET_CHARS", "make_snippet"]
+__all__ = ["MIN_SNIPPET_CHARS", "highlighted_query", "make_snippet", "term_matches"]
 
 MIN_SNIPPET_CHARS: Final = 16
 
@@ -176,3 +179,19 @@ def _snap(text: str, start: int, end: int, spans: list[_Span]) -> tuple[int, int
                 end = candidate
                 break
     return start, end
+
+
+def term_matches(text: str, expansions: Sequence[TermMatch]) -> tuple[TermMatch, ...]:
+    """The ``expansions`` whose words ``text`` holds (in any of the analyzer's forms; a
+    few words as a phrase)."""
+    if not expansions:
+        return ()
+    read = TextTerms(text)
+    return tuple(
+        e for e in expansions if read.holds(Clause(e.matched, phrase=len(e.matched.split()) > 1))
+    )
+
+
+def highlighted_query(query: str, expansions: Sequence[TermMatch]) -> str:
+    """What a snippet marks: the query's words and the words searched for beyond them."""
+    return " ".join([query, *(e.matched for e in expansions)])

@@ -35,6 +35,12 @@ class SearchQuery:
     """Count every keyword match for the total and the facets (one more store request
     when the sparse leg fills its window); ``False``: count the window only."""
     rerank: bool = False
+    typo_tolerance: bool | None = None
+    """Query words the tenant's text does not hold also match its words within a few
+    typos (:mod:`hsearch.lexical.expansion`); ``None``: the server's default
+    (``search.typo_tolerance``)."""
+    prefix: bool = False
+    """The last query word also matches as the start of longer words (search as you type)."""
     required_filter: FilterNode | None = None
     """A scoped search token's filter: ANDed with ``filter`` into every leg, the totals
     and the facets (never from the request body)."""
@@ -55,12 +61,28 @@ class LegScore:
 
 
 @dataclass(frozen=True, slots=True)
+class TermMatch:
+    """A word the keyword leg searched for beyond the words typed, and why."""
+
+    query: str
+    """The query's word (or a synonym rule's side the query holds)."""
+    matched: str
+    """The word (or words) searched for because of it."""
+    kind: str
+    """``typo``, ``prefix`` or ``synonym``."""
+    typos: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     method: FusionMethod
     fused_score: float
     legs: dict[str, LegScore]
     """Every leg of the search's mode, by name, whether or not it returned the hit."""
     rerank_score: float | None = None
+    matches: tuple[TermMatch, ...] = ()
+    """The searched-for words beyond the query's (:attr:`SearchResult.expansions`) that
+    this hit's text holds."""
 
     def rank_of(self, leg: str) -> int | None:
         found = self.legs.get(leg)
@@ -136,6 +158,9 @@ class SearchResult:
     earlier identical search on the same data; ``timings`` are this request's."""
     embedding_cached: bool = False
     """The query's vectors came from the query-embedding cache (the model did not run)."""
+    expansions: tuple[TermMatch, ...] = ()
+    """What the keyword leg searched for beyond the words typed: typo corrections,
+    completions of the last word, synonyms."""
     next_cursor: str | None = None
     """Where the next page starts, in the fused list this page was cut from (``None`` on
     the window's last page)."""

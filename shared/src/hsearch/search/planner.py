@@ -41,6 +41,7 @@ from typing import Final
 from hsearch.config import SearchSettings
 from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import InvalidFusionError, InvalidRequestError
+from hsearch.lexical.syntax import ParsedQuery, parse_query
 from hsearch.search.facets import validate_facet_requests
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.models import SearchQuery
@@ -77,6 +78,10 @@ class LegRole(StrEnum):
             return any(hits is not None for hits in primary)
         return True
 
+
+CONSTRAINED_DEPTH: Final = 3
+"""With phrases or exclusions each leg fetches this many times the window (within
+``max_candidates``): the conditions drop candidates, and the window should stay full."""
 
 MAX_QUERY_CHARS: Final = 4096
 """The longest query text a search takes (the API's schema says the same); longer text
@@ -116,6 +121,27 @@ class SearchPlan:
     highlight: bool
     track_total: bool = True
     """Count the keyword matches beyond the window (:class:`SearchQuery`)."""
+    syntax: ParsedQuery | None = None
+    """The query's syntax (:mod:`hsearch.lexical.syntax`); ``None``: plain words."""
+    typo_tolerance: bool = True
+    prefix: bool = False
+    depth: int = 0
+    """How many candidates each leg fetches: :attr:`candidates`, or more when the
+    syntax's conditions will drop some (0: :attr:`candidates`)."""
+
+    @property
+    def text(self) -> str:
+        """What the legs search: the query without its syntax."""
+        return self.query if self.syntax is None else self.syntax.text
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the syntax sets conditions every hit must meet."""
+        return self.syntax is not None and self.syntax.constrained
+
+    @property
+    def fetched(self) -> int:
+        return self.depth or self.candidates
 
     def legs_in(self, role: LegRole) -> tuple[str, ...]:
         return tuple(p.leg for p in self.legs if p.role is role)
@@ -201,6 +227,12 @@ class QueryPlanner:
             dense_scripts=self._dense_scripts,
             min_dense_script_coverage=s.min_dense_script_coverage,
         )
+        syntax = parse_query(query.query)
+        depth = (
+            min(s.max_candidates, candidates * CONSTRAINED_DEPTH)
+            if syntax.constrained
+            else candidates
+        )
         return SearchPlan(
             tenant_id=query.tenant_id,
             query=query.query,
@@ -227,6 +259,12 @@ class QueryPlanner:
             rerank=query.rerank,
             highlight=query.highlight,
             track_total=query.track_total,
+            syntax=syntax if syntax.text != query.query or syntax.constrained else None,
+            typo_tolerance=(
+                s.typo_tolerance if query.typo_tolerance is None else query.typo_tolerance
+            ),
+            prefix=query.prefix,
+            depth=depth,
         )
 
     def at_offset(self, plan: SearchPlan, offset: int) -> SearchPlan:

@@ -38,7 +38,9 @@ from hsearch.budget import Budget
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.embedding.protocol import Embedder, SparseKind
 from hsearch.errors import BackendError, VectorStoreTimeoutError
+from hsearch.lexical.expansion import Expanded, QueryExpander, TermExpansion, expand_query
 from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.lexical.syntax import parse_query
 from hsearch.search.models import LegReport
 from hsearch.search.planner import LegRole, SearchPlan
 from hsearch.search.sources import Level, Need, SourceQuery, SourceRegistry
@@ -73,6 +75,8 @@ class QueryVectors:
 
     dense: DenseVector | None = None
     sparse: SparseVector | None = None
+    expansions: tuple[TermExpansion, ...] = ()
+    """What the sparse side searches beyond the words typed (typos, prefix, synonyms)."""
     failed: Mapping[Need, str] = field(default_factory=dict)
     """A side that could not be made (the sparse side when the tenant's statistics
     cannot be read), with the error: the legs that need it fail, not the search."""
@@ -126,6 +130,13 @@ class Retrieval:
     """The keyword matches, when asked for and counted in time."""
     embedding_cached: bool = False
     """Every query vector came from the query-embedding cache (the model did not run)."""
+    expansions: tuple[TermExpansion, ...] = ()
+    """What the keyword leg searched beyond the words typed."""
+    texts: Mapping[str, str] = field(default_factory=dict)
+    """Candidates' texts read on the way (to check the syntax's conditions)."""
+    filled: frozenset[str] = frozenset()
+    """The legs that filled their depth before the syntax's conditions dropped
+    candidates: more would have followed, whatever count is left."""
 
 
 class Retriever:
@@ -139,8 +150,10 @@ class Retriever:
         statistics: LexicalStatistics,
         sources: SourceRegistry,
         queries: QueryEncoder | None = None,
+        expander: QueryExpander | None = None,
     ) -> None:
         self._embedder = embedder
+        self._expander = expander
         self._queries = queries or QueryEncoder(embedder)
         self._store = store
         self._statistics = statistics
@@ -193,11 +206,18 @@ class Retriever:
             )
             outcomes.update(second)
         resolved = await self._resolve(plan, outcomes, vectors=vectors, budget=budget)
+        texts: dict[str, str] = {}
+        filled: frozenset[str] = frozenset()
+        if plan.constrained:
+            resolved, texts, filled = await self._constrain(plan, resolved, budget=budget)
         clock.lap(Stage.RETRIEVAL)
         return Retrieval(
             tuple(resolved[p.leg] for p in plan.legs),
             counted,
             embedding_cached=bool(encoded) and all(encoded),
+            expansions=vectors.expansions,
+            texts=texts,
+            filled=filled,
         )
 
     async def run(self, requests: Sequence[LegRequest]) -> list[LegOutcome]:
@@ -257,7 +277,7 @@ class Retriever:
         )
         if not dense and not sparse:
             return vectors
-        embedding, cached = await self._queries.embed_query(plan.query, dense=dense, sparse=sparse)
+        embedding, cached = await self._queries.embed_query(plan.text, dense=dense, sparse=sparse)
         if encoded is not None:
             encoded.append(cached)
         clock.lap(Stage.ENCODE)
@@ -273,9 +293,73 @@ class Retriever:
                     clock.lap(Stage.STATISTICS)
                     error = f"{type(exc).__name__}: {exc.message}"
                     return replace(vectors, failed={**vectors.failed, Need.SPARSE: error})
+                expanded = await self._expand(plan, weights)
+                weights, vectors = expanded.vector, replace(vectors, expansions=expanded.expansions)
                 clock.lap(Stage.STATISTICS)
             vectors = replace(vectors, sparse=weights)
         return vectors
+
+    async def _expand(self, plan: SearchPlan, weights: SparseVector) -> Expanded:
+        """The sparse side with the typo corrections, completions and synonyms the plan
+        asks for (:mod:`hsearch.lexical.expansion`); as it was when the tenant's
+        lexicon cannot be read (logged: the search goes on without them)."""
+        if self._expander is None:
+            return Expanded(weights)
+        expander, statistics = self._expander, self._statistics
+        words = plan.syntax.words if plan.syntax is not None else parse_query(plan.text).words
+
+        def run() -> Expanded:
+            return expand_query(
+                words=words,
+                text=plan.text,
+                weights=weights,
+                lexicon=expander.lexicon(plan.tenant_id),
+                weigh=partial(statistics.weigh_query, plan.tenant_id),
+                typos=plan.typo_tolerance,
+                prefix=plan.prefix,
+            )
+
+        try:
+            return await anyio.to_thread.run_sync(run)
+        except BackendError as exc:
+            logger.warning("search.expansion.failed error=%s: %s", type(exc).__name__, exc)
+            return Expanded(weights)
+
+    async def _constrain(
+        self, plan: SearchPlan, outcomes: Mapping[str, LegOutcome], *, budget: Budget
+    ) -> tuple[dict[str, LegOutcome], dict[str, str], frozenset[str]]:
+        """Each leg's candidates that meet the syntax's conditions (phrases, exclusions),
+        the first :attr:`~SearchPlan.candidates` of them; with the texts read for it
+        and the legs that filled their depth. A leg whose candidates' texts cannot be
+        read is degraded (its candidates could not be checked)."""
+        syntax = plan.syntax
+        assert syntax is not None
+        ids = list(dict.fromkeys(h.chunk_id for o in outcomes.values() for h in o.hits or ()))
+        resolved = dict(outcomes)
+        if not ids:
+            return resolved, {}, frozenset()
+        try:
+            texts = await self._store.texts(
+                ids, tenant_id=plan.tenant_id, timeout=max(budget.remaining_s(), plan.budget_s)
+            )
+        except BackendError as exc:
+            return (
+                {
+                    leg: _degraded(o, exc) if o.hits is not None else o
+                    for leg, o in outcomes.items()
+                },
+                {},
+                frozenset(),
+            )
+        admitted = {i for i, text in texts.items() if syntax.admits(text)}
+        filled = frozenset(
+            leg for leg, o in outcomes.items() if o.hits is not None and len(o.hits) >= plan.fetched
+        )
+        for leg, outcome in outcomes.items():
+            if outcome.hits is not None:
+                kept = [h for h in outcome.hits if h.chunk_id in admitted][: plan.candidates]
+                resolved[leg] = _with_hits(outcome, kept)
+        return resolved, texts, filled
 
     async def count_matches(self, request: LegRequest, matches: MatchRequest) -> Matches | None:
         """The keyword matches of a sparse leg's request, or ``None`` (logged) when the
@@ -345,9 +429,9 @@ class Retriever:
                 continue
             query = SourceQuery(
                 tenant_id=plan.tenant_id,
-                text=plan.query,
+                text=plan.text,
                 filter=plan.filter,
-                limit=plan.candidates,
+                limit=plan.fetched,
                 dense=vectors.dense if Need.DENSE in wanted else None,
                 sparse=vectors.sparse if Need.SPARSE in wanted else None,
                 earlier=dict(earlier or {}) if Need.HITS in wanted else {},

@@ -33,6 +33,7 @@ from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import SearchSettings
 from hsearch.embedding.protocol import Embedder
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
+from hsearch.lexical.expansion import QueryExpander
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.metrics import instruments
 from hsearch.rerank.protocol import Reranker
@@ -44,8 +45,8 @@ from hsearch.search.caching import (
     ResultCache,
     search_id,
 )
-from hsearch.search.highlight import make_snippet
-from hsearch.search.models import SearchHit, SearchQuery, SearchResult
+from hsearch.search.highlight import highlighted_query, make_snippet, term_matches
+from hsearch.search.models import SearchHit, SearchQuery, SearchResult, TermMatch
 from hsearch.search.passages import DEGRADED, Fused, RetrievalService, explain, stored_fields
 from hsearch.search.planner import QueryPlanner, SearchPlan
 from hsearch.search.ranking import Ranked, Unit, page, rerank
@@ -75,13 +76,19 @@ class SearchService:
         generations: GenerationReader | None = None,
         settle_s: float = 0.0,
         extra_sources: Sequence[Source] = (),
+        expander: QueryExpander | None = None,
     ) -> None:
         sources = store_sources(store, *extra_sources)
         self._planner = QueryPlanner(
             settings, encoder=embedder.info, can_rerank=reranker is not None, sources=sources
         )
         retriever = Retriever(
-            embedder=embedder, store=store, statistics=statistics, sources=sources, queries=queries
+            embedder=embedder,
+            store=store,
+            statistics=statistics,
+            sources=sources,
+            queries=queries,
+            expander=expander,
         )
         self._retrieval = RetrievalService(planner=self._planner, retriever=retriever, store=store)
         self._results = results
@@ -170,7 +177,8 @@ class SearchService:
         cached = self._counted.get(key) if self._counted is not None and key else None
         matches = (
             None
-            if cached is not None or not plan.track_total
+            # The keyword matches hold no phrase nor exclusion: with them, the window counts.
+            if cached is not None or not plan.track_total or plan.constrained
             else MatchRequest(self._count_limit, match_fields(plan.ranking.facets))
         )
         budget = Budget.of(plan.budget_s, started=clock.started)
@@ -183,22 +191,14 @@ class SearchService:
             _record(plan, retrieval.outcomes, outcome="error")
             raise
         outcomes, ranked = fused.outcomes, fused.ranked
-        counted = cached
-        if counted is None:
-            legs = taking_part(
-                {o.leg: o.hits for o in outcomes if o.hits is not None},
-                [o.leg for o in outcomes if o.report.status in DEGRADED],
-            )
-            counted = count(plan.ranking, ranked, legs=legs, matches=fused.retrieval.matches)
-            # Never a degraded answer, nor a window counted because the matches could not be.
-            complete = not any(n is None for n in legs.values()) and (
-                counted.totals.scope is CountScope.MATCHES or plan.ranking.min_score is not None
-            )
-            settled = version is not None and version.age_s >= self._settle_s
-            if self._counted is not None and key is not None and complete and settled:
-                self._counted[key] = counted
+        counted = (
+            cached if cached is not None else self._count(plan, fused, key=key, version=version)
+        )
         clock.lap(Stage.FACETS)
-        texts: dict[str, str] = {}
+        texts: dict[str, str] = dict(fused.retrieval.texts)
+        expansions = tuple(
+            TermMatch(e.query, e.matched, e.kind.value, e.typos) for e in fused.retrieval.expansions
+        )
         units, rerank_scores = await self._rerank(plan, ranked, texts)
         clock.lap(Stage.RERANK)
         spec = plan.ranking
@@ -221,6 +221,7 @@ class SearchService:
                 text=texts.get(unit[0].id, ""),
                 rerank_scores=rerank_scores,
                 snippet=not snapshot or spec.offset <= i < end,
+                expansions=expansions,
             )
             for i, unit in enumerate(units[:window] if snapshot else page(units, spec=spec))
         )
@@ -242,6 +243,7 @@ class SearchService:
             weights=ranked.weights,
             applied_weights=ranked.applied_weights,
             embedding_cached=fused.retrieval.embedding_cached,
+            expansions=expansions,
         )
         kept: str | None = None
         if snapshot and self._snapshots is not None:
@@ -269,6 +271,34 @@ class SearchService:
         )
         return result
 
+    def _count(
+        self,
+        plan: SearchPlan,
+        fused: Fused,
+        *,
+        key: tuple[SearchPlan, str] | None,
+        version: DataVersion | None,
+    ) -> Counted:
+        """The total and facets of ``fused``, kept for the query's other pages when they
+        are complete and the data settled."""
+        legs = taking_part(
+            {o.leg: o.hits for o in fused.outcomes if o.hits is not None},
+            [o.leg for o in fused.outcomes if o.report.status in DEGRADED],
+        )
+        for leg in fused.retrieval.filled:
+            # Conditions dropped some of a full leg's candidates: more would follow.
+            if legs.get(leg) is not None:
+                legs[leg] = max(legs[leg] or 0, plan.ranking.window)
+        counted = count(plan.ranking, fused.ranked, legs=legs, matches=fused.retrieval.matches)
+        # Never a degraded answer, nor a window counted because the matches could not be.
+        complete = not any(n is None for n in legs.values()) and (
+            counted.totals.scope is CountScope.MATCHES or plan.ranking.min_score is not None
+        )
+        settled = version is not None and version.age_s >= self._settle_s
+        if self._counted is not None and key is not None and complete and settled:
+            self._counted[key] = counted
+        return counted
+
     async def _rerank(
         self, plan: SearchPlan, ranked: Ranked, texts: dict[str, str]
     ) -> tuple[Sequence[Unit], dict[str, float]]:
@@ -285,7 +315,7 @@ class SearchService:
         head = [unit for unit in ranked.units[:depth] if unit[0].id in texts]
         tail = ranked.units[depth:]
         passages = [_passage(ranked.fields[f.id], texts[f.id]) for f, _ in head]
-        scores = await anyio.to_thread.run_sync(reranker.score, plan.query, passages)
+        scores = await anyio.to_thread.run_sync(reranker.score, plan.text, passages)
         ordered = rerank(head, scores)
         return [unit for unit, _ in ordered] + list(tail), {u[0].id: s for u, s in ordered}
 
@@ -301,11 +331,16 @@ class SearchService:
         end = min(spec.offset + spec.top_k, len(window.hits))
         listed = window.hits[spec.offset : end]
         texts = await self._texts(plan, [hit.chunk_id for hit in listed])
+        marked = highlighted_query(plan.text, window.expansions)
         hits = tuple(
             replace(
                 hit,
                 text=texts[hit.chunk_id],
-                snippet=make_snippet(texts[hit.chunk_id], plan.query) if plan.highlight else None,
+                snippet=make_snippet(texts[hit.chunk_id], marked) if plan.highlight else None,
+                explanation=replace(
+                    hit.explanation,
+                    matches=term_matches(texts[hit.chunk_id], window.expansions),
+                ),
             )
             for hit in listed
             if hit.chunk_id in texts
@@ -356,18 +391,24 @@ def _hydrate(
     text: str,
     rerank_scores: Mapping[str, float],
     snippet: bool = True,
+    expansions: tuple[TermMatch, ...] = (),
 ) -> SearchHit:
-    """One hit of the page: its stored fields and ``text``, its explanation and (with
-    ``snippet``, when the plan highlights) its snippet."""
+    """One hit of the page: its stored fields and ``text``, its explanation (with the
+    ``expansions`` its text holds) and (with ``snippet``, when the plan highlights) its
+    snippet."""
     hit, matching = unit
     plan = fused.plan
     rerank_score = rerank_scores.get(hit.id)
+    explanation = explain(hit, plan=plan, rerank_score=rerank_score)
+    if expansions and text:
+        explanation = replace(explanation, matches=term_matches(text, expansions))
+    marked = highlighted_query(plan.text, expansions)
     return SearchHit(
         chunk_id=hit.id,
         text=text,
         score=hit.score if rerank_score is None else rerank_score,
-        explanation=explain(hit, plan=plan, rerank_score=rerank_score),
-        snippet=make_snippet(text, plan.query) if plan.highlight and snippet else None,
+        explanation=explanation,
+        snippet=make_snippet(text, marked) if plan.highlight and snippet else None,
         matching_chunks=matching,
         **stored_fields(fused.ranked.fields[hit.id]),
     )

@@ -52,6 +52,7 @@ from hsearch.db.base import utcnow
 from hsearch.db.engine import DATABASE_UNAVAILABLE, transaction, unavailable
 from hsearch.db.models import ApiKey, AuditEvent, Tenant
 from hsearch.db.repositories.api_keys import ApiKeyRepository, AuditRepository
+from hsearch.db.repositories.synonyms import SynonymRepository
 from hsearch.db.repositories.tenants import NAME_LENGTH, TenantRepository
 from hsearch.errors import (
     ApiKeyNotFoundError,
@@ -68,6 +69,7 @@ from hsearch.errors import (
     TenantRequiredError,
     TenantSuspendedError,
 )
+from hsearch.lexical.synonyms import parse_rules
 from hsearch.tenancy.keys import generate_key, key_hmac, parse_key
 from hsearch.tenancy.tokens import (
     SearchToken,
@@ -352,6 +354,38 @@ class TenancyService:
             return self._issue(
                 session, tenant_id=None, scopes=None, name=name, expires_at=None, actor=actor
             )
+
+    def synonyms(self, tenant_id: str) -> list[dict[str, Any]]:
+        """The tenant's synonym rules (:mod:`hsearch.lexical.synonyms`), as stored."""
+        with self._sessions() as session:
+            _tenant(session, tenant_id)
+            return SynonymRepository(session).get(tenant_id)
+
+    def set_synonyms(
+        self, tenant_id: str, rules: list[dict[str, Any]], *, actor: str
+    ) -> list[dict[str, Any]]:
+        """Replace the tenant's synonym rules by ``rules`` (checked:
+        :func:`~hsearch.lexical.synonyms.parse_rules`) and change its data generation,
+        so cached results of the old rules are not served; returns what was stored.
+
+        Raises:
+            InvalidRequestError: a rule that is not one, naming it.
+            TenantNotFoundError: no such tenant.
+        """
+        checked = parse_rules(rules)
+        with transaction(self._sessions) as session:
+            _tenant(session, tenant_id)
+            SynonymRepository(session).put(tenant_id, checked)
+            TenantRepository(session).bump_generation(tenant_id)
+            _audit(
+                session,
+                self._now(),
+                actor,
+                "synonyms.replace",
+                tenant_id=tenant_id,
+                detail={"rules": len(checked)},
+            )
+        return checked
 
     def list_keys(self, tenant_id: str) -> list[KeyView]:
         """The tenant's keys, revoked and expired ones included, oldest first."""

@@ -8,8 +8,9 @@ contract suite as the Milvus store (tests/integration/test_vectorstore_contract.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 from hsearch.embedding.protocol import EncoderInfo
@@ -261,12 +262,12 @@ class InMemoryVectorStore:
         for row in self._rows.values():
             if row.tenant_id != tenant_id:
                 continue
-            fields = _fields(row)
-            if not matches(filter, fields):
-                continue
             s = float(score(row))
             if positive_only and s <= 0:
                 continue  # an inverted index only finds rows sharing a term
+            fields = _fields(row)
+            if not matches(filter, fields):
+                continue
             scored.append(StoredHit(chunk_id=row.chunk_id, score=s, fields=fields))
         scored.sort(key=lambda h: (-h.score, h.chunk_id))
         return scored[:limit]
@@ -279,10 +280,12 @@ class InMemoryVectorStore:
 
 
 def _fields(row: ChunkRecord) -> dict[str, Any]:
-    data = asdict(row)
+    # Attribute by attribute: ``asdict`` copied the vectors too, for every row a search
+    # scanned (2 s a search over Cranfield's 1,400 documents).
+    data = {k: getattr(row, k) for k in CANDIDATE_FIELDS}
     data["tags"] = list(row.tags)
-    data["metadata"] = dict(row.metadata)
-    return {k: data[k] for k in CANDIDATE_FIELDS}
+    data["metadata"] = copy.deepcopy(dict(row.metadata))
+    return data
 
 
 def _score(row: ChunkRecord, vector: DenseVector | SparseVector) -> float:

@@ -28,6 +28,7 @@ from hsearch_api.schemas.search import (
     LegScoreRead,
     SearchRequest,
     SearchResponse,
+    TermMatchRead,
     TimingsRead,
     search_request_model,
     search_response_model,
@@ -86,6 +87,8 @@ async def run_search(
             group_by_document=body.group_by_document,
             highlight=body.highlight,
             track_total=body.track_total,
+            typo_tolerance=body.typo_tolerance,
+            prefix=body.prefix,
             rerank=body.rerank,
             facets=parse_facet_requests(body.facets),
             facet_unit=body.facet_unit,
@@ -140,6 +143,7 @@ def search_response(result: SearchResult) -> SearchResponse:
         facet_basis=None
         if result.facet_basis is None
         else FacetBasisRead(**asdict(result.facet_basis)),
+        expansions=[TermMatchRead(**asdict(e)) for e in result.expansions],
         hits=[
             HitRead(
                 chunk_id=h.chunk_id,
@@ -168,6 +172,7 @@ def search_response(result: SearchResult) -> SearchResponse:
                     dense_score=h.explanation.score_of("dense"),
                     sparse_score=h.explanation.score_of("sparse"),
                     rerank_score=h.explanation.rerank_score,
+                    matches=[TermMatchRead(**asdict(m)) for m in h.explanation.matches],
                 ),
             )
             for h in result.hits

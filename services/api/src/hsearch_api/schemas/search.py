@@ -125,6 +125,20 @@ class SearchRequest(BaseModel):
     highlight: StrictBool = Field(
         default=True, description="Add a snippet with query terms in <em>."
     )
+    typo_tolerance: StrictBool | None = Field(
+        default=None,
+        description="A query word of 5 or more letters the tenant's documents do not hold "
+        "also matches their words within one typo (two from 9 letters; a swap of two "
+        "letters is one), weighted below exact matches; `expansions` in the response and "
+        "each hit's `explanation.matches` say which word matched which (docs/search.md, "
+        "Typos). Latin-script words; others are unchanged. Default: the server's "
+        "(`search.typo_tolerance`, on).",
+    )
+    prefix: StrictBool = Field(
+        default=False,
+        description="The last query word also matches as the start of longer words, "
+        "the tenant's most frequent first (search as you type).",
+    )
     track_total: StrictBool = Field(
         default=True,
         description="Count every keyword match for `total` and the facets (exact up to the "
@@ -193,6 +207,13 @@ class LegScoreRead(BaseModel):
     score: float | None = Field(description="The leg's raw score; null: not returned by it.")
 
 
+class TermMatchRead(BaseModel):
+    query: str = Field(description="The query's word (or a synonym rule's side it holds).")
+    matched: str = Field(description="The word (or words) searched for because of it.")
+    kind: str = Field(description="`typo`, `prefix` or `synonym`.")
+    typos: int = Field(description="For a typo: how many (Damerau-Levenshtein).")
+
+
 class ExplanationRead(BaseModel):
     method: FusionMethod
     fused_score: float
@@ -205,6 +226,11 @@ class ExplanationRead(BaseModel):
     dense_score: float | None = Field(description="The same as `legs.dense.score`.")
     sparse_score: float | None = Field(description="The same as `legs.sparse.score`.")
     rerank_score: float | None
+    matches: list[TermMatchRead] = Field(
+        default_factory=list,
+        description="The words searched for beyond the query's (the response's "
+        "`expansions`) that this hit holds.",
+    )
 
 
 class HitRead(BaseModel):
@@ -337,6 +363,11 @@ class SearchResponse(BaseModel):
         description="Per active leg: its share of this query's fusion (sums to 1). "
         "For adaptive fusion, moved from `weights` towards the legs whose best "
         "candidate stands out (docs/fusion.md)."
+    )
+    expansions: list[TermMatchRead] = Field(
+        default_factory=list,
+        description="What the keyword leg searched for beyond the words typed: typo "
+        "corrections, completions of the last word (`prefix`), synonyms.",
     )
     hits: list[HitRead]
     facets: list[FacetRead]

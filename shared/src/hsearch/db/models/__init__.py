@@ -2,7 +2,12 @@
 
 from hsearch.db.models.document import Document
 from hsearch.db.models.job import IngestionJob, JobItem, JobItemStatus, JobStatus
-from hsearch.db.models.lexical import LexicalCorpusStats, LexicalTermStats
+from hsearch.db.models.lexical import (
+    LexicalCorpusStats,
+    LexicalTermStats,
+    LexicalVocabulary,
+    SynonymSet,
+)
 from hsearch.db.models.tenant import ApiKey, AuditEvent, Tenant
 
 __all__ = [
@@ -15,5 +20,7 @@ __all__ = [
     "JobStatus",
     "LexicalCorpusStats",
     "LexicalTermStats",
+    "LexicalVocabulary",
+    "SynonymSet",
     "Tenant",
 ]

@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from hsearch.db.models import LexicalCorpusStats, LexicalTermStats
+from hsearch.db.models import LexicalCorpusStats, LexicalTermStats, LexicalVocabulary
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +134,49 @@ class LexicalStatsRepository:
         for start in range(0, len(rows), 5000):
             self._session.execute(insert_into(LexicalTermStats), rows[start : start + 5000])
         self._session.flush()
+
+
+class VocabularyRepository:
+    """The words of a tenant's indexed text (:mod:`hsearch.lexical.typos`)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, tenant_id: str, words: Iterable[str]) -> None:
+        """List ``words`` for the tenant (those listed already stay as they are). One
+        statement, the words as one parameter, as the term statistics are written."""
+        ordered = sorted(set(words))
+        if not ordered:
+            return
+        dialect = self._session.get_bind().dialect.name
+        if dialect == "postgresql":
+            statement = text(
+                "INSERT INTO lexical_vocabulary (tenant_id, word) "
+                "SELECT :tenant_id, w FROM unnest(CAST(:words AS VARCHAR[])) AS t(w) "
+                "ON CONFLICT DO NOTHING"
+            )
+            self._session.execute(statement, {"tenant_id": tenant_id, "words": ordered})
+        else:
+            statement = text(
+                "INSERT INTO lexical_vocabulary (tenant_id, word) "
+                "SELECT :tenant_id, value FROM json_each(:words) WHERE true "
+                "ON CONFLICT DO NOTHING"
+            )
+            self._session.execute(
+                statement, {"tenant_id": tenant_id, "words": orjson.dumps(ordered).decode()}
+            )
+
+    def words(self, tenant_id: str) -> list[str]:
+        """Every word listed for the tenant."""
+        return list(
+            self._session.scalars(
+                select(LexicalVocabulary.word).where(LexicalVocabulary.tenant_id == tenant_id)
+            )
+        )
+
+    def clear(self) -> None:
+        """Every tenant's words out (a rebuild lists them again)."""
+        self._session.execute(delete(LexicalVocabulary))
 
 
 @lru_cache(maxsize=4)

@@ -16,6 +16,8 @@ from hsearch.db.models import (
     JobStatus,
     LexicalCorpusStats,
     LexicalTermStats,
+    LexicalVocabulary,
+    SynonymSet,
     Tenant,
 )
 
@@ -123,6 +125,10 @@ class TenantRepository:
             "lexical_corpus_stats": delete(LexicalCorpusStats).where(
                 LexicalCorpusStats.tenant_id == tenant_id
             ),
+            "lexical_vocabulary": delete(LexicalVocabulary).where(
+                LexicalVocabulary.tenant_id == tenant_id
+            ),
+            "synonym_sets": delete(SynonymSet).where(SynonymSet.tenant_id == tenant_id),
             "api_keys": delete(ApiKey).where(ApiKey.tenant_id == tenant_id),
             "tenants": delete(Tenant).where(Tenant.id == tenant_id),
         }

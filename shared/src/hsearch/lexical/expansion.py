@@ -1,0 +1,214 @@
+"""What the keyword leg searches beyond the words typed: typo corrections, completions of
+the last word, synonyms.
+
+Each addition is a :class:`TermExpansion` (which query word, which word it adds, why);
+its terms join the query's BM25 vector weighted below the words typed (a fraction of
+their IDF, :data:`FACTORS`), so a chunk holding the word as typed ranks above one holding
+only a correction, all else equal. A term already in the query keeps its weight.
+
+* **Typos** (:mod:`hsearch.lexical.typos`): only for a word the tenant's text does not
+  hold in any of its analyzer forms (no term of it has a document frequency): a word
+  found as typed is taken as meant. Up to :data:`MAX_CORRECTIONS` words at the smallest
+  distance, those the corpus holds most.
+* **Prefix** (``prefix: true``): the last word also as the start of longer words, the
+  :data:`MAX_COMPLETIONS` the corpus holds most.
+* **Synonyms** (:mod:`hsearch.lexical.synonyms`), on the query's text.
+
+:class:`QueryExpander` reads the tenant's vocabulary and synonyms from the database
+once per data generation of the tenant (a write, or new synonyms, changes it) and keeps
+them for :data:`TENANTS_KEPT` tenants.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from cachetools import LRUCache
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.db.engine import DATABASE_UNAVAILABLE, unavailable
+from hsearch.db.repositories.lexical import VocabularyRepository
+from hsearch.db.repositories.synonyms import SynonymRepository
+from hsearch.db.repositories.tenants import TenantRepository
+from hsearch.lexical.analyzer import analyze_query, term_id
+from hsearch.lexical.synonyms import Synonyms
+from hsearch.lexical.typos import Vocabulary, allowed_typos, fold_word, normal_word
+from hsearch.types import SparseVector
+
+__all__ = [
+    "FACTORS",
+    "Expanded",
+    "ExpansionKind",
+    "QueryExpander",
+    "TenantLexicon",
+    "TermExpansion",
+    "expand_query",
+]
+
+
+class ExpansionKind(StrEnum):
+    TYPO = "typo"
+    PREFIX = "prefix"
+    SYNONYM = "synonym"
+
+
+FACTORS: Final[dict[tuple[ExpansionKind, int], float]] = {
+    (ExpansionKind.TYPO, 1): 0.6,
+    (ExpansionKind.TYPO, 2): 0.4,
+    (ExpansionKind.PREFIX, 0): 0.8,
+    (ExpansionKind.SYNONYM, 0): 0.8,
+}
+"""The share of its IDF an added term weighs, by why it was added (and typos)."""
+MAX_CORRECTIONS: Final = 3
+MAX_COMPLETIONS: Final = 10
+_COMPLETION_CANDIDATES: Final = 200
+TENANTS_KEPT: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TermExpansion:
+    """A word (or words) the keyword leg searched for because of a query word."""
+
+    query: str
+    """The query's word (or the synonym rule's side found in the query)."""
+    matched: str
+    """What was searched for because of it."""
+    kind: ExpansionKind
+    typos: int = 0
+
+    @property
+    def factor(self) -> float:
+        return FACTORS[(self.kind, self.typos)]
+
+
+@dataclass(frozen=True, slots=True)
+class Expanded:
+    vector: SparseVector
+    """The query's BM25 weights with the additions'."""
+    expansions: tuple[TermExpansion, ...] = ()
+    """The additions that weigh (their words found in the tenant's text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLexicon:
+    """What expansion reads of a tenant: its words and its synonyms."""
+
+    vocabulary: Vocabulary
+    synonyms: Synonyms
+
+
+def expand_query(
+    *,
+    words: Sequence[str],
+    text: str,
+    weights: SparseVector,
+    lexicon: TenantLexicon,
+    weigh: Callable[[SparseVector], SparseVector],
+    typos: bool,
+    prefix: bool,
+) -> Expanded:
+    """The query's BM25 ``weights`` (of ``text``, whose searched words are ``words``)
+    with the additions the module docstring lists. ``weigh`` gives the tenant's IDF of
+    term counts (:meth:`~hsearch.lexical.statistics.LexicalStatistics.weigh_query`)."""
+    present = {int(i) for i in weights.indices}
+    candidates: list[TermExpansion] = []
+    vocabulary = lexicon.vocabulary
+    if typos and len(vocabulary):
+        for word in words:
+            folded = fold_word(word)
+            terms = analyze_query(word)
+            if not folded or not terms or any(term_id(t) in present for t in terms):
+                continue
+            for match, distance in vocabulary.corrections(folded, max_typos=allowed_typos(folded)):
+                candidates.append(TermExpansion(word, match, ExpansionKind.TYPO, distance))
+    if prefix and words and len(vocabulary):
+        last = words[-1]
+        for match in vocabulary.completions(normal_word(last), limit=_COMPLETION_CANDIDATES):
+            candidates.append(TermExpansion(last, match, ExpansionKind.PREFIX))
+    for source, target in lexicon.synonyms.lookup(text):
+        candidates.append(TermExpansion(source, target, ExpansionKind.SYNONYM))
+    if not candidates:
+        return Expanded(weights)
+    terms_of = {c.matched: [term_id(t) for t in analyze_query(c.matched)] for c in candidates}
+    counts: dict[int, float] = {t: 1.0 for ids in terms_of.values() for t in ids}
+    idf = weigh(SparseVector.from_mapping(counts)).to_dict()
+    kept = _kept(candidates, terms_of, idf)
+    merged = weights.to_dict()
+    for expansion in kept:
+        for t in terms_of[expansion.matched]:
+            if t in idf and t not in present:
+                merged[t] = max(merged.get(t, 0.0), expansion.factor * idf[t])
+    return Expanded(SparseVector.from_mapping(merged), tuple(kept))
+
+
+def _kept(
+    candidates: Sequence[TermExpansion],
+    terms_of: dict[str, list[int]],
+    idf: dict[int, float],
+) -> list[TermExpansion]:
+    """The candidates whose words the tenant holds; per query word the most frequent
+    corrections and completions (lowest IDF first), synonyms all."""
+
+    def rarity(c: TermExpansion) -> float:
+        return min((idf[t] for t in terms_of[c.matched] if t in idf), default=float("inf"))
+
+    kept: list[TermExpansion] = []
+    for kind, limit in (
+        (ExpansionKind.TYPO, MAX_CORRECTIONS),
+        (ExpansionKind.PREFIX, MAX_COMPLETIONS),
+    ):
+        by_word: dict[str, list[TermExpansion]] = {}
+        for c in candidates:
+            if c.kind is kind and rarity(c) != float("inf"):
+                by_word.setdefault(c.query, []).append(c)
+        for found in by_word.values():
+            kept.extend(sorted(found, key=lambda c: (c.typos, rarity(c), c.matched))[:limit])
+    kept.extend(
+        c for c in candidates if c.kind is ExpansionKind.SYNONYM and rarity(c) != float("inf")
+    )
+    return kept
+
+
+class QueryExpander:
+    """Reads tenants' lexicons (vocabulary, synonyms) for :func:`expand_query`, once per
+    data generation of each tenant."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+        self._lock = threading.Lock()
+        self._kept: LRUCache[str, tuple[str, TenantLexicon]] = LRUCache(maxsize=TENANTS_KEPT)
+
+    def lexicon(self, tenant_id: str) -> TenantLexicon:
+        """The tenant's lexicon as its data stands (blocking: run it off the loop).
+
+        Raises:
+            MetadataUnavailableError: the database is down and nothing was read yet.
+        """
+        try:
+            with self._sessions() as session:
+                version = TenantRepository(session).data_version(tenant_id)
+                with self._lock:
+                    kept = self._kept.get(tenant_id)
+                if kept is not None and kept[0] == version:
+                    return kept[1]
+                lexicon = TenantLexicon(
+                    Vocabulary(VocabularyRepository(session).words(tenant_id)),
+                    Synonyms(SynonymRepository(session).get(tenant_id)),
+                )
+        except DATABASE_UNAVAILABLE as exc:
+            with self._lock:
+                kept = self._kept.get(tenant_id)
+            if kept is not None:
+                return kept[1]
+            raise unavailable(exc) from exc
+        with self._lock:
+            self._kept[tenant_id] = (version, lexicon)
+        return lexicon
+
+    def forget(self, tenant_id: str) -> None:
+        with self._lock:
+            self._kept.pop(tenant_id, None)

@@ -1,0 +1,74 @@
+"""What the keyword leg searches beyond the words typed, and how much it weighs."""
+
+from __future__ import annotations
+
+from hsearch.lexical.analyzer import analyze_query, query_term_frequencies, term_id
+from hsearch.lexical.expansion import Expanded, ExpansionKind, TenantLexicon, expand_query
+from hsearch.lexical.synonyms import Synonyms
+from hsearch.lexical.typos import Vocabulary
+from hsearch.types import SparseVector
+
+WORDS = ["boundary", "boundaries", "layer", "hypersonic", "plate", "automobile"]
+HELD = {term_id(t) for w in WORDS for t in analyze_query(w)}
+
+
+def weigh(tf: SparseVector) -> SparseVector:
+    """IDF 2.0 for every term the corpus holds (the stems of WORDS)."""
+    return SparseVector.from_mapping({i: 2.0 for i in tf.indices if i in HELD})
+
+
+def expand(
+    query: str, *, typos: bool = True, prefix: bool = False, synonyms: Synonyms | None = None
+) -> Expanded:
+    lexicon = TenantLexicon(Vocabulary(WORDS), synonyms or Synonyms())
+    return expand_query(
+        words=query.split(),
+        text=query,
+        weights=weigh(query_term_frequencies(query)),
+        lexicon=lexicon,
+        weigh=weigh,
+        typos=typos,
+        prefix=prefix,
+    )
+
+
+def stem_weight(vector: SparseVector, word: str) -> float:
+    return vector.to_dict().get(term_id(analyze_query(word)[0]), 0.0)
+
+
+def test_a_corrected_word_weighs_less_than_the_word_as_typed() -> None:
+    expanded = expand("boundry layer")
+    assert [(e.query, e.matched, e.kind, e.typos) for e in expanded.expansions] == [
+        ("boundry", "boundary", ExpansionKind.TYPO, 1)
+    ]
+    assert stem_weight(expanded.vector, "layer") == 2.0
+    assert 0 < stem_weight(expanded.vector, "boundary") < 2.0
+
+
+def test_two_typos_weigh_less_than_one() -> None:
+    one = stem_weight(expand("hypersonik").vector, "hypersonic")
+    two = stem_weight(expand("hypresonik").vector, "hypersonic")
+    assert 0 < two < one < 2.0
+
+
+def test_words_the_corpus_holds_are_not_corrected_and_typos_can_be_off() -> None:
+    assert expand("boundaries layer").expansions == ()
+    off = expand("boundry layer", typos=False)
+    assert off.expansions == ()
+    assert stem_weight(off.vector, "boundary") == 0.0
+
+
+def test_prefix_completes_the_last_word() -> None:
+    expanded = expand("hyper", prefix=True)
+    assert [(e.matched, e.kind) for e in expanded.expansions] == [
+        ("hypersonic", ExpansionKind.PREFIX)
+    ]
+    assert expand("hyper").expansions == ()
+
+
+def test_synonyms_add_what_the_corpus_holds() -> None:
+    synonyms = Synonyms([{"words": ["car", "automobile", "motorcar"]}])
+    expanded = expand("car", synonyms=synonyms)
+    # "motorcar" is held by no document: it adds nothing.
+    assert [(e.query, e.matched) for e in expanded.expansions] == [("car", "automobile")]
+    assert 0 < stem_weight(expanded.vector, "automobile") < 2.0
