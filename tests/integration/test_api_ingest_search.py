@@ -239,3 +239,50 @@ async def test_rerank_through_the_api_with_a_real_cross_encoder(
         assert all(s is not None for s in head)
         assert head == sorted(head, reverse=True)
         assert all(h["explanation"]["rerank_score"] is None for h in body["hits"][3:])
+
+
+async def test_phrases_and_exclusions_hold_on_milvus(
+    client: httpx.AsyncClient, worker: Child
+) -> None:
+    """The syntax's conditions on the real store: the candidates' texts read by id and
+    checked (docs/search.md, Syntax). The dense leg returns every chunk of so small a
+    collection, so what the conditions leave is all that shows."""
+    job = await ingest(client, DOCS)
+    assert job["status"] == "succeeded", job
+    for mode in ("semantic", "hybrid"):
+        resp = await client.post(
+            "/v1/search", json={"query": '"quick brown fox"', "mode": mode, "top_k": 4}
+        )
+        assert resp.status_code == 200, resp.text
+        assert [h["external_id"] for h in resp.json()["hits"]] == ["fox"], mode
+        resp = await client.post(
+            "/v1/search", json={"query": "fox espresso search -grind", "mode": mode, "top_k": 4}
+        )
+        assert resp.status_code == 200, resp.text
+        found = {h["external_id"] for h in resp.json()["hits"]}
+        assert "coffee" not in found
+        assert {"fox", "milvus"} <= found, mode
+
+
+async def test_a_typo_is_corrected_with_a_learned_sparse_encoder(
+    client: httpx.AsyncClient, worker: Child
+) -> None:
+    """BGE-M3's sparse side has no document frequencies: a word is known when the
+    tenant's vocabulary (written by the worker, in Postgres) lists it, and a correction
+    is encoded by the model (docs/search.md, Typos)."""
+    job = await ingest(client, DOCS)
+    assert job["status"] == "succeeded", job
+    resp = await client.post("/v1/search", json={"query": "espreso grind", "mode": "keyword"})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert [(e["query"], e["matched"], e["kind"]) for e in body["expansions"]] == [
+        ("espreso", "espresso", "typo")
+    ]
+    assert body["hits"][0]["external_id"] == "coffee"
+    matches = body["hits"][0]["explanation"]["matches"]
+    assert [m["matched"] for m in matches] == ["espresso"]
+    off = await client.post(
+        "/v1/search",
+        json={"query": "espreso grind", "mode": "keyword", "typo_tolerance": False},
+    )
+    assert off.json()["expansions"] == []

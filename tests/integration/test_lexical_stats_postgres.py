@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import transaction
-from hsearch.db.repositories.lexical import LexicalStatsRepository, TermDeltas
+from hsearch.db.repositories.lexical import LexicalStatsRepository, TermDeltas, VocabularyRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from tests.unit.lexical.test_statistics import check_term_deltas
 
@@ -36,3 +36,23 @@ def test_tenants_keep_their_own_rows(sessions: sessionmaker[Session], tenant: st
         stats = LexicalStatsRepository(session)
         assert stats.document_frequencies(tenant, [7]) == {7: 1}
         assert stats.document_frequencies(other, [7]) == {7: 5}
+
+
+def test_the_vocabulary_lists_each_word_once_per_tenant(
+    sessions: sessionmaker[Session], tenant: str
+) -> None:
+    """One statement (an array unnested), listed words left as they are, on Postgres as
+    on SQLite (tests/unit/api/test_search_box.py)."""
+    other = f"{tenant}v"
+    with transaction(sessions) as session:
+        for name in (tenant, other):
+            TenantRepository(session).ensure(name)
+        VocabularyRepository(session).add(tenant, ["boundary", "layer", "naïve"])
+        VocabularyRepository(session).add(other, ["plate"])
+    with transaction(sessions) as session:
+        VocabularyRepository(session).add(tenant, ["layer", "plate"])
+        VocabularyRepository(session).add(tenant, [])
+    with transaction(sessions) as session:
+        words = VocabularyRepository(session)
+        assert sorted(words.words(tenant)) == ["boundary", "layer", "naïve", "plate"]
+        assert words.words(other) == ["plate"]

@@ -3,9 +3,11 @@ either-or and synonyms, each changing results as docs/search.md says."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tests.unit.api.conftest import Api, ingest
+from hsearch.cache.memory import InMemoryCacheBackend
+from tests.unit.api.conftest import Api, api_settings, ingest, serve
 
 DOCUMENTS = [
     {"external_id": "flat", "text": "Heat transfer on a flat plate in laminar flow."},
@@ -151,3 +153,15 @@ async def test_bad_synonyms_are_refused_naming_the_rule(api: Api) -> None:
         assert resp.status_code == 422, resp.text
         assert resp.json()["errors"][0]["field"] == field
     assert (await api.client.get("/v1/synonyms")).json() == {"synonyms": []}
+
+
+async def test_new_synonyms_are_not_answered_from_the_result_cache(tmp_path: Path) -> None:
+    async with serve(api_settings(tmp_path), cache=InMemoryCacheBackend()) as api:
+        await ingest(api, DOCUMENTS)
+        first = await search(api, "car")
+        again = await search(api, "car")
+        assert (ids(first), again["cached"]) == ([], True)
+        rules = {"synonyms": [{"words": ["car", "automobile"]}]}
+        assert (await api.client.put("/v1/synonyms", json=rules)).status_code == 200
+        after = await search(api, "car")
+        assert (ids(after), after["cached"]) == (["cars"], False)

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from hsearch.lexical.analyzer import analyze_query, query_term_frequencies, term_id
-from hsearch.lexical.expansion import Expanded, ExpansionKind, TenantLexicon, expand_query
+from hsearch.lexical.expansion import (
+    Expanded,
+    ExpansionKind,
+    TenantLexicon,
+    expand_learned,
+    expand_query,
+    expansion_candidates,
+)
 from hsearch.lexical.synonyms import Synonyms
 from hsearch.lexical.typos import Vocabulary
 from hsearch.types import SparseVector
@@ -72,3 +79,32 @@ def test_synonyms_add_what_the_corpus_holds() -> None:
     # "motorcar" is held by no document: it adds nothing.
     assert [(e.query, e.matched) for e in expanded.expansions] == [("car", "automobile")]
     assert 0 < stem_weight(expanded.vector, "automobile") < 2.0
+
+
+def test_a_learned_encoders_additions_are_its_own_weights_scaled_down() -> None:
+    lexicon = TenantLexicon(Vocabulary(WORDS), Synonyms([{"words": ["car", "automobile"]}]))
+    candidates = expansion_candidates(
+        words=["boundry", "car"],
+        text="boundry car",
+        lexicon=lexicon,
+        known=lambda word: word in {"car"},
+        typos=True,
+        prefix=False,
+    )
+    assert [(c.matched, c.kind) for c in candidates] == [
+        ("boundary", ExpansionKind.TYPO),
+        ("automobile", ExpansionKind.SYNONYM),
+    ]
+    query = SparseVector.from_mapping({1: 0.5, 2: 0.3})  # "boundry", "car" as encoded
+    vectors = {
+        "boundary": SparseVector.from_mapping({3: 0.4, 2: 0.9}),
+        "automobile": SparseVector.from_mapping({4: 0.5}),
+    }
+    expanded = expand_learned(query, candidates, vectors)
+    assert expanded.expansions == tuple(candidates)
+    # The query's own terms keep their weights; each addition weighs its factor's share.
+    assert expanded.vector.to_dict() == {1: 0.5, 2: 0.3, 3: 0.4 * 0.6, 4: 0.5 * 0.8}
+    # An addition the encoder gives no weight (nothing to search for) is left out.
+    none = expand_learned(query, candidates, {"boundary": SparseVector.from_mapping({})})
+    assert none.expansions == ()
+    assert none.vector == query

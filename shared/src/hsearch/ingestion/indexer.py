@@ -953,6 +953,8 @@ class IndexingService:
         live = self._skip_superseded(jobs, job, todo, existing)
         if not live:
             return []
+        # What typo tolerance matches query words to (hsearch.lexical.typos).
+        unit.words |= vocabulary_words(text for p in live for text in (p.item.title, *p.chunks))
         weighed: list[WeightedDocument] = []
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
             # Term counts become BM25 with the tenant's statistics, recorded by the
@@ -967,8 +969,6 @@ class IndexingService:
                 pending=unit.pending,
                 weights=False,
             )
-            # What typo tolerance matches query words to (the keyword leg's analyzer).
-            unit.words |= vocabulary_words(text for p in live for text in (p.item.title, *p.chunks))
         now = utcnow()
         created = {p.document_id: now for p in live}
         created.update((d.id, d.created_at) for d in existing.values())

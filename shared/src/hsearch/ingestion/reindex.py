@@ -300,12 +300,12 @@ class ReindexService:
                 LexicalStatsRepository(session).replace_all(
                     {t: (c.chunks, c.length, c.terms) for t, c in recounted.items()}
                 )
-                vocabulary = VocabularyRepository(session)
-                vocabulary.clear()
-                for tenant, corpus in sorted(recounted.items()):
-                    vocabulary.add(tenant, corpus.words)
             else:
                 LexicalStatsRepository(session).replace_all({})
+            vocabulary = VocabularyRepository(session)
+            vocabulary.clear()
+            for tenant, corpus in sorted(recounted.items()):
+                vocabulary.add(tenant, corpus.words)
             tenants = TenantRepository(session)
             for tenant in sorted(recounted):
                 tenants.bump_generation(tenant)  # cached results of the old collection
@@ -337,8 +337,7 @@ class ReindexService:
                 corpus.chunks += contribution.chunks
                 corpus.length += contribution.length
                 corpus.terms.update(contribution.terms)
-                if term_counts:
-                    corpus.words |= vocabulary_words([row.title, *(c.text for c in chunks)])
+                corpus.words |= vocabulary_words([row.title, *(c.text for c in chunks)])
                 row.chunk_ids = [chunk_id(row.id, i, c.text) for i, c in enumerate(chunks)]
                 row.chunk_count = len(chunks)
                 row.lexical_terms = contribution.stored_terms()

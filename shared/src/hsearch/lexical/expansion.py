@@ -22,7 +22,7 @@ them for :data:`TENANTS_KEPT` tenants.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -46,7 +46,9 @@ __all__ = [
     "QueryExpander",
     "TenantLexicon",
     "TermExpansion",
+    "expand_learned",
     "expand_query",
+    "expansion_candidates",
 ]
 
 
@@ -101,6 +103,36 @@ class TenantLexicon:
     synonyms: Synonyms
 
 
+def expansion_candidates(
+    *,
+    words: Sequence[str],
+    text: str,
+    lexicon: TenantLexicon,
+    known: Callable[[str], bool],
+    typos: bool,
+    prefix: bool,
+) -> list[TermExpansion]:
+    """Every addition the lexicon offers for a query (``text``, whose searched words are
+    ``words``) before any is weighed: corrections of the words that are not ``known``
+    (nor stop words), completions of the last word, synonyms."""
+    candidates: list[TermExpansion] = []
+    vocabulary = lexicon.vocabulary
+    if typos and len(vocabulary):
+        for word in words:
+            folded = fold_word(word)
+            if not folded or not analyze_query(word) or known(word):
+                continue
+            for match, distance in vocabulary.corrections(folded, max_typos=allowed_typos(folded)):
+                candidates.append(TermExpansion(word, match, ExpansionKind.TYPO, distance))
+    if prefix and words and len(vocabulary):
+        last = words[-1]
+        for match in vocabulary.completions(normal_word(last), limit=_COMPLETION_CANDIDATES):
+            candidates.append(TermExpansion(last, match, ExpansionKind.PREFIX))
+    for source, target in lexicon.synonyms.lookup(text):
+        candidates.append(TermExpansion(source, target, ExpansionKind.SYNONYM))
+    return candidates
+
+
 def expand_query(
     *,
     words: Sequence[str],
@@ -115,28 +147,23 @@ def expand_query(
     with the additions the module docstring lists. ``weigh`` gives the tenant's IDF of
     term counts (:meth:`~hsearch.lexical.statistics.LexicalStatistics.weigh_query`)."""
     present = {int(i) for i in weights.indices}
-    candidates: list[TermExpansion] = []
-    vocabulary = lexicon.vocabulary
-    if typos and len(vocabulary):
-        for word in words:
-            folded = fold_word(word)
-            terms = analyze_query(word)
-            if not folded or not terms or any(term_id(t) in present for t in terms):
-                continue
-            for match, distance in vocabulary.corrections(folded, max_typos=allowed_typos(folded)):
-                candidates.append(TermExpansion(word, match, ExpansionKind.TYPO, distance))
-    if prefix and words and len(vocabulary):
-        last = words[-1]
-        for match in vocabulary.completions(normal_word(last), limit=_COMPLETION_CANDIDATES):
-            candidates.append(TermExpansion(last, match, ExpansionKind.PREFIX))
-    for source, target in lexicon.synonyms.lookup(text):
-        candidates.append(TermExpansion(source, target, ExpansionKind.SYNONYM))
+
+    def known(word: str) -> bool:
+        return any(term_id(t) in present for t in analyze_query(word))
+
+    candidates = expansion_candidates(
+        words=words, text=text, lexicon=lexicon, known=known, typos=typos, prefix=prefix
+    )
     if not candidates:
         return Expanded(weights)
     terms_of = {c.matched: [term_id(t) for t in analyze_query(c.matched)] for c in candidates}
     counts: dict[int, float] = {t: 1.0 for ids in terms_of.values() for t in ids}
     idf = weigh(SparseVector.from_mapping(counts)).to_dict()
-    kept = _kept(candidates, terms_of, idf)
+
+    def rarity(c: TermExpansion) -> float:
+        return min((idf[t] for t in terms_of[c.matched] if t in idf), default=float("inf"))
+
+    kept = _kept(candidates, rarity)
     merged = weights.to_dict()
     for expansion in kept:
         for t in terms_of[expansion.matched]:
@@ -145,17 +172,31 @@ def expand_query(
     return Expanded(SparseVector.from_mapping(merged), tuple(kept))
 
 
-def _kept(
+def expand_learned(
+    weights: SparseVector,
     candidates: Sequence[TermExpansion],
-    terms_of: dict[str, list[int]],
-    idf: dict[int, float],
+    vectors: Mapping[str, SparseVector],
+) -> Expanded:
+    """A learned sparse encoder's query ``weights`` (BGE-M3's) with ``candidates``
+    added: each the encoder's own weights of its words (``vectors``, by
+    :attr:`TermExpansion.matched`) times its factor. Without document frequencies,
+    corrections and completions are kept in the order they were found (fewest typos,
+    then shortest), within the same limits."""
+    kept = _kept(candidates, lambda c: 0.0 if vectors.get(c.matched) else float("inf"))
+    merged = weights.to_dict()
+    present = set(merged)
+    for expansion in kept:
+        for t, v in vectors[expansion.matched].to_dict().items():
+            if t not in present:
+                merged[t] = max(merged.get(t, 0.0), expansion.factor * v)
+    return Expanded(SparseVector.from_mapping(merged), tuple(kept))
+
+
+def _kept(
+    candidates: Sequence[TermExpansion], rarity: Callable[[TermExpansion], float]
 ) -> list[TermExpansion]:
-    """The candidates whose words the tenant holds; per query word the most frequent
-    corrections and completions (lowest IDF first), synonyms all."""
-
-    def rarity(c: TermExpansion) -> float:
-        return min((idf[t] for t in terms_of[c.matched] if t in idf), default=float("inf"))
-
+    """The candidates whose words the tenant holds (a finite ``rarity``); per query word
+    the most frequent corrections and completions (lowest rarity first), synonyms all."""
     kept: list[TermExpansion] = []
     for kind, limit in (
         (ExpansionKind.TYPO, MAX_CORRECTIONS),
@@ -166,7 +207,7 @@ def _kept(
             if c.kind is kind and rarity(c) != float("inf"):
                 by_word.setdefault(c.query, []).append(c)
         for found in by_word.values():
-            kept.extend(sorted(found, key=lambda c: (c.typos, rarity(c), c.matched))[:limit])
+            kept.extend(sorted(found, key=lambda c: (c.typos, rarity(c)))[:limit])
     kept.extend(
         c for c in candidates if c.kind is ExpansionKind.SYNONYM and rarity(c) != float("inf")
     )

@@ -38,9 +38,17 @@ from hsearch.budget import Budget
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.embedding.protocol import Embedder, SparseKind
 from hsearch.errors import BackendError, VectorStoreTimeoutError
-from hsearch.lexical.expansion import Expanded, QueryExpander, TermExpansion, expand_query
+from hsearch.lexical.expansion import (
+    Expanded,
+    QueryExpander,
+    TermExpansion,
+    expand_learned,
+    expand_query,
+    expansion_candidates,
+)
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.lexical.syntax import parse_query
+from hsearch.lexical.typos import fold_word
 from hsearch.search.models import LegReport
 from hsearch.search.planner import LegRole, SearchPlan
 from hsearch.search.sources import Level, Need, SourceQuery, SourceRegistry
@@ -296,6 +304,10 @@ class Retriever:
                 expanded = await self._expand(plan, weights)
                 weights, vectors = expanded.vector, replace(vectors, expansions=expanded.expansions)
                 clock.lap(Stage.STATISTICS)
+            else:
+                expanded = await self._expand_learned(plan, weights)
+                weights, vectors = expanded.vector, replace(vectors, expansions=expanded.expansions)
+                clock.lap(Stage.ENCODE)
             vectors = replace(vectors, sparse=weights)
         return vectors
 
@@ -324,6 +336,38 @@ class Retriever:
         except BackendError as exc:
             logger.warning("search.expansion.failed error=%s: %s", type(exc).__name__, exc)
             return Expanded(weights)
+
+    async def _expand_learned(self, plan: SearchPlan, weights: SparseVector) -> Expanded:
+        """:meth:`_expand` for a learned sparse encoder (BGE-M3): a word is known when
+        the tenant's vocabulary lists it, and each addition is encoded by the encoder
+        (the query-embedding cache and batcher serve these calls too)."""
+        expander = self._expander
+        if expander is None:
+            return Expanded(weights)
+        words = plan.syntax.words if plan.syntax is not None else parse_query(plan.text).words
+        try:
+            lexicon = await anyio.to_thread.run_sync(expander.lexicon, plan.tenant_id)
+        except BackendError as exc:
+            logger.warning("search.expansion.failed error=%s: %s", type(exc).__name__, exc)
+            return Expanded(weights)
+        candidates = expansion_candidates(
+            words=words,
+            text=plan.text,
+            lexicon=lexicon,
+            known=lambda word: fold_word(word) in lexicon.vocabulary,
+            typos=plan.typo_tolerance,
+            prefix=plan.prefix,
+        )
+        if not candidates:
+            return Expanded(weights)
+        matched = list(dict.fromkeys(c.matched for c in candidates))
+        encoded = await asyncio.gather(
+            *(self._queries.embed_query(m, dense=False, sparse=True) for m in matched)
+        )
+        vectors = {
+            m: e.sparse for m, (e, _) in zip(matched, encoded, strict=True) if e.sparse is not None
+        }
+        return expand_learned(weights, candidates, vectors)
 
     async def _constrain(
         self, plan: SearchPlan, outcomes: Mapping[str, LegOutcome], *, budget: Budget
