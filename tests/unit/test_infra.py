@@ -117,6 +117,8 @@ OPS_PANELS = {
     "Ingest throughput",
     "Queue depth",
     "Job states",
+    "Answers/s",
+    "Unsupported answer sentences (share)",
 }
 # Env values that must come from a Secret, never from a literal or the ConfigMap.
 SECRET_SETTINGS = re.compile(
