@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from hsearch.db.engine import transaction
+from hsearch.db.repositories.lexical import VocabularyRepository
+from hsearch.db.repositories.synonyms import SynonymRepository
+from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.lexical.analyzer import analyze_query, query_term_frequencies, term_id
 from hsearch.lexical.expansion import (
     Expanded,
     ExpansionKind,
+    QueryExpander,
     TenantLexicon,
     expand_learned,
     expand_query,
@@ -108,3 +115,35 @@ def test_a_learned_encoders_additions_are_its_own_weights_scaled_down() -> None:
     none = expand_learned(query, candidates, {"boundary": SparseVector.from_mapping({})})
     assert none.expansions == ()
     assert none.vector == query
+
+
+def test_the_expander_rereads_synonyms_at_once_and_the_vocabulary_at_most_every_refresh(
+    sessions: sessionmaker[Session],
+) -> None:
+    now = [0.0]
+    expander = QueryExpander(sessions, refresh_s=5.0, clock=lambda: now[0])
+    with transaction(sessions) as session:
+        TenantRepository(session).ensure("t")
+        VocabularyRepository(session).add("t", ["boundary"])
+    first = expander.lexicon("t")
+    assert "boundary" in first.vocabulary
+    assert not first.synonyms
+    assert expander.lexicon("t") is first, "the same generation: nothing is read again"
+
+    def write(words: list[str], rules: list[dict[str, object]] | None = None) -> None:
+        with transaction(sessions) as session:
+            VocabularyRepository(session).add("t", words)
+            if rules is not None:
+                SynonymRepository(session).put("t", rules)
+            TenantRepository(session).bump_generation("t")
+
+    write(["plate"], [{"words": ["car", "automobile"]}])
+    now[0] = 4.9
+    second = expander.lexicon("t")
+    assert second.synonyms.lookup("car") == [("car", "automobile")]
+    assert "plate" not in second.vocabulary, "words read less than refresh_s ago are kept"
+    write(["layer"])
+    now[0] = 5.0
+    third = expander.lexicon("t")
+    assert "plate" in third.vocabulary
+    assert "layer" in third.vocabulary

@@ -16,12 +16,14 @@ only a correction, all else equal. A term already in the query keeps its weight.
 
 :class:`QueryExpander` reads the tenant's vocabulary and synonyms from the database
 once per data generation of the tenant (a write, or new synonyms, changes it) and keeps
-them for :data:`TENANTS_KEPT` tenants.
+them for :data:`TENANTS_KEPT` tenants (the vocabulary at most every
+:data:`VOCABULARY_REFRESH_S`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -69,6 +71,7 @@ MAX_CORRECTIONS: Final = 3
 MAX_COMPLETIONS: Final = 10
 _COMPLETION_CANDIDATES: Final = 200
 TENANTS_KEPT: Final = 64
+VOCABULARY_REFRESH_S: Final = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,14 +217,33 @@ def _kept(
     return kept
 
 
-class QueryExpander:
-    """Reads tenants' lexicons (vocabulary, synonyms) for :func:`expand_query`, once per
-    data generation of each tenant."""
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    version: str
+    lexicon: TenantLexicon
+    words_read_at: float
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+
+class QueryExpander:
+    """Reads tenants' lexicons (vocabulary, synonyms) for :func:`expand_query`: again
+    when the tenant's data generation changed, the vocabulary at most every
+    ``refresh_s`` (a tenant being written to changes its generation with every commit,
+    and reading 100,000 words takes a tenth of a second; a new word is matched within
+    ``refresh_s``). Synonyms are read with every change (one row): new rules apply to
+    the next search."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        refresh_s: float = VOCABULARY_REFRESH_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._sessions = sessions
+        self._refresh_s = refresh_s
+        self._clock = clock
         self._lock = threading.Lock()
-        self._kept: LRUCache[str, tuple[str, TenantLexicon]] = LRUCache(maxsize=TENANTS_KEPT)
+        self._kept: LRUCache[str, _Kept] = LRUCache(maxsize=TENANTS_KEPT)
 
     def lexicon(self, tenant_id: str) -> TenantLexicon:
         """The tenant's lexicon as its data stands (blocking: run it off the loop).
@@ -229,27 +251,25 @@ class QueryExpander:
         Raises:
             MetadataUnavailableError: the database is down and nothing was read yet.
         """
+        with self._lock:
+            kept = self._kept.get(tenant_id)
         try:
             with self._sessions() as session:
                 version = TenantRepository(session).data_version(tenant_id)
-                with self._lock:
-                    kept = self._kept.get(tenant_id)
-                if kept is not None and kept[0] == version:
-                    return kept[1]
-                lexicon = TenantLexicon(
-                    Vocabulary(VocabularyRepository(session).words(tenant_id)),
-                    Synonyms(SynonymRepository(session).get(tenant_id)),
-                )
+                if kept is not None and kept.version == version:
+                    return kept.lexicon
+                now = self._clock()
+                synonyms = Synonyms(SynonymRepository(session).get(tenant_id))
+                if kept is not None and now - kept.words_read_at < self._refresh_s:
+                    vocabulary, read_at = kept.lexicon.vocabulary, kept.words_read_at
+                else:
+                    words = VocabularyRepository(session).words(tenant_id)
+                    vocabulary, read_at = Vocabulary(words), now
         except DATABASE_UNAVAILABLE as exc:
-            with self._lock:
-                kept = self._kept.get(tenant_id)
             if kept is not None:
-                return kept[1]
+                return kept.lexicon
             raise unavailable(exc) from exc
+        lexicon = TenantLexicon(vocabulary, synonyms)
         with self._lock:
-            self._kept[tenant_id] = (version, lexicon)
+            self._kept[tenant_id] = _Kept(version, lexicon, read_at)
         return lexicon
-
-    def forget(self, tenant_id: str) -> None:
-        with self._lock:
-            self._kept.pop(tenant_id, None)
