@@ -53,7 +53,6 @@ from hsearch.search.retrieval import LegOutcome, MatchRequest, Retriever
 from hsearch.search.sources import Source, SourceRegistry, store_sources
 from hsearch.search.timings import Stage, StageClock, StageTimings
 from hsearch.search.totals import Counted, count, match_fields, taking_part
-from hsearch.types import CountScope
 from hsearch.vectorstore.protocol import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -150,9 +149,10 @@ class SearchService:
         return result
 
     async def _version(self, plan: SearchPlan) -> DataVersion | None:
-        """The tenant's data version, for reusing counts (no result cache read it); not
-        read for a search that asks for no total (it counts only its window)."""
-        if self._counted is None or self._generations is None or not plan.track_total:
+        """The tenant's data version, for reusing counts (no result cache read it); read
+        only for a search that counts its keyword matches (an exact total: the one count
+        worth reusing)."""
+        if self._counted is None or self._generations is None or not plan.counts_matches:
             return None
         try:
             generation, age = await self._generations.read(plan.tenant_id)
@@ -169,9 +169,9 @@ class SearchService:
         key = (plan.counting_key(), version.generation) if version is not None else None
         cached = self._counted.get(key) if self._counted is not None and key else None
         matches = (
-            None
-            if cached is not None or not plan.track_total
-            else MatchRequest(self._count_limit, match_fields(plan.ranking.facets))
+            MatchRequest(self._count_limit, match_fields(plan.ranking.facets))
+            if cached is None and plan.counts_matches
+            else None
         )
         budget = Budget.of(plan.budget_s, started=clock.started)
         retrieval = await self._retrieval.run_legs(
@@ -189,11 +189,17 @@ class SearchService:
                 {o.leg: o.hits for o in outcomes if o.hits is not None},
                 [o.leg for o in outcomes if o.report.status in DEGRADED],
             )
-            counted = count(plan.ranking, ranked, legs=legs, matches=fused.retrieval.matches)
-            # Never a degraded answer, nor a window counted because the matches could not be.
-            complete = not any(n is None for n in legs.values()) and (
-                counted.totals.scope is CountScope.MATCHES or plan.ranking.min_score is not None
+            counted = count(
+                plan.ranking,
+                ranked,
+                legs=legs,
+                tracking=plan.track_total,
+                matches=fused.retrieval.matches,
+                known_matches=fused.retrieval.known_matches,
             )
+            # Never a degraded answer, nor a bound given because the matches could not be
+            # counted.
+            complete = not any(n is None for n in legs.values()) and not counted.fallback
             settled = version is not None and version.age_s >= self._settle_s
             if self._counted is not None and key is not None and complete and settled:
                 self._counted[key] = counted
