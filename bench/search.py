@@ -20,17 +20,22 @@ tenant ``bench_a`` as the filter) go, query by query and in a rotating order, to
 * **service** (c): :meth:`SearchService.search` without a result cache, top 10, query
   encoding excluded (:class:`PassThroughEmbedder` returns the pre-computed vectors),
   doing the work (a) does and nothing more: no facets, no snippets, the window counted
-  (``track_total`` false);
-* **service_facets** (c+): the same with what a search does by default (every keyword
-  match counted for the total, snippets) and facets on ``source`` and ``tags``;
+  (``track_total`` ``window``, i.e. false);
+* **service_facets** (c+): the default request (``track_total`` ``bound``: the total
+  exact when the windows hold every match, else a lower bound; snippets) with facets on
+  ``source`` and ``tags``;
+* **service_exact** (c++): the same with the exact count (``track_total`` ``exact``:
+  every keyword match counted for the total and the facets, up to the count limit);
 * **cache_hit_http** (d), once per run, before the others: ``POST /v1/search`` through
   HTTP to the API in a process of its own (:func:`bench.cache_hit.measure_http`: uvicorn
   on the app factory, the embedded profile, the in-process result cache, an API key),
   one keep-alive connection, sequential requests (at least 500), ten hits of ~1 kB
   text, every timed request a cache hit (checked).
 
-It prints p50/p95/p99 of each, the ratios (``ratios.service_over_native_p50`` ...), and
-the load average before and after. ``--sizes 10000,50000,200000`` runs the same at each
+It prints p50/p95/p99 of each, the ratios (``ratios.service_over_native_p50`` ...), how
+often (c+) and (c++) answered a total that is a lower bound (``totals``: the relation
+``gte``, and (c+)'s bound against (c++)'s count of the same query), and the load
+average before and after. ``--sizes 10000,50000,200000`` runs the same at each
 size (p50 per leg and of (c), the slope of log p50 against log N, build time and the
 Milvus Lite process's resident memory per size; every size in full under ``runs``; the
 top-level figures are the last size's).
@@ -78,7 +83,7 @@ from hsearch.runtime import Services, build_services
 from hsearch.search.facets import FacetRequest
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.timings import StageTimings
-from hsearch.types import SearchMode, SparseVector
+from hsearch.types import SearchMode, SparseVector, TotalRelation, TotalTracking
 from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
 from hsearch.vectorstore.milvus_filters import tenant_expression
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
@@ -103,9 +108,15 @@ FORMAT = 2  # bump when the generated data changes: older builds are not reused
 DEFAULT_DATA_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / (
     "hsearch-bench-search"
 )
-PROFILED = ("service", "service_facets")
+PROFILED = ("service", "service_facets", "service_exact")
 HTTP_REQUESTS = 500  # (d): at least this many timed cache hits
-SIDES = ("native", "legs", "service", "service_facets")
+SIDES = ("native", "legs", "service", "service_facets", "service_exact")
+SERVICE_SIDES = {
+    "service": TotalTracking.WINDOW,
+    "service_facets": TotalTracking.BOUND,
+    "service_exact": TotalTracking.EXACT,
+}
+"""The service's sides, with how each counts its total."""
 """Measured interleaved; (d), ``cache_hit_http``, after them (its own stack)."""
 LEG_SIDES = ("dense_leg", "sparse_leg")
 FACETS = (FacetRequest("source"), FacetRequest("tags"))
@@ -424,10 +435,12 @@ def _ids(hits: Sequence[StoredHit]) -> list[str]:
     return [h.chunk_id for h in hits]
 
 
-def service_query(n: int, *, full: bool) -> SearchQuery:
-    """(c): the work (a) does (fused top 10 with their fields) and nothing more: no
-    total beyond the window, no facets, no snippets. (c+), ``full``: what a search
-    gives by default (every keyword match counted, snippets) and facets."""
+def service_query(n: int, *, tracking: TotalTracking) -> SearchQuery:
+    """(c), :attr:`TotalTracking.WINDOW`: the work (a) does (fused top 10 with their
+    fields) and nothing more: no total beyond the window, no facets, no snippets. Any
+    other ``tracking``: what a search gives by default (snippets) with facets, the total
+    counted so: (c+) the default bound, (c++) the exact count."""
+    full = tracking is not TotalTracking.WINDOW
     return SearchQuery(
         tenant_id=QUERY_TENANT,
         query=f"q{n}",
@@ -436,7 +449,7 @@ def service_query(n: int, *, full: bool) -> SearchQuery:
         candidates=CANDIDATES,
         facets=FACETS if full else (),
         highlight=full,
-        track_total=full,
+        track_total=tracking,
     )
 
 
@@ -479,7 +492,7 @@ async def measure(
     seconds: dict[str, list[float]] = {side: [] for side in (*SIDES, *LEG_SIDES)}
     leg_seconds: dict[str, list[float]] = {side: [] for side in LEG_SIDES}
     agree: list[float] = []
-    reported: dict[str, list[SearchResult]] = {"service": [], "service_facets": []}
+    reported: dict[str, list[SearchResult]] = {side: [] for side in SERVICE_SIDES}
     profilers = {side: Profiler(async_mode="enabled") for side in PROFILED} if profile else {}
 
     async def one(side: str, n: int) -> list[str] | None:
@@ -488,8 +501,8 @@ async def measure(
             return await native(client, query)
         if side == "legs":
             return await legs(store, query, leg_seconds)
-        if side in ("service", "service_facets"):
-            request = service_query(n, full=side != "service")
+        if side in SERVICE_SIDES:
+            request = service_query(n, tracking=SERVICE_SIDES[side])
             profiler = profilers.get(side)
             if profiler is None:
                 result = await service.search.search(request)
@@ -536,6 +549,9 @@ async def measure(
     stages: dict[str, Any] = {
         side: breakdown(results[warmup:]) for side, results in reported.items()
     }
+    stages["totals"] = totals_report(
+        reported["service_facets"][warmup:], reported["service_exact"][warmup:]
+    )
     return seconds, stages
 
 
@@ -556,6 +572,28 @@ def breakdown(results: Sequence[SearchResult]) -> dict[str, Any]:
         "stages_p50_ms": stages,
         "legs_p50_ms": {leg: round(percentile(v, 50), 2) for leg, v in legs.items()},
         "degraded": sum(1 for r in results if r.degraded),
+    }
+
+
+def totals_report(bound: Sequence[SearchResult], exact: Sequence[SearchResult]) -> dict[str, Any]:
+    """How (c+)'s default totals relate to (c++)'s exact counts of the same queries:
+    how many were lower bounds (relation ``gte``; (c++)'s too, past the count limit),
+    the counts' p50, and the bound as a share of the count (p50, min)."""
+    shares = [
+        b.totals.total / e.totals.total for b, e in zip(bound, exact, strict=True) if e.totals.total
+    ]
+    return {
+        "queries": len(bound),
+        "service_facets_gte": sum(1 for r in bound if r.totals.relation is TotalRelation.GTE),
+        "service_exact_gte": sum(1 for r in exact if r.totals.relation is TotalRelation.GTE),
+        "service_facets_total_p50": percentile([r.totals.total for r in bound], 50)
+        if bound
+        else None,
+        "service_exact_total_p50": percentile([r.totals.total for r in exact], 50)
+        if exact
+        else None,
+        "bound_over_exact_p50": round(percentile(shares, 50), 3) if shares else None,
+        "bound_over_exact_min": round(min(shares), 3) if shares else None,
     }
 
 
@@ -620,6 +658,7 @@ def run_size(args: argparse.Namespace, chunks: int) -> dict[str, Any]:
             "legs_over_native_p50": ratio(p["legs"][0], p["native"][0]),
             "service_facets_over_native_p50": ratio(p["service_facets"][0], p["native"][0]),
             "service_facets_over_service_p50": ratio(p["service_facets"][0], p["service"][0]),
+            "service_exact_over_service_p50": ratio(p["service_exact"][0], p["service"][0]),
         },
         "service_breakdown": stages,
         "top10_overlap_native_legs": round(sum(overlap) / len(overlap), 3) if overlap else None,
@@ -650,6 +689,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "service_over_native_p50": 1.0,
             "service_over_native_p95": 1.0,
             "service_over_legs_p50": 1.05,
+            "service_facets_over_service_p50": 1.25,
             "cache_hit_http_p50_ms": 3.0,
         },
         "settings": {
@@ -689,6 +729,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "service_over_legs_p50": (out["ratios"]["service_over_legs_p50"] or 9) <= 1.05,
             "cache_hit_http_p50_ms": hits["p50_ms"] <= 3.0,
         }
+    out.setdefault("met", {})["service_facets_over_service_p50"] = (
+        out["ratios"]["service_facets_over_service_p50"] or 9
+    ) <= 1.25
     if args.sizes:
         out["runs"] = runs  # every size in full
         ns = [r["chunks"] for r in runs]
@@ -741,7 +784,7 @@ def markdown(result: Mapping[str, Any]) -> str:
         if side in result:
             r = result[side]
             lines.append(f"| {side} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} |")
-    lines += ["", json.dumps(result["ratios"])]
+    lines += ["", json.dumps(result["ratios"]), json.dumps(result["service_breakdown"]["totals"])]
     if "sizes" in result:
         lines += ["", json.dumps(result["sizes"]), json.dumps(result["slopes"])]
     return "\n".join(lines)
@@ -768,7 +811,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-http", action="store_true", help="leave out (d)")
     parser.add_argument(
         "--profile", type=Path, default=None, metavar="DIR",
-        help="profile (c) and (c+) with pyinstrument (its overhead lands in their times: "
+        help="profile (c), (c+) and (c++) with pyinstrument (its overhead lands in their times: "
         "read their ratios from a run without it) and write DIR/<side>.txt",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")

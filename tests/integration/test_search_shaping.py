@@ -148,11 +148,14 @@ async def test_snippets_highlight_query_terms(client: httpx.AsyncClient, corpus:
 async def test_totals_and_facets_count_every_keyword_match_whatever_the_page(
     client: httpx.AsyncClient, corpus: list[Any]
 ) -> None:
-    # A window of two chunks: the sparse leg fills it, and Milvus counts the rest (the
-    # collection was flushed when the job ended, so this runs on sealed segments).
+    # A window of two chunks: the sparse leg fills it, and Milvus counts the rest when an
+    # exact total is asked for (the collection was flushed when the job ended, so this
+    # runs on sealed segments).
     window = {"mode": "keyword", "candidates": 2, "facets": ["source", "tags"]}
+    window["track_total"] = "exact"
     grouped = await search(client, **window, top_k=1, group_by_document=True)
     assert (grouped["total"], grouped["total_exact"]) == (len(DOCS), True)
+    assert grouped["total_relation"] == "eq"
     assert grouped["total_basis"] == "matches"
     assert grouped["window"] == 2
     assert grouped["facet_basis"] == {"unit": "document", "scope": "matches", "exact": True}
@@ -170,6 +173,14 @@ async def test_totals_and_facets_count_every_keyword_match_whatever_the_page(
     for top_k, offset in ((1, 0), (1, 1), (2, 0)):
         page = await search(client, **window, top_k=top_k, offset=offset)
         assert (page["total"], page["facets"]) == (chunks["total"], chunks["facets"])
+    # By default nothing is counted past the window: a lower bound, the facets the window's.
+    default = {**window, "track_total": "bound"}
+    for grouping in (False, True):
+        bound = await search(client, **default, top_k=1, group_by_document=grouping)
+        exact = grouped if grouping else chunks
+        assert bound["total_relation"] == "gte"
+        assert bound["window"] <= bound["total"] <= exact["total"]
+        assert bound["facet_basis"]["scope"] == "window"
     past = await client.post(
         "/v1/search", json={"query": "rivers", **window, "top_k": 1, "offset": 2}
     )

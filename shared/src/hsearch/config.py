@@ -349,8 +349,9 @@ class SearchSettings(BaseModel):
         default=10_000,
         ge=1,
         le=16384,
-        description="Keyword matches are counted exactly up to this many; above it the "
-        "total is a lower bound (total_exact false). At most Milvus' 16,384 per search.",
+        description="With track_total exact, keyword matches are counted exactly up to "
+        "this many; above it the total is a lower bound (total_relation gte). At most "
+        "Milvus' 16,384 per search.",
     )
     totals_cache_ttl_s: float = Field(
         default=30.0,

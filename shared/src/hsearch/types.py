@@ -185,6 +185,39 @@ class CountScope(StrEnum):
     """Only the fused window: what the legs returned (with ``min_score`` applied)."""
 
 
+class TotalTracking(StrEnum):
+    """How hard a search works for its total (``docs/search.md``, "Totals"), as
+    Elasticsearch's ``track_total_hits``."""
+
+    BOUND = "bound"
+    """The default: exact when the legs' windows hold every match, else a lower bound
+    from what is already known (the windows, the tenant's term statistics); the facets
+    count the window. No request beyond the legs."""
+    EXACT = "exact"
+    """Count every keyword match (up to ``search.count_limit``) for the total and the
+    facets: one more store request when the sparse leg fills its window."""
+    WINDOW = "window"
+    """Count the window only, for the total and the facets."""
+
+    @classmethod
+    def of(cls, value: bool | str) -> TotalTracking:
+        """A request's ``track_total``: a name, or a boolean as clients sent it before
+        :attr:`BOUND` became the default: ``true`` asked for the count (:attr:`EXACT`),
+        ``false`` for the window only (:attr:`WINDOW`)."""
+        if isinstance(value, bool):
+            return cls.EXACT if value else cls.WINDOW
+        return cls(value)
+
+
+class TotalRelation(StrEnum):
+    """How a total relates to the count it stands for (Elasticsearch's ``relation``)."""
+
+    EQ = "eq"
+    """The total is the count."""
+    GTE = "gte"
+    """The total is a lower bound: there are at least that many."""
+
+
 class JobStatus(StrEnum):
     """Where an ingestion job stands."""
 

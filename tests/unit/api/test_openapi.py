@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hsearch.config import Settings
-from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode
+from hsearch.types import FusionMethod, Leg, LegStatus, SearchMode, TotalRelation, TotalTracking
 from tests.unit.api.conftest import Api, api_settings, serve
 
 BASE_QUERY: dict[str, Any] = {"query": "rivers", "top_k": 1}
@@ -36,14 +36,20 @@ def refs(schema: object) -> set[str]:
 
 async def test_enums_list_their_values(api: Api) -> None:
     schemas = (await openapi(api))["components"]["schemas"]
-    for enum in (FusionMethod, SearchMode, Leg, LegStatus):
+    for enum in (FusionMethod, SearchMode, Leg, LegStatus, TotalTracking, TotalRelation):
         assert schemas[enum.__name__]["enum"] == [member.value for member in enum]
     request = schemas["SearchRequest"]["properties"]
+    # A tracking by name, or a boolean as before the default changed; the default bound.
+    assert refs(request["track_total"]) == {"TotalTracking"}
+    assert {"type": "boolean"} in request["track_total"]["anyOf"]
+    assert request["track_total"]["default"] == "bound"
     assert refs(request["fusion"]) == {"FusionMethod"}
     assert refs(request["mode"]) == {"SearchMode"}
     assert refs(request["weights"]) == {"Leg"}
     response = schemas["SearchResponse"]["properties"]
     assert refs(response["method"]) == {"FusionMethod"}
+    assert refs(response["total_relation"]) == {"TotalRelation"}
+    assert "total_relation" in schemas["SearchResponse"]["required"]
     assert refs(response["degraded"]) == refs(response["weights"]) == {"Leg"}
     legs = schemas["LegRead"]["properties"]
     assert refs(legs["leg"]) == {"Leg"}

@@ -48,6 +48,7 @@ def assert_names(body: dict[str, Any], field: str, *, code: str = "invalid_reque
         ({"query": "x", "group_by_document": "no"}, "group_by_document"),
         ({"query": "x", "track_total": 1}, "track_total"),
         ({"query": "x", "track_total": "false"}, "track_total"),
+        ({"query": "x", "track_total": "maybe"}, "track_total"),
         ({"query": "x", "highlight": "off"}, "highlight"),
         ({"query": "x", "rerank": "yes"}, "rerank"),
     ],

@@ -1,14 +1,29 @@
 """The search benchmark's pure parts: client-side RRF, percentiles, the log-log slope,
-the generated chunks and the pass-through encoder."""
+the generated chunks, the pass-through encoder, the service's requests and the report
+on their totals."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 from bench import search
-from bench.search import Generator, PassThroughEmbedder, log_slope, rrf, summary_ms
+from bench.search import (
+    SERVICE_SIDES,
+    Generator,
+    PassThroughEmbedder,
+    log_slope,
+    rrf,
+    service_query,
+    summary_ms,
+    totals_report,
+)
+
+from hsearch.search.models import SearchResult
+from hsearch.search.totals import Totals
+from hsearch.types import CountScope, CountUnit, FusionMethod, SearchMode, TotalTracking
 
 
 def test_rrf_sums_reciprocal_ranks_across_legs() -> None:
@@ -61,3 +76,42 @@ def test_the_pass_through_encoder_returns_the_precomputed_vectors() -> None:
     for q in queries:
         assert search.TERMS_PER_QUERY[0] <= len(q.sparse) <= search.TERMS_PER_QUERY[1]
         assert min(q.sparse.indices) >= search.QUERY_SKIP_COMMONEST
+
+
+def test_the_service_sides_differ_only_in_how_they_count() -> None:
+    """(c) is what (a) does; (c+) the default request with facets; (c++) the same with
+    the exact count."""
+    plain, default, exact = (service_query(7, tracking=t) for t in SERVICE_SIDES.values())
+    assert (plain.facets, plain.highlight, plain.track_total) == ((), False, TotalTracking.WINDOW)
+    assert default.track_total is TotalTracking.BOUND
+    assert default.facets == search.FACETS
+    assert default.highlight
+    assert exact == dataclasses.replace(default, track_total=TotalTracking.EXACT)
+
+
+def result(total: int, *, exact: bool) -> SearchResult:
+    return SearchResult(
+        query="q",
+        mode=SearchMode.HYBRID,
+        method=FusionMethod.RRF,
+        hits=(),
+        totals=Totals(total, exact, CountUnit.CHUNK, CountScope.MATCHES),
+        window=10,
+        offset=0,
+        top_k=10,
+        degraded=(),
+        legs=(),
+        took_ms=1.0,
+    )
+
+
+def test_the_totals_report_sets_each_bound_against_its_count() -> None:
+    bound = [result(150, exact=False), result(40, exact=True), result(100, exact=False)]
+    exact = [result(300, exact=True), result(40, exact=True), result(10_000, exact=False)]
+    report = totals_report(bound, exact)
+    assert report["queries"] == 3
+    assert (report["service_facets_gte"], report["service_exact_gte"]) == (2, 1)
+    assert report["bound_over_exact_p50"] == 0.5
+    assert report["bound_over_exact_min"] == 0.01
+    assert report["service_facets_total_p50"] == 100
+    assert report["service_exact_total_p50"] == 300

@@ -122,8 +122,21 @@ def test_a_stop_word_carries_no_weight_in_a_query(sessions: sessionmaker[Session
 
 
 def test_a_tenant_without_statistics_matches_nothing(sessions: sessionmaker[Session]) -> None:
-    weights = LexicalStatistics(sessions).weigh_query("nobody", tf({A: 1.0}))
-    assert len(weights) == 0
+    weighed = LexicalStatistics(sessions).weigh_query_terms("nobody", tf({A: 1.0}))
+    assert len(weighed.weights) == 0
+    assert weighed.max_document_frequency == 0
+
+
+def test_the_commonest_query_term_bounds_the_matches(sessions: sessionmaker[Session]) -> None:
+    """The largest document frequency among the query's terms, read with them: at least
+    that many of the tenant's chunks hold a query term (another tenant's do not count)."""
+    seed(sessions, chunks=10, length=100, dfs={A: 2, B: 7})
+    seed(sessions, chunks=1000, length=9000, dfs={A: 900, C: 5}, tenant="other")
+    statistics = LexicalStatistics(sessions)
+    weighed = statistics.weigh_query_terms(TENANT, tf({A: 1.0, B: 1.0, C: 1.0}))
+    assert weighed.max_document_frequency == 7
+    assert weighed.weights == statistics.weigh_query(TENANT, tf({A: 1.0, B: 1.0, C: 1.0}))
+    assert statistics.weigh_query_terms(TENANT, tf({A: 1.0, C: 1.0})).max_document_frequency == 2
 
 
 class Clock:

@@ -20,7 +20,7 @@ from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
-from hsearch.lexical.statistics import LexicalStatistics
+from hsearch.lexical.statistics import LexicalStatistics, WeighedQuery
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.caching import GenerationReader, PageSnapshots, ResultCache
 from hsearch.search.service import SearchService
@@ -164,6 +164,6 @@ class CountingStatistics(LexicalStatistics):
         super().__init__(sessions)
         self.queries = 0
 
-    def weigh_query(self, tenant_id: str, term_frequencies: SparseVector) -> SparseVector:
+    def weigh_query_terms(self, tenant_id: str, term_frequencies: SparseVector) -> WeighedQuery:
         self.queries += 1
-        return super().weigh_query(tenant_id, term_frequencies)
+        return super().weigh_query_terms(tenant_id, term_frequencies)

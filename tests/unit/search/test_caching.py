@@ -43,7 +43,7 @@ from hsearch.search.caching import (
 from hsearch.search.facets import FacetRequest
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.service import SearchService
-from hsearch.types import Leg, SearchMode
+from hsearch.types import Leg, SearchMode, TotalTracking
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.budget import UNHURRIED
@@ -161,6 +161,8 @@ async def test_a_repeated_search_is_answered_from_the_cache(
         {"min_score": 0.001},
         {"candidates": 50},
         {"tenant_id": "other"},
+        {"track_total": TotalTracking.EXACT},
+        {"track_total": TotalTracking.WINDOW},
     ],
 )
 async def test_the_key_follows_everything_that_shapes_the_response(
@@ -456,6 +458,14 @@ async def test_a_cursor_serves_only_its_own_search_and_tenant(
     # another search's (its snapshot is under the issuing tenant's keys besides).
     with pytest.raises(InvalidRequestError, match="cursor: it belongs to another search"):
         await service.search(SearchQuery(tenant_id="other", query="rivers sea", cursor=cursor))
+    # A total counted another way is another search: its pages' totals would differ.
+    for tracking in (TotalTracking.EXACT, TotalTracking.WINDOW):
+        with pytest.raises(InvalidRequestError, match="cursor: it belongs to another search"):
+            await service.search(
+                SearchQuery(
+                    tenant_id=TENANT, query="rivers sea", track_total=tracking, cursor=cursor
+                )
+            )
     # A cursor of a release that did not record its search pages as before.
     legacy = dataclasses.replace(Cursor.decode(cursor), search=None).encode()
     other = await service.search(SearchQuery(tenant_id="other", query="rivers sea", cursor=legacy))

@@ -16,7 +16,7 @@ from hsearch.search.facets import FacetRange, FacetRequest
 from hsearch.search.models import SearchQuery
 from hsearch.search.planner import LegPlan, LegRole, QueryPlanner, SearchPlan
 from hsearch.search.sources import Level, Need, SourceQuery, store_sources
-from hsearch.types import CountUnit, FusionDefault, FusionMethod, Leg, SearchMode
+from hsearch.types import CountUnit, FusionDefault, FusionMethod, Leg, SearchMode, TotalTracking
 from hsearch.vectorstore.filters import And, parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import StoredHit
@@ -64,7 +64,7 @@ FULL: dict[str, Any] = {
     "facets": (FacetRequest("source"), FacetRequest("metadata.year", ranges=(FacetRange(to=1),))),
     "facet_unit": CountUnit.CHUNK,
     "highlight": False,
-    "track_total": False,
+    "track_total": TotalTracking.WINDOW,
     "rerank": True,
     "typo_tolerance": False,
     "prefix": True,
@@ -99,7 +99,7 @@ CHANGES: list[tuple[str, object]] = [
     ("facets", (FacetRequest("source", size=3),)),
     ("facet_unit", CountUnit.DOCUMENT),
     ("highlight", True),
-    ("track_total", True),
+    ("track_total", TotalTracking.EXACT),
     ("rerank", False),
     ("typo_tolerance", True),
     ("prefix", False),
@@ -218,7 +218,9 @@ def test_the_counting_key_keeps_what_changes_the_count() -> None:
     assert plan(query="a").counting_key() != plan(query="b").counting_key()
     assert plan(candidates=50).counting_key() != plan().counting_key()
     assert plan(rerank=True, highlight=False).counting_key() == plan().counting_key()
-    assert plan(track_total=False).counting_key() != plan().counting_key()
+    modes = {plan(track_total=tracking).counting_key() for tracking in TotalTracking}
+    assert len(modes) == len(TotalTracking)
+    assert plan().track_total is TotalTracking.BOUND
 
 
 def test_the_plan_carries_the_time_budget() -> None:

@@ -21,15 +21,29 @@ from hsearch.errors import (
     SearchUnavailableError,
     VectorStoreError,
 )
+from hsearch.ingestion.models import DocumentInput
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.rerank.fake import FakeReranker
 from hsearch.search.caching import GenerationReader
+from hsearch.search.facets import FacetRequest
 from hsearch.search.fusion import LegHit, fuse_explained
-from hsearch.search.models import SearchQuery
+from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.ranking import query_weights
 from hsearch.search.service import SearchService
 from hsearch.search.timings import StageTimings
-from hsearch.types import MODE_LEGS, FusionDefault, FusionMethod, Leg, LegStatus, SearchMode
+from hsearch.search.totals import FacetBasis
+from hsearch.types import (
+    MODE_LEGS,
+    CountScope,
+    CountUnit,
+    FusionDefault,
+    FusionMethod,
+    Leg,
+    LegStatus,
+    SearchMode,
+    TotalRelation,
+    TotalTracking,
+)
 from hsearch.vectorstore.filters import FilterNode, Not, parse_filter
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import StoredHit
@@ -458,7 +472,8 @@ def counting_service(
     embedder = FakeEmbedder()
     indexed = rows._rows if rows is not None else index(sessions, embedder)._rows
     store = ScriptedStore(indexed, **behaviour)
-    # A window of one chunk: the sparse leg fills it, so the keyword matches are counted.
+    # A window of one chunk: the sparse leg fills it, so the keyword matches are counted
+    # (with ``track_total`` exact).
     settings = SearchSettings(candidates=1, max_top_k=1, totals_cache_ttl_s=ttl)
     service = SearchService(
         embedder=embedder,
@@ -475,20 +490,25 @@ def query(text: str = "rivers sea", **options: Any) -> SearchQuery:
     return SearchQuery(tenant_id=TENANT, query=text, top_k=1, **options)
 
 
+def exact(text: str = "rivers sea", **options: Any) -> SearchQuery:
+    """:func:`query` with an exact total asked for (every keyword match counted)."""
+    return query(text, track_total=TotalTracking.EXACT, **options)
+
+
 async def test_the_other_pages_of_a_query_reuse_its_count(sessions: sessionmaker[Session]) -> None:
     service, store = counting_service(sessions)
-    first = await service.search(query(mode=SearchMode.KEYWORD))
+    first = await service.search(exact(mode=SearchMode.KEYWORD))
     assert store.match_calls == 1
     assert first.totals.exact
-    again = await service.search(query(mode=SearchMode.KEYWORD, highlight=False))
+    again = await service.search(exact(mode=SearchMode.KEYWORD, highlight=False))
     assert store.match_calls == 1, "the same query's count is reused"
     assert again.totals == first.totals
     assert again.timings.facets_ms <= first.timings.facets_ms + 1.0
-    await service.search(query("mountains", mode=SearchMode.KEYWORD))
+    await service.search(exact("mountains", mode=SearchMode.KEYWORD))
     assert store.match_calls == 2, "another query is counted"
     fresh, fresh_store = counting_service(sessions, ttl=0, rows=store)
-    await fresh.search(query(mode=SearchMode.KEYWORD))
-    await fresh.search(query(mode=SearchMode.KEYWORD))
+    await fresh.search(exact(mode=SearchMode.KEYWORD))
+    await fresh.search(exact(mode=SearchMode.KEYWORD))
     assert fresh_store.match_calls == 2, "ttl 0: counted for every request"
 
 
@@ -498,8 +518,8 @@ async def test_a_count_made_before_the_data_settled_is_not_reused(
     """Counted on a data version younger than ``settle_s`` (Milvus may not show its
     latest writes yet): every request counts again until the version has settled."""
     service, store = counting_service(sessions, settle_s=60.0)
-    await service.search(query(mode=SearchMode.KEYWORD))
-    await service.search(query(mode=SearchMode.KEYWORD))
+    await service.search(exact(mode=SearchMode.KEYWORD))
+    await service.search(exact(mode=SearchMode.KEYWORD))
     assert store.match_calls == 2
 
 
@@ -516,24 +536,25 @@ class CountingReader(GenerationReader):
 async def test_a_search_without_a_total_does_not_read_the_data_version(
     sessions: sessionmaker[Session],
 ) -> None:
-    """The version only keys reused counts: a search that counts only its window
-    (``track_total`` false) pays no metadata read for it."""
+    """The version only keys reused counts: a search that does not count its keyword
+    matches (the default bound, or the window) pays no metadata read for it."""
     reader = CountingReader(sessions)
     service, _ = counting_service(sessions, generations=reader)
-    await service.search(query(mode=SearchMode.KEYWORD, track_total=False))
-    assert reader.reads == 0
+    await service.search(query(mode=SearchMode.KEYWORD, track_total=TotalTracking.WINDOW))
     await service.search(query(mode=SearchMode.KEYWORD))
+    assert reader.reads == 0
+    await service.search(exact(mode=SearchMode.KEYWORD))
     assert reader.reads == 1
 
 
-async def test_track_total_false_counts_the_window_only(sessions: sessionmaker[Session]) -> None:
+async def test_window_tracking_counts_the_window_only(sessions: sessionmaker[Session]) -> None:
     service, store = counting_service(sessions)
-    result = await service.search(query(mode=SearchMode.KEYWORD, track_total=False))
+    result = await service.search(query(mode=SearchMode.KEYWORD, track_total=TotalTracking.WINDOW))
     assert store.match_calls == 0, "no count request"
     assert result.hits
     assert (result.totals.total, result.totals.exact) == (1, False)
     assert result.totals.scope.value == "window"
-    counted = await service.search(query(mode=SearchMode.KEYWORD))
+    counted = await service.search(exact(mode=SearchMode.KEYWORD))
     assert store.match_calls == 1, "the same query with its total asked for is counted"
     assert counted.totals.scope.value == "matches"
     assert counted.totals.exact
@@ -541,21 +562,23 @@ async def test_track_total_false_counts_the_window_only(sessions: sessionmaker[S
 
 async def test_a_degraded_answer_is_not_reused(sessions: sessionmaker[Session]) -> None:
     service, store = counting_service(sessions, dense="fail")
-    first = await service.search(query())
+    first = await service.search(exact())
     assert first.degraded == (Leg.DENSE,)
     assert not first.totals.exact
-    await service.search(query())
+    await service.search(exact())
     assert store.match_calls == 2
 
 
-async def test_a_failed_count_falls_back_to_the_window(sessions: sessionmaker[Session]) -> None:
+async def test_a_failed_count_falls_back_to_the_default_bound(
+    sessions: sessionmaker[Session],
+) -> None:
     service, store = counting_service(sessions, matches="fail")
-    result = await service.search(query(mode=SearchMode.KEYWORD))
+    result = await service.search(exact(mode=SearchMode.KEYWORD))
     assert result.hits, "the search still answers"
-    assert (result.totals.total, result.totals.exact) == (1, False)
-    assert result.totals.scope.value == "window"
+    assert (result.totals.total, result.totals.relation) == (1, TotalRelation.GTE)
+    assert result.totals.scope.value == "matches"
     assert store.match_calls == 1
-    await service.search(query(mode=SearchMode.KEYWORD))
+    await service.search(exact(mode=SearchMode.KEYWORD))
     assert store.match_calls == 2, "a fallback is not kept: the next page counts again"
 
 
@@ -570,6 +593,105 @@ async def test_a_sparse_leg_short_of_its_window_is_not_counted_again(
         statistics=LexicalStatistics(sessions),
         settings=SearchSettings(**UNHURRIED),  # a window of 100: the four documents fit
     )
-    result = await service.search(query(mode=SearchMode.KEYWORD))
+    result = await service.search(exact(mode=SearchMode.KEYWORD))
     assert store.match_calls == 0, "the sparse leg returned every match"
     assert (result.totals.total, result.totals.exact) == (1, True)
+
+
+# Eight documents hold "volcano", six "ash" (three of them with "volcano"): eleven match
+# "volcano ash", one chunk each.
+VOLCANOES = [
+    DocumentInput(
+        external_id=f"v{i}",
+        title=f"Volcano {i}",
+        text=f"The volcano {i} erupted." + (" Ash fell." if i % 3 == 0 else ""),
+        source=("atlas", "news")[i % 2],
+    )
+    for i in range(8)
+] + [
+    DocumentInput(external_id=f"a{i}", title="Ash", text=f"Grey ash {i} everywhere.", source="blog")
+    for i in range(3)
+]
+MATCHING = 11
+
+
+def volcano_service(sessions: sessionmaker[Session]) -> tuple[SearchService, ScriptedStore]:
+    """The volcano corpus behind a window of three candidates per leg."""
+    embedder = FakeEmbedder()
+    store = ScriptedStore(index(sessions, embedder, VOLCANOES)._rows)
+    service = SearchService(
+        embedder=embedder,
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(candidates=3, max_top_k=3, **UNHURRIED),
+    )
+    return service, store
+
+
+def volcano(**options: Any) -> SearchQuery:
+    given: dict[str, Any] = {"mode": SearchMode.KEYWORD, "facets": (FacetRequest("source"),)}
+    return SearchQuery(tenant_id=TENANT, query="volcano ash", top_k=3, **{**given, **options})
+
+
+def facet_total(result: SearchResult) -> int:
+    (facet,) = result.facets
+    return sum(b.count for b in facet.buckets) + facet.missing
+
+
+async def test_the_default_total_is_exact_when_the_windows_hold_every_match(
+    sessions: sessionmaker[Session],
+) -> None:
+    service, store = volcano_service(sessions)
+    result = await service.search(volcano(candidates=20))
+    assert store.match_calls == 0
+    assert (result.totals.total, result.totals.relation) == (MATCHING, TotalRelation.EQ)
+    assert result.totals.exact
+    assert result.facet_basis == FacetBasis(CountUnit.DOCUMENT, CountScope.MATCHES, exact=True)
+    assert facet_total(result) == MATCHING
+
+
+async def test_the_default_total_past_the_window_is_a_lower_bound(
+    sessions: sessionmaker[Session],
+) -> None:
+    service, store = volcano_service(sessions)
+    bound = await service.search(volcano())
+    assert store.match_calls == 0, "nothing is counted past the legs"
+    exact_count = await service.search(volcano(track_total=TotalTracking.EXACT))
+    assert store.match_calls == 1, "the exact count is one store request more"
+    assert (exact_count.totals.total, exact_count.totals.relation) == (MATCHING, TotalRelation.EQ)
+    assert exact_count.facet_basis == FacetBasis(CountUnit.DOCUMENT, CountScope.MATCHES, True)
+    assert facet_total(exact_count) == MATCHING
+    # The statistics know eight chunks hold "volcano": more than the window's three.
+    assert (bound.totals.total, bound.totals.relation) == (8, TotalRelation.GTE)
+    assert bound.window == 3 < bound.totals.total < exact_count.totals.total
+    assert bound.totals.scope is CountScope.MATCHES
+    assert bound.facet_basis == FacetBasis(CountUnit.DOCUMENT, CountScope.WINDOW, exact=False)
+    assert facet_total(bound) == bound.window
+    # Under a filter the statistics (the whole tenant's) tell nothing: the window only.
+    everything = {"source": {"in": ["atlas", "news", "blog"]}}
+    filtered = await service.search(volcano(filter=everything))
+    assert (filtered.totals.total, filtered.totals.relation) == (3, TotalRelation.GTE)
+    assert store.match_calls == 1
+    counted = await service.search(volcano(filter=everything, track_total=TotalTracking.EXACT))
+    assert (counted.totals.total, counted.totals.relation) == (MATCHING, TotalRelation.EQ)
+
+
+async def test_the_default_bound_without_term_statistics_is_the_window(
+    sessions: sessionmaker[Session],
+) -> None:
+    """A statistics read that failed leaves the sparse leg failed: the dense window is
+    what is known, a lower bound."""
+    embedder = FakeEmbedder()
+    store = ScriptedStore(index(sessions, embedder, VOLCANOES)._rows)
+    outage = Outage(sessions)
+    service = SearchService(
+        embedder=embedder,
+        store=store,
+        statistics=LexicalStatistics(outage),
+        settings=SearchSettings(candidates=3, max_top_k=3, **UNHURRIED),
+    )
+    outage.down = True
+    result = await service.search(volcano(mode=SearchMode.HYBRID))
+    assert result.degraded == (Leg.SPARSE,)
+    assert (result.totals.total, result.totals.relation) == (3, TotalRelation.GTE)
+    assert store.match_calls == 0

@@ -1,4 +1,7 @@
-"""Totals and facets count a declared basis, never the page (pure: hsearch.search.totals)."""
+"""Totals and facets count a declared basis, never the page (pure: hsearch.search.totals).
+
+The default tracking is exact when the windows hold every match and otherwise a lower
+bound from what is known; an exact count is there on request."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from hypothesis import strategies as st
 from hsearch.search.facets import FacetRequest
 from hsearch.search.ranking import RankingSpec, rank
 from hsearch.search.totals import Counted, Matches, count, match_fields
-from hsearch.types import CountScope, CountUnit, FusionMethod, Leg
+from hsearch.types import CountScope, CountUnit, FusionMethod, Leg, TotalRelation, TotalTracking
 from hsearch.vectorstore.protocol import StoredHit
 
 WINDOW = 4
@@ -45,6 +48,7 @@ MATCHED = tuple(
     for h in KEYWORD
 )
 ALL_MATCHES = Matches(MATCHED, limit=100)
+TRUE_TOTAL = len(KEYWORD) + WINDOW  # every keyword match and the dense window, disjoint
 
 
 def counted(
@@ -53,10 +57,12 @@ def counted(
     *,
     matches: Matches | None = ALL_MATCHES,
     failed: Collection[str] = (),
+    tracking: TotalTracking = TotalTracking.EXACT,
+    known: int = 0,
 ) -> Counted:
     ranked = rank(spec, {leg: hits for leg, hits in legs.items() if leg not in failed})
     taking = {leg: (None if leg in failed else len(hits)) for leg, hits in legs.items()}
-    return count(spec, ranked, legs=taking, matches=matches)
+    return count(spec, ranked, legs=taking, tracking=tracking, matches=matches, known_matches=known)
 
 
 def buckets(result: Counted) -> dict[object, int]:
@@ -64,11 +70,12 @@ def buckets(result: Counted) -> dict[object, int]:
     return {b.value: b.count for b in facet.buckets}
 
 
-def test_keyword_matches_past_the_window_are_counted() -> None:
+def test_keyword_matches_past_the_window_are_counted_when_asked() -> None:
     result = counted()
     # Nine keyword matches and the dense leg's four nearest chunks.
-    assert result.totals.total == 13
+    assert result.totals.total == TRUE_TOTAL == 13
     assert result.totals.exact
+    assert result.totals.relation is TotalRelation.EQ
     assert result.totals.scope is CountScope.MATCHES
     assert buckets(result) == {"wiki": 9, "news": 4}
     assert result.facet_basis is not None
@@ -104,15 +111,107 @@ def test_more_matches_than_the_count_limit_give_a_lower_bound() -> None:
     result = counted(matches=Matches(MATCHED[:6], limit=6))
     assert result.totals.total == 6 + WINDOW
     assert not result.totals.exact
+    assert result.totals.relation is TotalRelation.GTE
     assert result.facet_basis is not None
+    assert not result.facet_basis.exact
+    # The statistics may know of more than the count limit let through.
+    assert counted(matches=Matches(MATCHED[:6], limit=6), known=12).totals.total == 12
+
+
+def test_an_exact_count_that_failed_falls_back_to_the_default_bound() -> None:
+    result = counted(matches=None, known=9)
+    assert result.fallback, "never reused: the next page counts again"
+    assert result.totals.scope is CountScope.MATCHES
+    assert (result.totals.total, result.totals.relation) == (9, TotalRelation.GTE)
+    assert result.facet_basis is not None
+    assert result.facet_basis.scope is CountScope.WINDOW
+    assert result == dataclasses.replace(
+        counted(matches=None, known=9, tracking=TotalTracking.BOUND), fallback=True
+    )
+
+
+def test_the_default_with_matches_past_the_window_gives_a_lower_bound() -> None:
+    result = counted(matches=None, tracking=TotalTracking.BOUND)
+    assert not result.fallback
+    # What the legs returned: four keyword matches of nine, the dense leg's four.
+    assert result.totals.total == 2 * WINDOW < TRUE_TOTAL
+    assert result.totals.relation is TotalRelation.GTE
+    assert not result.totals.exact
+    assert result.totals.scope is CountScope.MATCHES  # what it bounds
+    # The facets count the window, and say so.
+    assert buckets(result) == {"wiki": WINDOW, "news": WINDOW}
+    assert result.facet_basis is not None
+    assert result.facet_basis.scope is CountScope.WINDOW
     assert not result.facet_basis.exact
 
 
-def test_matches_not_counted_fall_back_to_the_window() -> None:
-    result = counted(matches=None)
+def test_the_default_is_exact_when_the_windows_hold_every_match() -> None:
+    legs: dict[str, list[StoredHit]] = {Leg.DENSE: DENSE, Leg.SPARSE: KEYWORD[:3]}
+    result = counted(legs=legs, matches=None, tracking=TotalTracking.BOUND, known=3)
+    assert (result.totals.total, result.totals.relation) == (3 + WINDOW, TotalRelation.EQ)
+    assert result.totals.exact
+    assert result.facet_basis is not None
+    assert (result.facet_basis.scope, result.facet_basis.exact) == (CountScope.MATCHES, True)
+    # And as the exact count gives it, without counting anything more.
+    assert result == counted(legs=legs, matches=None)
+
+
+def test_the_term_statistics_raise_the_default_bound() -> None:
+    # Nine chunks hold the query's commonest term: more than the window's four of them.
+    result = counted(matches=None, tracking=TotalTracking.BOUND, known=9)
+    assert (result.totals.total, result.totals.relation) == (9, TotalRelation.GTE)
+    assert 2 * WINDOW <= result.totals.total <= TRUE_TOTAL
+    assert buckets(result) == {"wiki": WINDOW, "news": WINDOW}, "facets stay the window's"
+    # A frequency below what the window holds changes nothing.
+    low = counted(matches=None, tracking=TotalTracking.BOUND, known=2)
+    assert low.totals.total == 2 * WINDOW
+
+
+def test_documents_are_bounded_by_the_window_only() -> None:
+    """A term's document frequency counts chunks: one document may hold many of them,
+    so it says nothing of how many documents match."""
+    spec = dataclasses.replace(SPEC, group_by_document=True, facet_unit=CountUnit.DOCUMENT)
+    result = counted(spec, matches=None, tracking=TotalTracking.BOUND, known=9)
+    assert result.totals.unit is CountUnit.DOCUMENT
+    # d0, d1 (the sparse leg's k0..k3) and e0, e1: at most the five documents that match.
+    assert (result.totals.total, result.totals.relation) == (4, TotalRelation.GTE)
+    assert counted(spec).totals.total == 5
+
+
+@given(
+    known=st.integers(0, len(KEYWORD)),
+    sparse=st.integers(0, len(KEYWORD)),
+    window=st.integers(1, len(KEYWORD) + 1),
+    group=st.booleans(),
+)
+def test_the_default_bound_lies_between_the_window_and_the_count(
+    known: int, sparse: int, window: int, group: bool
+) -> None:
+    """Whatever the legs returned and the statistics know (at most the true number of
+    keyword matches), the default total is at least the window's units and at most the
+    exact count, and it is exact exactly when the sparse leg came back short."""
+    known = min(known, sparse)  # the statistics count matches that exist
+    spec = dataclasses.replace(SPEC, window=window, group_by_document=group)
+    legs: dict[str, list[StoredHit]] = {
+        Leg.DENSE: DENSE[:window],
+        Leg.SPARSE: KEYWORD[: min(sparse, window)],
+    }
+    matches = Matches(MATCHED[:sparse], limit=100)
+    exact = counted(spec, legs, matches=matches)
+    bound = counted(spec, legs, matches=None, tracking=TotalTracking.BOUND, known=known)
+    window_only = counted(spec, legs, matches=None, tracking=TotalTracking.WINDOW)
+    assert exact.totals.exact
+    assert window_only.totals.total <= bound.totals.total <= exact.totals.total
+    assert bound.totals.exact is (sparse < window)
+    if bound.totals.exact:
+        assert bound == exact
+
+
+def test_window_tracking_counts_the_window_only() -> None:
+    result = counted(matches=None, tracking=TotalTracking.WINDOW, known=9)
     assert result.totals.scope is CountScope.WINDOW
-    assert result.totals.total == 2 * WINDOW
-    assert not result.totals.exact
+    assert (result.totals.total, result.totals.relation) == (2 * WINDOW, TotalRelation.GTE)
+    assert not result.fallback
 
 
 def test_a_sparse_leg_short_of_its_window_returned_every_match() -> None:

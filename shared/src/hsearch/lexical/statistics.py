@@ -54,6 +54,7 @@ __all__ = [
     "LexicalContribution",
     "LexicalStatistics",
     "PendingStatistics",
+    "WeighedQuery",
     "WeightedDocument",
     "weigh_chunks",
 ]
@@ -111,6 +112,17 @@ class LexicalContribution:
         back, :meth:`of_document` takes either). Converting them here cost the
         indexing thread about 8 µs per document."""
         return dict(self.terms)
+
+
+@dataclass(frozen=True, slots=True)
+class WeighedQuery:
+    """A query's BM25 weights, and what the statistics tell of its matches."""
+
+    weights: SparseVector
+    max_document_frequency: int
+    """The largest document frequency among the query's terms: at least this many of
+    the tenant's chunks hold one of them (0 when none does), as the statistics stood
+    when read (they follow the store within a write's commit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +192,12 @@ class LexicalStatistics:
             MetadataUnavailableError: the database is down and the tenant's corpus size
                 or a term's frequency was not read within ``stale_s``.
         """
+        return self.weigh_query_terms(tenant_id, term_frequencies).weights
+
+    def weigh_query_terms(self, tenant_id: str, term_frequencies: SparseVector) -> WeighedQuery:
+        """:meth:`weigh_query`, with the largest document frequency of the query's terms
+        read along (a lower bound of the tenant's chunks matching the query, for its
+        total: :mod:`hsearch.search.totals`). Raises as :meth:`weigh_query`."""
         terms = [int(t) for t in term_frequencies.indices]
         try:
             with self._sessions() as session:
@@ -192,10 +210,12 @@ class LexicalStatistics:
             self._remember(tenant_id, terms, n_chunks, dfs)
         # The two reads are not one snapshot: a concurrent ingest may have counted a
         # term's chunks before the corpus size; N is never below any df.
-        document_count = max(n_chunks, max(dfs.values(), default=0), 1)
-        return bm25_query_weights(
+        most = max(dfs.values(), default=0)
+        document_count = max(n_chunks, most, 1)
+        weights = bm25_query_weights(
             term_frequencies, document_frequencies=dfs, document_count=document_count
         )
+        return WeighedQuery(weights, max_document_frequency=most)
 
     def _remember(
         self, tenant_id: str, terms: Sequence[int], n_chunks: int, dfs: Mapping[int, int]

@@ -8,7 +8,7 @@ from typing import Any
 from hsearch.search.facets import FacetRequest, FacetResult
 from hsearch.search.timings import StageTimings
 from hsearch.search.totals import FacetBasis, Totals
-from hsearch.types import CountUnit, FusionMethod, LegStatus, SearchMode
+from hsearch.types import CountUnit, FusionMethod, LegStatus, SearchMode, TotalTracking
 from hsearch.vectorstore.filters import FilterNode
 
 
@@ -31,9 +31,10 @@ class SearchQuery:
     facets: tuple[FacetRequest, ...] = ()
     facet_unit: CountUnit = CountUnit.DOCUMENT
     highlight: bool = True
-    track_total: bool = True
-    """Count every keyword match for the total and the facets (one more store request
-    when the sparse leg fills its window); ``False``: count the window only."""
+    track_total: TotalTracking = TotalTracking.BOUND
+    """How the total and the facets are counted (:mod:`~hsearch.search.totals`): a bound
+    from what the legs returned (the default), every keyword match (one more store
+    request when the sparse leg fills its window), or the window only."""
     rerank: bool = False
     typo_tolerance: bool | None = None
     """Query words the tenant's text does not hold also match its words within a few

@@ -28,7 +28,7 @@ from hsearch.search.ranking import Ranked, page, rank
 from hsearch.search.retrieval import LegOutcome, MatchRequest, Retrieval, Retriever
 from hsearch.search.sources import SourceRegistry
 from hsearch.search.timings import Stage, StageClock, StageTimings
-from hsearch.types import FusionMethod, LegStatus, SearchMode
+from hsearch.types import FusionMethod, LegStatus, SearchMode, TotalTracking
 from hsearch.vectorstore.filters import FilterNode
 from hsearch.vectorstore.protocol import VectorStore
 
@@ -162,7 +162,7 @@ class RetrievalService:
                 min_score=request.min_score,
                 group_by_document=request.group_by_document,
                 highlight=False,
-                track_total=False,
+                track_total=TotalTracking.WINDOW,
                 required_filter=request.required_filter,
             )
         )

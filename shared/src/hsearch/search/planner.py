@@ -47,7 +47,7 @@ from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.models import SearchQuery
 from hsearch.search.ranking import RankingSpec, dense_cannot_read
 from hsearch.search.sources import Need, SourceRegistry
-from hsearch.types import Leg, SearchMode
+from hsearch.types import Leg, SearchMode, TotalTracking
 from hsearch.vectorstore.filters import And, FilterNode, parse_filter
 
 __all__ = ["MAX_QUERY_CHARS", "LegPlan", "LegRole", "QueryPlanner", "SearchPlan"]
@@ -119,8 +119,8 @@ class SearchPlan:
     ranking: RankingSpec
     rerank: bool
     highlight: bool
-    track_total: bool = True
-    """Count the keyword matches beyond the window (:class:`SearchQuery`)."""
+    track_total: TotalTracking = TotalTracking.BOUND
+    """How the total and the facets are counted (:class:`SearchQuery`)."""
     syntax: ParsedQuery | None = None
     """The query's syntax (:mod:`hsearch.lexical.syntax`); ``None``: plain words."""
     typo_tolerance: bool = True
@@ -142,6 +142,12 @@ class SearchPlan:
     @property
     def fetched(self) -> int:
         return self.depth or self.candidates
+
+    @property
+    def counts_matches(self) -> bool:
+        """Whether the keyword matches beyond the window are counted (an exact total
+        asked for): the one tracking that may cost a store request."""
+        return self.track_total is TotalTracking.EXACT
 
     def legs_in(self, role: LegRole) -> tuple[str, ...]:
         return tuple(p.leg for p in self.legs if p.role is role)

@@ -88,6 +88,10 @@ class QueryVectors:
     failed: Mapping[Need, str] = field(default_factory=dict)
     """A side that could not be made (the sparse side when the tenant's statistics
     cannot be read), with the error: the legs that need it fail, not the search."""
+    max_document_frequency: int = 0
+    """The largest document frequency among the query's terms in the tenant's statistics
+    (read with them when weighing the sparse side; 0 when they were not read: an encoder
+    whose sparse side is not term counts)."""
 
     def has(self, need: Need) -> bool:
         if need is Need.DENSE:
@@ -136,6 +140,10 @@ class Retrieval:
     """One per leg of the plan, in its order; every hit a chunk with its fields."""
     matches: Matches | None = None
     """The keyword matches, when asked for and counted in time."""
+    known_matches: int = 0
+    """How many chunks match a keyword query term at the least, as the tenant's term
+    statistics tell without counting them (the largest document frequency among the
+    query's terms); 0 when unknown, and under a filter (they count the whole tenant)."""
     embedding_cached: bool = False
     """Every query vector came from the query-embedding cache (the model did not run)."""
     expansions: tuple[TermExpansion, ...] = ()
@@ -222,6 +230,7 @@ class Retriever:
         return Retrieval(
             tuple(resolved[p.leg] for p in plan.legs),
             counted,
+            known_matches=vectors.max_document_frequency if plan.filter is None else 0,
             embedding_cached=bool(encoded) and all(encoded),
             expansions=vectors.expansions,
             texts=texts,
@@ -294,14 +303,15 @@ class Retriever:
         if sparse:
             weights = embedding.sparse
             if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
-                weigh = partial(self._statistics.weigh_query, plan.tenant_id, weights)
+                weigh = partial(self._statistics.weigh_query_terms, plan.tenant_id, weights)
                 try:
-                    weights = await anyio.to_thread.run_sync(weigh)
+                    weighed = await anyio.to_thread.run_sync(weigh)
                 except BackendError as exc:
                     clock.lap(Stage.STATISTICS)
                     error = f"{type(exc).__name__}: {exc.message}"
                     return replace(vectors, failed={**vectors.failed, Need.SPARSE: error})
-                expanded = await self._expand(plan, weights)
+                vectors = replace(vectors, max_document_frequency=weighed.max_document_frequency)
+                expanded = await self._expand(plan, weighed.weights)
                 weights, vectors = expanded.vector, replace(vectors, expansions=expanded.expansions)
                 clock.lap(Stage.STATISTICS)
             else:

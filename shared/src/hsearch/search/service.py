@@ -54,7 +54,6 @@ from hsearch.search.retrieval import LegOutcome, MatchRequest, Retriever
 from hsearch.search.sources import Source, SourceRegistry, store_sources
 from hsearch.search.timings import Stage, StageClock, StageTimings
 from hsearch.search.totals import Counted, count, match_fields, taking_part
-from hsearch.types import CountScope
 from hsearch.vectorstore.protocol import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -157,9 +156,10 @@ class SearchService:
         return result
 
     async def _version(self, plan: SearchPlan) -> DataVersion | None:
-        """The tenant's data version, for reusing counts (no result cache read it); not
-        read for a search that asks for no total (it counts only its window)."""
-        if self._counted is None or self._generations is None or not plan.track_total:
+        """The tenant's data version, for reusing counts (no result cache read it); read
+        only for a search that counts its keyword matches (an exact total: the one count
+        worth reusing)."""
+        if self._counted is None or self._generations is None or not plan.counts_matches:
             return None
         try:
             generation, age = await self._generations.read(plan.tenant_id)
@@ -176,10 +176,10 @@ class SearchService:
         key = (plan.counting_key(), version.generation) if version is not None else None
         cached = self._counted.get(key) if self._counted is not None and key else None
         matches = (
-            None
+            MatchRequest(self._count_limit, match_fields(plan.ranking.facets))
             # The keyword matches hold no phrase nor exclusion: with them, the window counts.
-            if cached is not None or not plan.track_total or plan.constrained
-            else MatchRequest(self._count_limit, match_fields(plan.ranking.facets))
+            if cached is None and plan.counts_matches and not plan.constrained
+            else None
         )
         budget = Budget.of(plan.budget_s, started=clock.started)
         retrieval = await self._retrieval.run_legs(
@@ -289,11 +289,19 @@ class SearchService:
             # Conditions dropped some of a full leg's candidates: more would follow.
             if legs.get(leg) is not None:
                 legs[leg] = max(legs[leg] or 0, plan.ranking.window)
-        counted = count(plan.ranking, fused.ranked, legs=legs, matches=fused.retrieval.matches)
-        # Never a degraded answer, nor a window counted because the matches could not be.
-        complete = not any(n is None for n in legs.values()) and (
-            counted.totals.scope is CountScope.MATCHES or plan.ranking.min_score is not None
+        counted = count(
+            plan.ranking,
+            fused.ranked,
+            legs=legs,
+            tracking=plan.track_total,
+            matches=fused.retrieval.matches,
+            # A term's document frequency counts chunks that may fail a phrase or an
+            # exclusion: with conditions, only what the legs returned is known.
+            known_matches=0 if plan.constrained else fused.retrieval.known_matches,
         )
+        # Never a degraded answer, nor a bound given because the matches could not be
+        # counted.
+        complete = not any(n is None for n in legs.values()) and not counted.fallback
         settled = version is not None and version.age_s >= self._settle_s
         if self._counted is not None and key is not None and complete and settled:
             self._counted[key] = counted

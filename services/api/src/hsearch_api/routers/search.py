@@ -15,6 +15,7 @@ from hsearch.errors import FieldError, InvalidRequestError
 from hsearch.search.facets import parse_facet_requests
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.service import SearchService
+from hsearch.types import TotalTracking
 from hsearch_api.deps import Caller, SearchCallerDep, SearchServiceDep
 from hsearch_api.limits import SearchSlotDep
 from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
@@ -86,7 +87,7 @@ async def run_search(
             min_score=body.min_score,
             group_by_document=body.group_by_document,
             highlight=body.highlight,
-            track_total=body.track_total,
+            track_total=TotalTracking.of(body.track_total),
             typo_tolerance=body.typo_tolerance,
             prefix=body.prefix,
             rerank=body.rerank,
@@ -107,6 +108,7 @@ def search_response(result: SearchResult) -> SearchResponse:
         top_k=result.top_k,
         total=result.totals.total,
         total_exact=result.totals.exact,
+        total_relation=result.totals.relation,
         total_basis=result.totals.scope,
         window=result.window,
         total_candidates=result.window,

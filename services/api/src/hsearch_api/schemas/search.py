@@ -27,7 +27,15 @@ from pydantic import (
 from hsearch.config import SearchSettings
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.planner import MAX_QUERY_CHARS
-from hsearch.types import CountScope, CountUnit, FusionMethod, LegStatus, SearchMode
+from hsearch.types import (
+    CountScope,
+    CountUnit,
+    FusionMethod,
+    LegStatus,
+    SearchMode,
+    TotalRelation,
+    TotalTracking,
+)
 
 # Numbers are strict: JSON's true is not the number 1, nor "5" the number 5 (lax
 # validation would take both). A whole number is still a valid float. So are booleans:
@@ -139,16 +147,20 @@ class SearchRequest(BaseModel):
         description="The last query word also matches as the start of longer words, "
         "the tenant's most frequent first (search as you type).",
     )
-    track_total: StrictBool = Field(
-        default=True,
-        description="Count every keyword match for `total` and the facets (exact up to the "
-        "server's count limit). false: count the window only (`total_basis` `window`), "
-        "one store request fewer: for infinite scroll, or when the total is not shown.",
+    track_total: StrictBool | TotalTracking = Field(
+        default=TotalTracking.BOUND,
+        description="How `total` and the facets are counted (as Elasticsearch's "
+        "`track_total_hits`). `bound` (the default): from what the legs returned, no "
+        "request more; `total` is exact (`total_relation` `eq`) when the legs' windows hold "
+        "every match, else a lower bound (`gte`), and the facets count the window. "
+        "`exact` or true: count every keyword match for both (up to the server's count "
+        "limit; one store request more). `window` or false: count the window only "
+        "(`total_basis` `window`).",
     )
     facets: list[str | dict[str, Any]] = Field(
         default_factory=list,
-        description="Fields to count over the query's matches (`facet_basis` in the "
-        'response says which): "source", or '
+        description="Fields to count over the window, or over every match with "
+        '`track_total` "exact" (`facet_basis` in the response says which): "source", or '
         '{"field": "metadata.year", "size": 10, "ranges": [{"from": 2000, "to": 2010}]}.',
     )
     facet_unit: CountUnit = Field(
@@ -282,8 +294,9 @@ class FacetBasisRead(BaseModel):
     unit: CountUnit
     scope: CountScope = Field(
         description="`matches`: every keyword match and the dense leg's window, under the "
-        "filter; `window`: only what the legs returned (with `min_score`, or when the "
-        "keyword matches could not be counted in time)."
+        'filter (with `track_total` "exact", or when the window holds them all); '
+        "`window`: only what the legs returned (the default when matches lie past the "
+        "window, and with `min_score`)."
     )
     exact: bool = Field(description="False: the counts are lower bounds.")
 
@@ -322,13 +335,18 @@ class SearchResponse(BaseModel):
         "by document. Counted on `total_basis`, whatever `top_k` and `offset` are."
     )
     total_exact: bool = Field(
-        description="False: `total` is a lower bound (more keyword matches than the "
-        "server counts, a leg that failed, or a window that was full under `min_score`)."
+        description="False: `total` is a lower bound (keyword matches past the legs' "
+        "windows not counted, more than the server counts, a leg that failed, or a window "
+        "that was full under `min_score`). The same as `total_relation` `eq`."
+    )
+    total_relation: TotalRelation = Field(
+        description="`eq`: `total` is the count; `gte`: there are at least `total` (as "
+        'Elasticsearch\'s `hits.total.relation`). Send `track_total: "exact"` to count.'
     )
     total_basis: CountScope = Field(
-        description="`matches`: every chunk holding a keyword query term (up to the "
-        "server's count limit) and the dense leg's `candidates` nearest chunks, under the "
-        "filter; `window`: only the fused window."
+        description="`matches`: every chunk holding a keyword query term and the dense "
+        "leg's `candidates` nearest chunks, under the filter (counted, or bounded: "
+        "`total_relation`); `window`: only the fused window."
     )
     window: int = Field(
         description="How many results pages run through (the first `candidates` of the "

@@ -51,7 +51,7 @@
       ["weights", perLeg(result.weights)],
       ["applied weights", perLeg(result.applied_weights)],
       ["degraded", (result.degraded || []).join(", ") || "no"],
-      ["total", `${result.total}${result.total_exact ? "" : " (estimate)"}`],
+      ["total", `${result.total_relation === "gte" ? "at least " : ""}${result.total}`],
       ["took", `${fmt(result.took_ms, 1)} ms`],
     ];
     summary.replaceChildren(...items.flatMap(([k, v]) => [hsearch.el("dt", k), hsearch.el("dd", v, { "data-field": k })]));
