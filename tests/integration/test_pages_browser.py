@@ -61,6 +61,15 @@ DOCS = [
         ]
     )
 ]
+MOUNTAINS = {
+    # Many chunks of the encoder's 128-token window: one row when grouped, several not.
+    "external_id": "geo-mountains",
+    "title": "Mountains",
+    "text": " ".join(
+        f"Mountain range {i} rises where plates collide and peaks grow." for i in range(40)
+    ),
+    "source": "atlas",
+}
 QUERY = "volcano erupts ash"
 
 
@@ -154,9 +163,9 @@ def wait_until(check: Callable[[], Any], *, what: str, timeout: float = 45.0) ->
         time.sleep(0.2)
 
 
-def generate_traffic(run: Running) -> None:
+def ingest(run: Running, documents: list[dict[str, Any]]) -> None:
     resp = httpx.post(
-        f"{run.base}/v1/documents", json={"documents": DOCS}, headers=run.auth, timeout=30
+        f"{run.base}/v1/documents", json={"documents": documents}, headers=run.auth, timeout=30
     )
     assert resp.status_code == 202, resp.text
     status_url = run.base + resp.json()["status_url"]
@@ -167,6 +176,10 @@ def generate_traffic(run: Running) -> None:
 
     job = wait_until(finished, what="the ingest job", timeout=90)
     assert job["status"] == "succeeded", job
+
+
+def generate_traffic(run: Running) -> None:
+    ingest(run, DOCS)
     for query in (QUERY, "glacier ice", "coral reef", "river sediment", QUERY):
         answer = httpx.post(
             f"{run.base}/v1/search", json={"query": query}, headers=run.auth, timeout=30
@@ -246,15 +259,16 @@ def test_ops_charts_and_playground_explanations_in_chromium(
             page.wait_for_selector("#hits tbody tr.hit")
             assert page.inner_text("#search-error") == ""
             first = page.locator("#hits tbody tr.hit").first.locator("td").all_inner_texts()
-            # #, document, chunk, fused score, dense rank/score, sparse rank/score, rerank
+            # #, document, chunk, matching chunks, fused score, dense rank/score, sparse
+            # rank/score, rerank
             assert first[1] == "Volcanoes"
             # The snippet's matches are marked, its text never parsed as HTML.
             hit = page.locator("#hits tbody tr.hit").first
             assert hit.locator("mark").count() >= 1
             assert "<em>" not in first[2]
-            assert float(first[3]) > 0
-            assert first[4] == "1" or first[6] == "1"
-            assert float(first[5]) != 0 or float(first[7]) != 0
+            assert float(first[4]) > 0
+            assert first[5] == "1" or first[7] == "1"
+            assert float(first[6]) != 0 or float(first[8]) != 0
             for field in ("weights", "applied weights"):
                 weights = page.inner_text(f'dd[data-field="{field}"]')
                 assert "dense" in weights
@@ -263,6 +277,34 @@ def test_ops_charts_and_playground_explanations_in_chromium(
             retrieval = page.inner_text('#timings tr[data-stage="retrieval_ms"] td:nth-child(2)')
             assert float(retrieval) > 0
             assert page.locator("#legs tbody tr").count() == 2
+            # One hit per document by default (the box is checked, the request says so);
+            # unchecked, a document of many chunks takes several rows.
+            assert page.is_checked("#group_by_document")
+            ingest(running, [MOUNTAINS])
+            page.fill("#query", "mountain range peaks")
+            page.fill("#top_k", "10")
+
+            def documents_column(grouped: bool) -> list[str]:
+                shown = int(page.get_attribute("body", "data-searches") or 0)
+                with page.expect_request("**/ops/api/search") as sent:
+                    page.click("#run")
+                posted = sent.value.post_data_json
+                assert posted is not None
+                assert posted["group_by_document"] is grouped
+                page.wait_for_selector(f'body[data-searches="{shown + 1}"]')
+                rows = page.locator("#hits tbody tr.hit")
+                return [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
+
+            grouped = documents_column(True)
+            assert grouped.count("Mountains") == 1
+            assert len(grouped) == len(set(grouped)) == len(DOCS) + 1
+            mountains = page.locator("#hits tbody tr.hit", has_text="Mountains")
+            assert int(mountains.locator("td").nth(3).inner_text()) > 1  # matching chunks
+            page.uncheck("#group_by_document")
+            chunks = documents_column(False)
+            assert chunks.count("Mountains") > 1
+            page.check("#group_by_document")
+            assert documents_column(True) == grouped  # what the screenshot shows
             # Asking: this stack has no model, so the passages come back with the reason.
             page.click("#ask")
             page.wait_for_selector("#answer:not([hidden])")

@@ -128,6 +128,46 @@ async def test_group_by_document(client: httpx.AsyncClient, corpus: list[Any]) -
     assert len(ungrouped["hits"]) == len(DOCS) - 1 + long_hit["matching_chunks"]
 
 
+async def test_sort_orders_the_window_by_a_metadata_field(
+    client: httpx.AsyncClient, corpus: list[Any]
+) -> None:
+    # Every document in the window (candidates past the corpus), one hit each, newest
+    # first: the years come back from Milvus's JSON field as they were sent.
+    sort = [{"field": "metadata.year", "order": "desc"}]
+    body = await search(
+        client, mode="semantic", top_k=50, candidates=200, group_by_document=True, sort=sort
+    )
+    newest = sorted(DOCS, key=lambda d: d["metadata"]["year"], reverse=True)
+    assert [h["external_id"] for h in body["hits"]] == [d["external_id"] for d in newest]
+    assert body["sort"] == {
+        "by": [{"field": "metadata.year", "order": "desc"}, {"field": "_score", "order": "desc"}],
+        "basis": "window",
+        "window": len(DOCS),
+    }
+    # Pages by offset cut the same sorted list.
+    paged: list[str] = []
+    for offset in range(0, len(DOCS), 4):
+        page = await search(
+            client,
+            mode="semantic",
+            top_k=4,
+            offset=offset,
+            candidates=200,
+            group_by_document=True,
+            sort=["metadata.year:desc"],
+        )
+        paged += [h["external_id"] for h in page["hits"]]
+    assert paged == [d["external_id"] for d in newest]
+    # Nested paths, strings, ascending.
+    by_author = await search(
+        client, mode="semantic", top_k=50, candidates=200, sort=["metadata.author.name", "title"]
+    )
+    authors = [h["metadata"].get("author", {}).get("name") for h in by_author["hits"]]
+    named = [a for a in authors if a is not None]
+    assert named == sorted(named)
+    assert authors[len(named) :] == [None] * (len(authors) - len(named))  # "long" has none
+
+
 async def test_min_score_threshold(client: httpx.AsyncClient, corpus: list[Any]) -> None:
     body = await search(client, top_k=10)
     cut = body["hits"][2]["score"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ import pytest
 from hsearch.tenancy.sessions import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
 from hsearch.types import FusionMethod, Scope, SearchMode
 from hsearch_api.routers.pages import page as read_page
+from hsearch_api.routers.pages import static_directory
 from tests.unit.api.conftest import Api, api_settings, serve
 
 TENANT = "default"
@@ -287,3 +289,13 @@ def test_the_playground_offers_every_mode_and_fusion_method() -> None:
 
     assert options("mode") == [m.value for m in SearchMode]
     assert options("fusion") == [f.value for f in FusionMethod]
+
+
+def test_the_playground_groups_by_document_by_default() -> None:
+    html = read_page("playground")
+    box = re.search(r'<input id="group_by_document"[^>]*>', html)
+    assert box is not None
+    assert 'type="checkbox"' in box.group(0)
+    assert " checked" in box.group(0)
+    script = (Path(static_directory()) / "playground.js").read_text("utf-8")
+    assert 'group_by_document: $("group_by_document").checked' in script

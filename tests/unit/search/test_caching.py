@@ -43,6 +43,7 @@ from hsearch.search.caching import (
 from hsearch.search.facets import FacetRequest
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.service import SearchService
+from hsearch.search.sorting import SortClause, SortOrder
 from hsearch.types import Leg, SearchMode, TotalTracking
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
@@ -158,6 +159,7 @@ async def test_a_repeated_search_is_answered_from_the_cache(
         {"facets": (FacetRequest("tags"),)},
         {"highlight": False},
         {"group_by_document": True},
+        {"sort": (SortClause("source", SortOrder.DESC),)},
         {"min_score": 0.001},
         {"candidates": 50},
         {"tenant_id": "other"},

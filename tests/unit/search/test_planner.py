@@ -15,6 +15,7 @@ from hsearch.errors import InvalidFusionError, InvalidRequestError
 from hsearch.search.facets import FacetRange, FacetRequest
 from hsearch.search.models import SearchQuery
 from hsearch.search.planner import LegPlan, LegRole, QueryPlanner, SearchPlan
+from hsearch.search.sorting import SCORE, SortClause, SortOrder
 from hsearch.search.sources import Level, Need, SourceQuery, store_sources
 from hsearch.types import CountUnit, FusionDefault, FusionMethod, Leg, SearchMode, TotalTracking
 from hsearch.vectorstore.filters import And, parse_filter
@@ -69,6 +70,7 @@ FULL: dict[str, Any] = {
     "typo_tolerance": False,
     "prefix": True,
     "required_filter": parse_filter({"tags": {"contains": "team-a"}}),
+    "sort": (SortClause("metadata.year", SortOrder.DESC), SortClause(SCORE, SortOrder.DESC)),
 }
 
 
@@ -104,6 +106,7 @@ CHANGES: list[tuple[str, object]] = [
     ("typo_tolerance", True),
     ("prefix", False),
     ("required_filter", parse_filter({"tags": {"contains": "team-b"}})),
+    ("sort", (SortClause("metadata.year", SortOrder.ASC), SortClause(SCORE, SortOrder.DESC))),
 ]
 VALIDATION_ONLY = {"max_top_k"}  # refuses a request, never changes a result
 
@@ -221,6 +224,17 @@ def test_the_counting_key_keeps_what_changes_the_count() -> None:
     modes = {plan(track_total=tracking).counting_key() for tracking in TotalTracking}
     assert len(modes) == len(TotalTracking)
     assert plan().track_total is TotalTracking.BOUND
+    # The order of the window changes no count: every order of a query shares them.
+    newest = (SortClause("metadata.year", SortOrder.DESC),)
+    assert plan(sort=newest).counting_key() == plan().counting_key()
+
+
+def test_the_plan_holds_the_sort_normalised() -> None:
+    year = SortClause("metadata.year", SortOrder.DESC)
+    assert plan(sort=(year,)).ranking.sort == (year, SortClause(SCORE, SortOrder.DESC))
+    assert plan(sort=(SortClause(SCORE, SortOrder.DESC),)) == plan()
+    with pytest.raises(InvalidRequestError, match=r"^sort\[0\]\.field: field 'text'"):
+        plan(sort=(SortClause("text", SortOrder.ASC),))
 
 
 def test_the_plan_carries_the_time_budget() -> None:

@@ -30,6 +30,7 @@ from hsearch.search.fusion import LegHit, fuse_explained
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.ranking import query_weights
 from hsearch.search.service import SearchService
+from hsearch.search.sorting import SCORE, SortClause, SortOrder
 from hsearch.search.timings import StageTimings
 from hsearch.search.totals import FacetBasis
 from hsearch.types import (
@@ -328,6 +329,36 @@ async def test_rerank_reorders_and_reports(sessions: sessionmaker[Session]) -> N
     assert result.hits[0].score == scores[0]
 
 
+async def test_a_sort_orders_the_reranked_window_and_score_is_the_reranked_order(
+    sessions: sessionmaker[Session],
+) -> None:
+    service, _ = build(sessions, reranker=FakeReranker(), rerank_depth=10)
+    asked = SearchQuery(tenant_id=TENANT, query="mountains rise", rerank=True, top_k=4)
+    reranked = await service.search(asked)
+    order = [h.external_id for h in reranked.hits]
+    assert order[0] == "mountains"
+
+    worst_first = await service.search(
+        dataclasses.replace(asked, sort=(SortClause(SCORE, SortOrder.ASC),))
+    )
+    assert [h.external_id for h in worst_first.hits] == order[::-1]
+    assert worst_first.sort == (SortClause(SCORE, SortOrder.ASC),)
+    # Hits keep their (rerank) scores; only the order changes.
+    assert {h.chunk_id: h.score for h in worst_first.hits} == {
+        h.chunk_id: h.score for h in reranked.hits
+    }
+
+    by_id = await service.search(
+        dataclasses.replace(asked, sort=(SortClause("external_id", SortOrder.ASC),))
+    )
+    assert [h.external_id for h in by_id.hits] == sorted(order)
+    assert by_id.sort == (
+        SortClause("external_id", SortOrder.ASC),
+        SortClause(SCORE, SortOrder.DESC),
+    )
+    assert reranked.sort == ()
+
+
 async def test_the_stage_timings_sum_to_took_ms(sessions: sessionmaker[Session]) -> None:
     service, _ = build(sessions, reranker=FakeReranker())
     for options in ({}, {"mode": SearchMode.KEYWORD}, {"rerank": True, "facets": ()}):
@@ -510,6 +541,18 @@ async def test_the_other_pages_of_a_query_reuse_its_count(sessions: sessionmaker
     await fresh.search(exact(mode=SearchMode.KEYWORD))
     await fresh.search(exact(mode=SearchMode.KEYWORD))
     assert fresh_store.match_calls == 2, "ttl 0: counted for every request"
+
+
+async def test_another_order_of_a_query_reuses_its_count(
+    sessions: sessionmaker[Session],
+) -> None:
+    service, store = counting_service(sessions)
+    first = await service.search(exact(mode=SearchMode.KEYWORD))
+    assert store.match_calls == 1
+    newest = (SortClause("external_id", SortOrder.DESC),)
+    again = await service.search(exact(mode=SearchMode.KEYWORD, sort=newest))
+    assert store.match_calls == 1, "an order changes no count"
+    assert again.totals == first.totals
 
 
 async def test_a_count_made_before_the_data_settled_is_not_reused(

@@ -223,6 +223,28 @@ class ApiClient:
             msg = f"{self.base_url}: {type(exc).__name__}: {exc or 'no answer'}"
             raise ApiUnavailableError(msg) from exc
 
+    # Search.
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 10,
+        group_by_document: bool = True,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """``POST /v1/search``: one page of hits, as the API answers it.
+
+        One hit per document by default (``group_by_document``: each document by its
+        best chunk, with ``matching_chunks``), which is what a results page shows; pass
+        ``group_by_document=False`` for every matching chunk (passages for RAG, or
+        highlighting in a long document). The API's own default is chunks
+        (docs/search.md, Documents or chunks). Any other request field (``mode``,
+        ``filter``, ``offset`` or ``cursor``, ``sort``, ``facets``, ...) is sent as
+        given, by its API name."""
+        body = {"query": query, "top_k": top_k, "group_by_document": group_by_document}
+        return self._call("POST", "/v1/search", json_body={**body, **fields})
+
     # Ingestion.
 
     def upload(self, body: bytes) -> Accepted:
@@ -244,8 +266,11 @@ class ApiClient:
 
     # Documents.
 
-    def document(self, external_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/documents/{_path(external_id)}")
+    def document(self, external_id: str, *, include_text: bool = False) -> dict[str, Any]:
+        """One document's fields; with ``include_text``, also its full ``text`` as it
+        was submitted."""
+        params: dict[str, str | int] = {"include": "text"} if include_text else {}
+        return self._call("GET", f"/v1/documents/{_path(external_id)}", params=params)
 
     def delete_document(self, external_id: str) -> dict[str, Any]:
         return self._call("DELETE", f"/v1/documents/{_path(external_id)}")
@@ -285,10 +310,14 @@ class ApiClient:
         path: str,
         *,
         content: bytes | None = None,
+        json_body: dict[str, Any] | None = None,
         params: dict[str, str | int] | None = None,
         ndjson: bool = False,
     ) -> dict[str, Any]:
         headers = {"Content-Type": NDJSON} if ndjson else {}
+        if json_body is not None:
+            content = json.dumps(json_body).encode()
+            headers = {"Content-Type": "application/json"}
         where = f"{method} {self.base_url}{path}"
         tries = 0
         first_failure: float | None = None

@@ -15,9 +15,10 @@ is indexed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import select
@@ -42,10 +43,12 @@ from hsearch.vectorstore.protocol import VectorStore
 __all__ = [
     "DELETED_AFTER_SUBMISSION",
     "DocumentDeletion",
+    "DocumentInclude",
     "DocumentPage",
     "DocumentService",
     "DocumentView",
     "document_fields",
+    "parse_include",
 ]
 
 DELETED_AFTER_SUBMISSION = "superseded: the document was deleted after this submission"
@@ -55,6 +58,28 @@ SCAN_LIMIT = 2000
 """The most documents one restricted list request reads past the cursor: a narrow
 token filter over a large tenant then answers a short page (with a cursor) instead of
 scanning the whole tenant in one request."""
+
+
+class DocumentInclude(StrEnum):
+    """What a document read may add to its fields (``?include=``)."""
+
+    TEXT = "text"
+    """The full text as it was submitted (the indexed version's)."""
+
+
+def parse_include(values: Sequence[str]) -> frozenset[DocumentInclude]:
+    """``?include=`` values (repeated, or comma-separated: ``text``); raises
+    InvalidRequestError (422) naming ``include`` and listing what is allowed."""
+    allowed = ", ".join(i.value for i in DocumentInclude)
+    wanted: set[DocumentInclude] = set()
+    for value in (v.strip() for given in values for v in given.split(",")):
+        if not value:  # "text," or an empty parameter: nothing more asked for
+            continue
+        if value not in {i.value for i in DocumentInclude}:
+            shown = value if len(value) <= 64 else value[:63] + "…"
+            raise InvalidRequestError(f"include: unknown value {shown!r}; allowed: {allowed}")
+        wanted.add(DocumentInclude(value))
+    return frozenset(wanted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +97,9 @@ class DocumentView:
     pending_jobs: tuple[uuid.UUID, ...]
     created_at: datetime | None
     updated_at: datetime | None
+    text: str | None = None
+    """The indexed version's full text, when asked for (``None``: not asked, or only
+    pending)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +130,22 @@ class DocumentService:
         self._statistics = statistics
 
     def get(
-        self, *, tenant_id: str, external_id: str, restriction: FilterNode | None = None
+        self,
+        *,
+        tenant_id: str,
+        external_id: str,
+        restriction: FilterNode | None = None,
+        include: Collection[DocumentInclude] = (),
     ) -> DocumentView:
         """The document, indexed or pending; raises DocumentNotFoundError (404).
 
         With ``restriction`` (a scoped search token's filter) only an indexed document
         whose fields pass it is found, without its pending jobs (what a job holds has
-        not passed the filter); any other answers 404, as a missing one does."""
+        not passed the filter); any other answers 404, as a missing one does. With
+        :attr:`DocumentInclude.TEXT` in ``include``, the view holds the indexed
+        version's text: the row keeps it whole, as submitted (its chunks' offsets
+        point into it, and a reindex re-chunks it)."""
+        text = DocumentInclude.TEXT in include
         with self._sessions() as session:
             doc = DocumentRepository(session).get(document_id(tenant_id, external_id))
             if doc is not None and doc.tenant_id != tenant_id:  # ids are per tenant
@@ -116,11 +153,11 @@ class DocumentService:
             if restriction is not None:
                 if doc is None or not matches(restriction, document_fields(doc)):
                     raise DocumentNotFoundError(f"document {external_id!r} not found")
-                return _view(doc, external_id=external_id, pending=())
+                return _view(doc, external_id=external_id, pending=(), text=text)
             pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
             if doc is None and not pending:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
-            return _view(doc, external_id=external_id, pending=pending)
+            return _view(doc, external_id=external_id, pending=pending, text=text)
 
     def list(
         self,
@@ -384,7 +421,11 @@ def _pending_jobs(
 
 
 def _view(
-    doc: Document | None, *, external_id: str, pending: tuple[uuid.UUID, ...]
+    doc: Document | None,
+    *,
+    external_id: str,
+    pending: tuple[uuid.UUID, ...],
+    text: bool = False,
 ) -> DocumentView:
     if doc is None:
         return DocumentView(
@@ -412,4 +453,5 @@ def _view(
         pending_jobs=pending,
         created_at=doc.created_at,
         updated_at=doc.updated_at,
+        text=doc.content if text else None,
     )

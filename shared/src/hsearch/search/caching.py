@@ -5,7 +5,7 @@ Key
 ``hsearch:v1:<namespace>:result:<tenant>:<generation>.<tenant created µs>:<digest>``.
 The digest covers the plan (:class:`~hsearch.search.planner.SearchPlan`: query, mode,
 legs and their roles, filter (any mandatory filter a credential adds is part of it),
-facets, page, fusion method and weights, rerank, snippets; everything that shapes the
+facets, page, sort, fusion method and weights, rerank, snippets; everything that shapes the
 response except the time budget) and the server's identity: the encoder fingerprint and
 the search and rerank settings. The tenant's ``data_generation`` (tenants table) is part of the key,
 with the tenant's creation time (a tenant created again, or a database rebuilt, starts

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hsearch.search.facets import FacetRequest, FacetResult
+from hsearch.search.sorting import SortClause
 from hsearch.search.timings import StageTimings
 from hsearch.search.totals import FacetBasis, Totals
 from hsearch.types import CountUnit, FusionMethod, LegStatus, SearchMode, TotalTracking
@@ -50,6 +51,8 @@ class SearchQuery:
     cursor: str | None = None
     """A previous page's ``next_cursor``: the page after it, cut from the same fused list
     (``offset`` is then the cursor's)."""
+    sort: tuple[SortClause, ...] = ()
+    """How the window is ordered (:mod:`~hsearch.search.sorting`); empty: by relevance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,3 +168,6 @@ class SearchResult:
     next_cursor: str | None = None
     """Where the next page starts, in the fused list this page was cut from (``None`` on
     the window's last page)."""
+    sort: tuple[SortClause, ...] = ()
+    """The order of the window the page was cut from, normalised (ending with
+    ``_score``); empty: by relevance."""

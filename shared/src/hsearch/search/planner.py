@@ -46,6 +46,7 @@ from hsearch.search.facets import validate_facet_requests
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.models import SearchQuery
 from hsearch.search.ranking import RankingSpec, dense_cannot_read
+from hsearch.search.sorting import validate_sort
 from hsearch.search.sources import Need, SourceRegistry
 from hsearch.types import Leg, SearchMode, TotalTracking
 from hsearch.vectorstore.filters import And, FilterNode, parse_filter
@@ -154,8 +155,9 @@ class SearchPlan:
 
     def counting_key(self) -> SearchPlan:
         """The plan with what cannot change its total and facets left out (the page,
-        reranking, snippets): the key under which they are reused by its other pages."""
-        ranking = replace(self.ranking, offset=0, top_k=1)
+        the sort, reranking, snippets): the key under which they are reused by its other
+        pages and orders."""
+        ranking = replace(self.ranking, offset=0, top_k=1, sort=())
         return replace(self, ranking=ranking, budget_s=0.0, rerank=False, highlight=False)
 
 
@@ -207,6 +209,7 @@ class QueryPlanner:
                 query.required_filter if filter is None else And((query.required_filter, filter))
             )
         validate_facet_requests(query.facets)
+        sort = validate_sort(query.sort)
         if query.rerank and not self._can_rerank:
             msg = "rerank: no reranker is configured on this server (HSEARCH_RERANK__MODEL_PATH)"
             raise InvalidRequestError(msg)
@@ -261,6 +264,7 @@ class QueryPlanner:
                 window=candidates,
                 offset=query.offset,
                 top_k=query.top_k,
+                sort=sort,
             ),
             rerank=query.rerank,
             highlight=query.highlight,

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from hsearch.search.facets import FacetRequest
 from hsearch.search.fusion import FusedHit, LegHit, fuse_explained, script_coverage
+from hsearch.search.sorting import SortClause
 from hsearch.types import CountUnit, FusionMethod, Leg
 from hsearch.vectorstore.protocol import StoredHit
 
@@ -127,6 +128,9 @@ class RankingSpec:
     (:mod:`~hsearch.search.totals`)."""
     offset: int
     top_k: int
+    sort: tuple[SortClause, ...] = ()
+    """How the window is ordered (normalised: :func:`~hsearch.search.sorting.validate_sort`);
+    empty: by relevance."""
 
     def configured(self) -> dict[str, float]:
         """``weights`` by leg name, as :func:`leg_weights` takes them."""

@@ -4,10 +4,11 @@
 * :mod:`~hsearch.search.passages` (the retrieval call) runs the registered sources
   (:mod:`~hsearch.search.sources`) in parallel under one :class:`~hsearch.budget.Budget`
   and fuses what they answered (:mod:`~hsearch.search.ranking`, pure);
-* this service counts the total and facets, reranks when asked, cuts the page and
-  hydrates it: hits with their explanations and snippets. The legs return their
-  candidates without the text (the one large field), which is read for the page's
-  hits only, in one store request by primary key.
+* this service counts the total and facets, reranks when asked, sorts the window when
+  asked (:mod:`~hsearch.search.sorting`), cuts the page and hydrates it: hits with
+  their explanations and snippets. The legs return their candidates without the text
+  (the one large field), which is read for the page's hits only, in one store request
+  by primary key.
 
 Every stage is timed on one clock (:mod:`~hsearch.search.timings`); the response
 carries the stages' times, which sum to ``took_ms``. A leg that errors or misses its
@@ -51,6 +52,7 @@ from hsearch.search.passages import DEGRADED, Fused, RetrievalService, explain, 
 from hsearch.search.planner import QueryPlanner, SearchPlan
 from hsearch.search.ranking import Ranked, Unit, page, rerank
 from hsearch.search.retrieval import LegOutcome, MatchRequest, Retriever
+from hsearch.search.sorting import sort_window
 from hsearch.search.sources import Source, SourceRegistry, store_sources
 from hsearch.search.timings import Stage, StageClock, StageTimings
 from hsearch.search.totals import Counted, count, match_fields, taking_part
@@ -203,6 +205,12 @@ class SearchService:
         clock.lap(Stage.RERANK)
         spec = plan.ranking
         window = min(len(units), spec.window)
+        if spec.sort:
+            # The window in the requested order: pages, cursors' snapshots and offsets
+            # are all cut from this list.
+            units = sort_window(
+                units[:window], spec.sort, fields=lambda unit: ranked.fields[unit[0].id]
+            )
         end = min(spec.offset + spec.top_k, window)
         more = end < window
         snapshot = more and self._snapshots is not None
@@ -244,6 +252,7 @@ class SearchService:
             applied_weights=ranked.applied_weights,
             embedding_cached=fused.retrieval.embedding_cached,
             expansions=expansions,
+            sort=spec.sort,
         )
         kept: str | None = None
         if snapshot and self._snapshots is not None:

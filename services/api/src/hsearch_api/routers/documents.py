@@ -5,7 +5,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from hsearch.ingestion.documents import DocumentView
+from hsearch.ingestion.documents import DocumentView, parse_include
 from hsearch.ingestion.jobs import MAX_PAGE
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.types import JobStatus
@@ -111,11 +111,24 @@ def list_documents(
 
 @router.get("/documents/{external_id:path}", responses=error_responses(404))
 def read_document(
-    external_id: str, caller: ReadCallerDep, documents: DocumentServiceDep
+    external_id: str,
+    caller: ReadCallerDep,
+    documents: DocumentServiceDep,
+    include: Annotated[
+        list[str],
+        Query(
+            default_factory=list,
+            description="What to add to the fields: `text` (the full text as submitted). "
+            "Repeat the parameter or separate values with commas; another value is a 422.",
+        ),
+    ],
 ) -> DocumentRead:
     """One document: indexed (with its chunk count) or pending in a job."""
     view = documents.get(
-        tenant_id=caller.tenant_id, external_id=external_id, restriction=caller.restriction
+        tenant_id=caller.tenant_id,
+        external_id=external_id,
+        restriction=caller.restriction,
+        include=parse_include(include),
     )
     return document_read(view)
 
@@ -239,4 +252,5 @@ def document_read(view: DocumentView) -> DocumentRead:
         pending_jobs=list(view.pending_jobs),
         created_at=view.created_at,
         updated_at=view.updated_at,
+        text=view.text,
     )

@@ -15,6 +15,7 @@ from hsearch.errors import FieldError, InvalidRequestError
 from hsearch.search.facets import parse_facet_requests
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.service import SearchService
+from hsearch.search.sorting import parse_sort
 from hsearch.types import TotalTracking
 from hsearch_api.deps import Caller, SearchCallerDep, SearchServiceDep
 from hsearch_api.limits import SearchSlotDep
@@ -29,6 +30,8 @@ from hsearch_api.schemas.search import (
     LegScoreRead,
     SearchRequest,
     SearchResponse,
+    SortClauseRead,
+    SortRead,
     TermMatchRead,
     TimingsRead,
     search_request_model,
@@ -94,6 +97,7 @@ async def run_search(
             facets=parse_facet_requests(body.facets),
             facet_unit=body.facet_unit,
             cursor=body.cursor,
+            sort=parse_sort(body.sort),
         )
     )
     return search_response(result)
@@ -146,6 +150,13 @@ def search_response(result: SearchResult) -> SearchResponse:
         if result.facet_basis is None
         else FacetBasisRead(**asdict(result.facet_basis)),
         expansions=[TermMatchRead(**asdict(e)) for e in result.expansions],
+        sort=None
+        if not result.sort
+        else SortRead(
+            by=[SortClauseRead(field=c.field, order=c.order) for c in result.sort],
+            basis="window",
+            window=result.window,
+        ),
         hits=[
             HitRead(
                 chunk_id=h.chunk_id,

@@ -192,6 +192,12 @@ class DocumentRead(BaseModel):
     )
     created_at: datetime | None
     updated_at: datetime | None
+    text: str | None = Field(
+        default=None,
+        description="The full text as submitted (of the indexed version): only with "
+        "`?include=text` on `GET /v1/documents/{external_id}`, else null; null for a "
+        "document only pending. A hit's `char_start`/`char_end` index into it.",
+    )
 
 
 class DocumentPageRead(BaseModel):

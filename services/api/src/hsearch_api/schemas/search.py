@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -27,6 +27,7 @@ from pydantic import (
 from hsearch.config import SearchSettings
 from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.planner import MAX_QUERY_CHARS
+from hsearch.search.sorting import MAX_SORT_CLAUSES, SortOrder
 from hsearch.types import (
     CountScope,
     CountUnit,
@@ -47,6 +48,26 @@ LegWeight = Annotated[
         le=1.0,
     ),
 ]
+
+
+SORT_CLAUSE_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "string",
+            "description": 'A field, or a field and an order: "metadata.year:desc".',
+        },
+        {
+            "type": "object",
+            "properties": {
+                "field": {"type": "string"},
+                "order": {"enum": [o.value for o in SortOrder]},
+            },
+            "required": ["field"],
+            "additionalProperties": False,
+        },
+    ]
+}
+"""One clause of a search request's ``sort``, as the OpenAPI document shows it."""
 
 
 class SearchRequest(BaseModel):
@@ -167,6 +188,21 @@ class SearchRequest(BaseModel):
         default=CountUnit.DOCUMENT,
         description="What facets count: documents (each once per value, however many of "
         "its chunks match) or chunks.",
+    )
+    # Items are typed in the schema only: hsearch.search.sorting parses them, so that an
+    # invalid clause is refused naming it (``sort[1].order``), not a union's branches.
+    sort: list[Any] = Field(
+        default_factory=list,
+        max_length=MAX_SORT_CLAUSES,
+        description="Order the window (the first `candidates` fused results, which pages, "
+        "cursors and offsets then cut) by fields instead of relevance: a list of clauses, "
+        'each {"field": ..., "order": "asc" | "desc"}, a field ("metadata.year"), or a field '
+        'and an order ("metadata.year:desc"). Fields: `_score` (relevance, default desc), '
+        "`external_id`, `title`, `source`, `lang`, `created_at` and `metadata.<key>` "
+        "paths (default asc). A hit without the field sorts last in either order; ties "
+        "keep the relevance order (docs/search.md, Sorting). Empty: by relevance.",
+        examples=[[{"field": "metadata.year", "order": "desc"}, "_score"]],
+        json_schema_extra={"items": SORT_CLAUSE_SCHEMA},
     )
 
 
@@ -301,6 +337,26 @@ class FacetBasisRead(BaseModel):
     exact: bool = Field(description="False: the counts are lower bounds.")
 
 
+class SortClauseRead(BaseModel):
+    field: str
+    order: SortOrder
+
+
+class SortRead(BaseModel):
+    """How the hits are ordered when the request sorts."""
+
+    by: list[SortClauseRead] = Field(
+        description="The clauses in the order they apply, as normalised: the last is "
+        "`_score` (ties keep the relevance order; clauses sent after a `_score` clause "
+        "are dropped, as they could never apply)."
+    )
+    basis: Literal["window"] = Field(
+        description="What was sorted: `window`, the first `candidates` fused results (the "
+        "response's `window` of them), never hits beyond it."
+    )
+    window: int = Field(description="How many results were sorted (the response's `window`).")
+
+
 class TimingsRead(BaseModel):
     """Milliseconds per stage of the query path. The stages run one after another and
     sum to `took_ms`."""
@@ -391,6 +447,10 @@ class SearchResponse(BaseModel):
     facets: list[FacetRead]
     facet_basis: FacetBasisRead | None = Field(
         description="What the facets counted; null when no facet was asked for."
+    )
+    sort: SortRead | None = Field(
+        description="The order of the hits when the request sorts by fields: the clauses "
+        "and the basis (the window); null when the hits are in relevance order."
     )
 
 

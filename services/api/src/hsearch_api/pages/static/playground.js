@@ -64,7 +64,7 @@
     // One rank and one score column per leg of the search, as the response names them.
     const legs = result.legs.map((l) => l.leg);
     $("hit-columns").replaceChildren(
-      ...["#", "document", "chunk", "fused score"]
+      ...["#", "document", "chunk", "matching chunks", "fused score"]
         .concat(legs.flatMap((leg) => [`${leg} rank`, `${leg} score`]), ["rerank"])
         .map((name) => hsearch.el("th", name)),
     );
@@ -76,6 +76,7 @@
             result.offset + i + 1,
             `${h.title || h.external_id}`,
             h.snippet ? snippet(h.snippet) : h.text.slice(0, 160),
+            h.matching_chunks,
             fmt(e.fused_score),
             ...legs.flatMap((leg) => [e.legs[leg]?.rank ?? "–", fmt(e.legs[leg]?.score)]),
             fmt(e.rerank_score),
@@ -88,13 +89,20 @@
     $("summary").hidden = false;
     $("results").hidden = false;
     document.body.dataset.hits = String(result.hits.length);
+    document.body.dataset.searches = String(Number(document.body.dataset.searches || 0) + 1);
   }
 
   $("search-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const error = $("search-error");
     hsearch.text(error, "");
-    const body = { query: $("query").value, mode: $("mode").value, top_k: Number($("top_k").value) || 10 };
+    const body = {
+      query: $("query").value,
+      mode: $("mode").value,
+      top_k: Number($("top_k").value) || 10,
+      // Documents, as a results page shows them; unchecked: every matching chunk.
+      group_by_document: $("group_by_document").checked,
+    };
     if ($("fusion").value) body.fusion = $("fusion").value;
     const filter = $("filter").value.trim();
     if (filter) {
