@@ -139,13 +139,14 @@ def reconcile(
     import json  # noqa: PLC0415 - keep `--help` fast
 
     from hsearch.errors import HsearchError  # noqa: PLC0415
+    from hsearch.ingestion.datadir import adopt_data_directory  # noqa: PLC0415
     from hsearch.runtime import build_services  # noqa: PLC0415
     from hsearch.stack import milvus_for_command  # noqa: PLC0415
 
     settings = get_settings()
     drifted = False
     try:
-        with milvus_for_command(settings) as uri:
+        with milvus_for_command(settings, check_owner=False) as uri:
             milvus = settings.milvus.model_copy(update={"uri": uri})
             services = build_services(
                 settings.model_copy(update={"milvus": milvus}), load_encoder=False
@@ -174,6 +175,15 @@ def reconcile(
                     )
             finally:
                 services.close()
+        if repair and not tenant:
+            # Every tenant's drift repaired: the vector data is this database's now.
+            owner = adopt_data_directory(settings)
+            if owner is not None:
+                typer.echo(
+                    f"data directory {settings.data_dir.resolve()} recorded as metadata "
+                    f"database {owner.database}'s (id {owner.database_id})",
+                    err=True,
+                )
     except HsearchError as exc:
         typer.echo(f"reconcile failed ({exc.code}): {exc.message}", err=True)
         raise typer.Exit(2) from exc

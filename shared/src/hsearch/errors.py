@@ -36,7 +36,8 @@ carries the HTTP status the API answers with and a stable machine-readable
     ├── RateLimitedError              429 rate_limited          (``retry_after``: seconds)
     ├── ConfigurationError            500 configuration_error
     │   ├── EncoderMismatchError      409 encoder_mismatch
-    │   └── CollectionSchemaError     409 collection_schema_mismatch
+    │   ├── CollectionSchemaError     409 collection_schema_mismatch
+    │   └── DataDirectoryMismatchError  409 data_directory_mismatch  (another database's data)
     ├── EncoderError                  500 encoder_error
     ├── ReindexError                  409 reindex_refused       (the live collection is untouched)
     └── BackendError                  503 backend_unavailable   (transient: retried by workers)
@@ -313,6 +314,14 @@ class EncoderMismatchError(ConfigurationError):
 
     status_code = 409
     code = "encoder_mismatch"
+
+
+class DataDirectoryMismatchError(ConfigurationError):
+    """The data directory's vector data belongs to another metadata database than the
+    one configured (:mod:`hsearch.ingestion.datadir`)."""
+
+    status_code = 409
+    code = "data_directory_mismatch"
 
 
 class CollectionSchemaError(ConfigurationError):

@@ -40,6 +40,7 @@ from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import AuthenticationError, ConfigurationError
+from hsearch.ingestion.datadir import check_data_directory
 from hsearch.ingestion.queue import CeleryJobQueue, create_celery
 from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
 from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
@@ -102,9 +103,12 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
+        # Migrated first: the data directory's vector data is checked against the
+        # database's identity before any process serves it (hsearch.ingestion.datadir).
+        _prepare(settings)
+        check_data_directory(settings)
         env["HSEARCH_MILVUS__URI"] = _milvus(settings, env, data, children)
         model = _model(settings, env, data, children)
-        _prepare(settings)
         key = run_key(settings)
         children.extend(_worker(i, settings, env, data) for i in range(workers))
         api_url = _api(settings, env, children)
@@ -134,7 +138,8 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
         say(exc.message, err=True)
         return 2
     finally:
-        say("stopping...", err=True)
+        if children:
+            say("stopping...", err=True)
         services = [c for c in children if c.name in (MILVUS_CHILD, MODEL_CHILD)]
         users = [c for c in reversed(children) if c.name not in (MILVUS_CHILD, MODEL_CHILD)]
         stop_all(users, last=services, timeout=STOP_TIMEOUT_S)
@@ -251,14 +256,18 @@ def _milvus(settings: Settings, env: dict[str, str], data: Path, children: list[
 
 
 @contextlib.contextmanager
-def milvus_for_command(settings: Settings) -> Iterator[str]:
+def milvus_for_command(settings: Settings, *, check_owner: bool = True) -> Iterator[str]:
     """The Milvus URI an operator command (``hsearch reindex``) works on: the configured
     one; else the embedded profile's Milvus Lite server, the one ``hsearch run`` serves
     when it is up, or one started on the same data directory for the command (and
-    stopped after it)."""
+    stopped after it). The data directory's vector data must be the configured
+    database's (:func:`check_data_directory`) unless not ``check_owner`` (``hsearch
+    reconcile``, which reports and repairs the drift of another database's data)."""
     if settings.milvus.uri:
         yield settings.milvus.uri
         return
+    if check_owner:
+        check_data_directory(settings)
     host, port = settings.milvus.lite_host, settings.milvus.lite_port
     if port_open(port, host=host):
         yield f"http://{host}:{port}"

@@ -23,7 +23,7 @@ from hsearch.errors import BackendError, VectorStoreError
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.jobs import JobService
-from hsearch.ingestion.leases import JobSweeper, LeaseKeeper, aware
+from hsearch.ingestion.leases import JobSweeper, LeaseKeeper, aware, resend_unstarted
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import A, B, C, CrashingStore, docs, make_service, submit
@@ -393,3 +393,62 @@ def test_a_queued_job_whose_re_send_failed_counts_as_never_sent(
     clock.now += timedelta(seconds=1)
     assert JobSweeper(sessions, queue, lease_s=60, unsent_after_s=30, clock=clock).sweep() == [job]
     assert queue.sent == [job]
+
+
+@pytest.mark.parametrize(
+    ("busy", "waiting", "depth", "resent"),
+    [
+        (0, 1, 1, True),  # no worker busy: the message would have been taken
+        (0, 1, None, True),
+        (1, 1, 1, False),  # its message waits behind the busy worker
+        (1, 2, 5, False),  # duplicates count too: nothing is missing
+        (1, 2, 1, True),  # a message is missing: one job has none
+        (1, 1, 0, True),  # the queue is empty: the message was lost
+        (1, 1, None, False),  # the broker cannot tell: the workers are busy
+    ],
+)
+def test_resend_unstarted(busy: int, waiting: int, depth: int | None, resent: bool) -> None:
+    assert resend_unstarted(busy=busy, waiting=waiting, depth=depth) is resent
+
+
+def test_a_job_whose_message_waits_behind_a_busy_worker_is_not_re_sent(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The only worker encodes one large document for many minutes (its lease renewed);
+    the job submitted after it waits in the queue. Re-sent every lease, it had two
+    messages queued (depth 2 for one job). Its message is there: nothing is re-sent,
+    however long the wait, until the message is gone or the worker is."""
+    queue = InMemoryJobQueue()
+    clock = Clock()
+    big = submit(sessions, docs(("big", "Text.")), tenant="t")
+    held = clock.now + timedelta(hours=2)  # renewed all along by its live worker
+    set_job(sessions, big, status=JobStatus.RUNNING, lease_owner="w1", lease_expires_at=held)
+    behind = submit(sessions, docs(A), tenant="t")
+    sent = job_row(sessions, behind).sent_at
+    assert sent is not None
+    queue.enqueue_job(behind, turn=0)  # where the unit of work put it
+    sweeper = JobSweeper(sessions, queue, lease_s=60, clock=clock)
+    assert resent_seconds(sweeper, clock, aware(sent)) == []
+    assert [m.job_id for m in queue.messages] == [behind], "one message for one job"
+
+    queue.messages.clear()  # the broker lost it: the queue holds fewer than wait
+    clock.now += timedelta(seconds=1)
+    assert sweeper.sweep() == [behind]
+
+
+def test_a_job_waiting_behind_a_dead_worker_is_re_sent(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The busy worker's lease expired (it died): its job and the one waiting are
+    re-sent as before."""
+    queue = InMemoryJobQueue()
+    clock = Clock()
+    big = submit(sessions, docs(("big", "Text.")), tenant="t")
+    gone = clock.now - timedelta(seconds=1)
+    set_job(sessions, big, status=JobStatus.RUNNING, lease_owner="w1", lease_expires_at=gone)
+    behind = submit(sessions, docs(A), tenant="t")
+    queue.enqueue_job(behind, turn=0)
+    sent = job_row(sessions, behind).sent_at
+    assert sent is not None
+    clock.now = aware(sent) + timedelta(seconds=61)
+    assert set(JobSweeper(sessions, queue, lease_s=60, clock=clock).sweep()) == {big, behind}

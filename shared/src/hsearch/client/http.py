@@ -91,6 +91,15 @@ class JobItemError:
 
 
 @dataclass(frozen=True, slots=True)
+class JobEncoding:
+    """A job's document being encoded: its external id, chunks encoded and in all."""
+
+    document: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     id: uuid.UUID
     status: JobStatus
@@ -104,6 +113,8 @@ class Job:
     """The first failed documents (the API lists up to 100; none in a list of jobs)."""
     raw: dict[str, Any]
     """The job as the API sent it, for display."""
+    encoding: JobEncoding | None = None
+    """The large document a worker is encoding for the job, and how far it has got."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
@@ -120,6 +131,13 @@ class Job:
                 for e in data.get("errors", ())
             ),
             raw=data,
+            encoding=None
+            if not data.get("encoding")
+            else JobEncoding(
+                document=str(data["encoding"]["document"]),
+                done=int(data["encoding"]["done"]),
+                total=int(data["encoding"]["total"]),
+            ),
         )
 
     @property

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hsearch.client.files import FILE_FORMATS, ReadFailure, SourceDocument, read_documents
-from hsearch.client.http import ApiClient, ApiError, Job
+from hsearch.client.http import ApiClient, ApiError, Job, JobEncoding
 from hsearch.client.progress import Progress
 from hsearch.client.state import UploadState
 from hsearch.types import JobStatus
@@ -350,7 +350,7 @@ class Uploader:
         unfinished = set(job_ids)
         last_change = self._clock()
         last_done = -1
-        noted = False
+        noted_at: float | None = None
         stretch = 1.0
         while True:
             requests = self._client.requests
@@ -377,13 +377,15 @@ class Uploader:
                 last_done, last_change, stretch = done, now, 1.0
             else:
                 stretch = min(SLOWEST_POLL, stretch * 1.5)
-            if not noted and now - last_change >= STALL_NOTE_S:
-                self._note(
-                    f"no document finished for {STALL_NOTE_S:.0f} s: is an ingest worker "
-                    "running? (Ctrl-C stops waiting; the jobs go on, and running this "
-                    "again resumes waiting)"
-                )
-                noted = True
+            # Said once when nothing has finished for a while, and again every while
+            # as long as a worker reports a large document's encoding moving on.
+            stalled = now - last_change
+            encoding = _encoding([latest[j] for j in sorted(unfinished) if j in latest])
+            if stalled >= STALL_NOTE_S and (
+                noted_at is None or (encoding is not None and now - noted_at >= STALL_NOTE_S)
+            ):
+                self._note(_stall_note(stalled, encoding, [latest.get(j) for j in unfinished]))
+                noted_at = now
             spent = max(1, self._client.requests - requests)
             self._sleep(self._options.poll_interval_s * spent * stretch)
 
@@ -471,3 +473,24 @@ def _ndjson_line(document: dict[str, Any]) -> bytes:
     content always has the same hash."""
     text = json.dumps(document, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return (text + "\n").encode()
+
+
+def _encoding(jobs: list[Job]) -> JobEncoding | None:
+    """The large document a worker reports encoding for one of ``jobs``, if any."""
+    return next((job.encoding for job in jobs if job.encoding is not None), None)
+
+
+def _stall_note(stalled_s: float, encoding: JobEncoding | None, jobs: list[Job | None]) -> str:
+    """What the command says when no document has finished for ``stalled_s``: what
+    the worker is doing, when it reports it (a document of thousands of chunks takes
+    minutes), else whether a worker has the jobs at all."""
+    waiting = "(Ctrl-C stops waiting; the jobs go on, and running this again resumes waiting)"
+    head = f"no document finished for {stalled_s:.0f} s"
+    if encoding is not None:
+        return (
+            f"{head}: the worker is encoding document {encoding.document!r}: "
+            f"{encoding.done:,}/{encoding.total:,} chunks {waiting}"
+        )
+    if any(job is not None and job.status is JobStatus.RUNNING for job in jobs):
+        return f"{head}: a worker is running the job {waiting}"
+    return f"{head}: is an ingest worker running? {waiting}"

@@ -569,7 +569,7 @@ class IndexingService:
                 group = ahead.next_group(decide=alone and not queued)
                 if group is None:
                     return
-                queued.append((group, encoder.submit(self._embed_items, group)))
+                queued.append((group, encoder.submit(self._embed_items, group, job_id=job_id)))
 
         changed = False
         try:
@@ -890,7 +890,9 @@ class IndexingService:
                 cids[item.id] = _chunk_ids(ids[item.id], chunks)
         return _BatchRead(items=items, chunks=out, document_ids=ids, chunk_ids=cids)
 
-    def _embed_items(self, todo: list[_PreparedItem]) -> _Embedded:
+    def _embed_items(
+        self, todo: list[_PreparedItem], *, job_id: uuid.UUID | None = None
+    ) -> _Embedded:
         """Embed all chunks of the batch at once; on failure, item by item so one bad
         document fails alone. Returns embeddings and errors by item id."""
         texts = [embedding_text(p.item.title, c) for p in todo for c in p.chunks]
@@ -898,7 +900,7 @@ class IndexingService:
         out: dict[int, list[Embedding]] = {}
         errors: dict[int, HsearchError] = {}
         try:
-            flat = self._embedder.embed_documents(texts, langs=langs) if texts else []
+            flat = self._encode(todo, texts, langs, job_id=job_id) if texts else []
         except HsearchError:
             for prepared in todo:
                 try:
@@ -914,6 +916,57 @@ class IndexingService:
             out[prepared.item_id] = flat[pos : pos + len(prepared.chunks)]
             pos += len(prepared.chunks)
         return out, errors
+
+    def _encode(
+        self,
+        todo: list[_PreparedItem],
+        texts: list[str],
+        langs: list[str],
+        *,
+        job_id: uuid.UUID | None,
+    ) -> list[Embedding]:
+        """``texts`` encoded. A document of more chunks than a group (a group of its
+        own) is encoded ``batch_chunks`` at a time, and how far it has got is recorded
+        on the job after each (:meth:`_record_encoding`): an 840,000-character document
+        held a worker for minutes while its job showed nothing moving. Encoded in one
+        call or in parts, each chunk's embedding is the same."""
+        step = self._batch_chunks
+        if job_id is None or len(todo) != 1 or len(texts) <= step:
+            return self._embedder.embed_documents(texts, langs=langs)
+        document = todo[0].item.external_id
+        total = len(texts)
+        encoded: list[Embedding] = []
+        self._record_encoding(job_id, document=document, done=0, total=total)
+        for start in range(0, total, step):
+            encoded.extend(
+                self._embedder.embed_documents(
+                    texts[start : start + step], langs=langs[start : start + step]
+                )
+            )
+            self._record_encoding(job_id, document=document, done=len(encoded), total=total)
+        return encoded
+
+    def _record_encoding(self, job_id: uuid.UUID, *, document: str, done: int, total: int) -> None:
+        """Record on the job how far its document's encoding has got (its own short
+        transaction, from the encoder's thread). Progress is a report: a database that
+        does not take it is logged, and the encoding goes on."""
+        try:
+            with transaction(self._sessions) as session:
+                JobRepository(session).record_encoding(
+                    job_id, document=document, done=done, total=total, at=utcnow()
+                )
+        except Exception as exc:  # a report that failed never fails the job
+            logger.warning(
+                "ingest.encoding.progress_failed job_id=%s error=%s", job_id, type(exc).__name__
+            )
+            return
+        logger.info(
+            "ingest.encoding.progress job_id=%s document=%s done=%d total=%d",
+            job_id,
+            document,
+            done,
+            total,
+        )
 
     def _write_group(
         self,

@@ -31,7 +31,14 @@ from hsearch.errors import (
 from hsearch.ingestion.deletion import parse_delete_filter
 from hsearch.ingestion.dispatch import UnitOfWork
 from hsearch.ingestion.ids import content_hash
-from hsearch.ingestion.models import DocumentInput, ItemError, JobPage, JobView, WebhookView
+from hsearch.ingestion.models import (
+    DocumentInput,
+    EncodingProgress,
+    ItemError,
+    JobPage,
+    JobView,
+    WebhookView,
+)
 from hsearch.ingestion.quotas import check_submission
 from hsearch.ingestion.storable import unstorable
 from hsearch.ingestion.webhooks import check_webhook_url
@@ -340,6 +347,7 @@ def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:
         finished_at=job.finished_at,
         errors=errors,
         request_id=job.request_id,
+        encoding=_encoding(job),
         webhook=(
             None
             if job.webhook_url is None
@@ -367,3 +375,23 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
         msg = "cursor: not a cursor this server gave (use next_cursor of the page before)"
         raise InvalidRequestError(msg) from exc
+
+
+def _encoding(job: IngestionJob) -> EncodingProgress | None:
+    """The document being encoded, while the job runs (a job that ended, or that waits
+    for its next turn, is encoding nothing)."""
+    if (
+        job.status is not JobStatus.RUNNING
+        or job.between_turns
+        or job.encoding_document is None
+        or job.encoding_done is None
+        or job.encoding_total is None
+        or job.encoding_at is None
+    ):
+        return None
+    return EncodingProgress(
+        external_id=job.encoding_document,
+        done=job.encoding_done,
+        total=job.encoding_total,
+        updated_at=job.encoding_at,
+    )

@@ -16,7 +16,9 @@ re-sends to the queue:
   (as long again as it has waited, at most :data:`MAX_REQUEUE_CHECK_LEASES` leases
   apart): the broker may have lost its message (a Redis restarted without persistence,
   a connection that stopped answering after it took the message), and nothing else
-  would ever send it again.
+  would ever send it again. Not while its message is waiting behind a busy worker,
+  though (:func:`resend_unstarted`): while some worker holds a live lease, such a job is
+  re-sent only if the queue holds fewer messages than there are jobs waiting.
 
 It also purges finished jobs older than ``ingest.job_retention_days`` (with their
 per-document errors; the documents stay) and delivers the webhooks of jobs that have
@@ -58,7 +60,7 @@ from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.webhooks import WebhookSender
 from hsearch.logging import bind_request_id
 
-__all__ = ["JobSweeper", "LeaseKeeper", "aware", "worker_identity"]
+__all__ = ["JobSweeper", "LeaseKeeper", "aware", "resend_unstarted", "worker_identity"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +69,32 @@ MAX_REQUEUE_CHECK_LEASES = 10
 first turn or its next), in leases: how long a job whose message the broker lost (a
 Redis restarted without persistence) may wait, at most, once it has waited that long
 already."""
+
+
+DEPTH_TIMEOUT_S = 5.0
+"""How long the sweeper waits for the broker to tell the ingest queue's depth."""
+
+
+def resend_unstarted(*, busy: int, waiting: int, depth: int | None) -> bool:
+    """Whether a job sent and not started since is re-sent (once its wait is due).
+
+    ``busy``: jobs a live worker is running (its lease renewed, not between turns);
+    ``waiting``: jobs whose message should be in the queue (sent and not started, or
+    sent back between turns); ``depth``: messages the broker holds in the ingest queue
+    (``None``: it could not tell).
+
+    With no worker busy, a message in the queue would have been taken: it is re-sent
+    (the broker may have lost it). With workers busy, each job's message most likely
+    waits behind them (an 840,000-character document held the only worker for minutes,
+    and the job behind it was re-sent every lease): it is re-sent only when the queue
+    holds fewer messages than jobs wait for, so some message is missing. A broker that
+    cannot tell is no reason to send: the workers are busy, and once none is, a job
+    still not started is re-sent."""
+    if busy == 0:
+        return True
+    if depth is None:
+        return False
+    return depth < waiting
 
 
 def worker_identity() -> str:
@@ -108,6 +136,9 @@ class JobSweeper:
         job's a lease later."""
         now = self._clock()
         sends: list[tuple[uuid.UUID, int, str | None]] = []
+        # Read before the rows are locked: the broker is asked only when a worker is
+        # busy and messages wait, and never while the write lock is held.
+        behind_busy = self._waiting_behind_busy_worker(now)
         with transaction(self._sessions) as session:
             jobs = JobRepository(session)
             # The rows read are locked (stale()); each is also taken by a conditional
@@ -129,7 +160,9 @@ class JobSweeper:
                         continue
                     logger.warning("ingest.job.never_sent job_id=%s: sending", job.id)
                 else:
-                    if not jobs.take_unstarted(job, now=now, until=self._next_check(job, now)):
+                    if behind_busy or not jobs.take_unstarted(
+                        job, now=now, until=self._next_check(job, now)
+                    ):
                         continue
                     logger.warning(
                         "ingest.job.not_started job_id=%s sent_at=%s: re-sending",
@@ -161,6 +194,28 @@ class JobSweeper:
         if self._webhooks is not None:
             self._webhooks.deliver_due()
         return [job_id for job_id, _, _ in sends]
+
+    def _waiting_behind_busy_worker(self, now: datetime) -> bool:
+        """Whether the jobs sent and not started are waiting behind busy workers, so
+        none is re-sent this sweep (:func:`resend_unstarted`)."""
+        with self._sessions() as session:
+            busy, waiting = JobRepository(session).busy_and_waiting(now=now)
+        if not busy or not waiting:
+            return not resend_unstarted(busy=busy, waiting=waiting, depth=None)
+        try:
+            depth = sum(self._queue.depths(timeout_s=DEPTH_TIMEOUT_S).values())
+        except BackendError as exc:
+            logger.warning("ingest.sweep.depth_unknown error=%s", exc.message)
+            depth = None
+        if resend_unstarted(busy=busy, waiting=waiting, depth=depth):
+            return False
+        logger.info(
+            "ingest.jobs.behind_busy_workers busy=%d waiting=%d depth=%s: none re-sent",
+            busy,
+            waiting,
+            depth,
+        )
+        return True
 
     def _next_check(self, job: IngestionJob, now: datetime) -> datetime:
         """When to look at re-sent ``job`` again: a lease from now, or, for a job that

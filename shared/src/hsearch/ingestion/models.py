@@ -44,6 +44,18 @@ class WebhookView:
 
 
 @dataclass(frozen=True, slots=True)
+class EncodingProgress:
+    """The document a worker is encoding for a job, a group of chunks at a time."""
+
+    external_id: str
+    done: int
+    """Chunks encoded so far."""
+    total: int
+    """Chunks of the document."""
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class JobView:
     id: uuid.UUID
     tenant_id: str
@@ -65,6 +77,8 @@ class JobView:
     webhook: WebhookView | None = None
     request_id: str | None = None
     """The id of the request that submitted the job (its log lines carry it)."""
+    encoding: EncodingProgress | None = None
+    """While a worker runs the job: the large document it encodes, and how far."""
 
     @property
     def processed(self) -> int:

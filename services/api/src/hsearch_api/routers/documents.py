@@ -24,6 +24,7 @@ from hsearch_api.schemas.documents import (
     DocumentPageRead,
     DocumentPatch,
     DocumentRead,
+    EncodingRead,
     ItemErrorRead,
     JobAccepted,
     JobPageRead,
@@ -223,6 +224,14 @@ def job_read(view: JobView) -> JobRead:
         finished_at=view.finished_at,
         searchable_at=view.searchable_at,
         request_id=view.request_id,
+        encoding=None
+        if view.encoding is None
+        else EncodingRead(
+            document=view.encoding.external_id,
+            done=view.encoding.done,
+            total=view.encoding.total,
+            updated_at=view.encoding.updated_at,
+        ),
         errors=[
             ItemErrorRead(ordinal=e.ordinal, external_id=e.external_id, error=e.error)
             for e in view.errors

@@ -116,6 +116,13 @@ class WebhookRead(BaseModel):
     error: str | None = Field(description="The last attempt's error.")
 
 
+class EncodingRead(BaseModel):
+    document: str = Field(description="The external id of the document being encoded.")
+    done: int = Field(description="Its chunks encoded so far.")
+    total: int = Field(description="Its chunks in all.")
+    updated_at: datetime = Field(description="When the worker last reported.")
+
+
 class JobRead(BaseModel):
     id: uuid.UUID
     kind: JobKind = Field(
@@ -155,6 +162,12 @@ class JobRead(BaseModel):
         default=None,
         description="The X-Request-Id of the request that submitted the job: the API's "
         "and the worker's log lines about it carry the same id.",
+    )
+    encoding: EncodingRead | None = Field(
+        default=None,
+        description="While a worker runs the job and encodes a document of more chunks "
+        "than one group (`ingest.batch_chunks`): that document and how many of its chunks "
+        "are encoded, updated after each group. null otherwise.",
     )
 
 

@@ -1,6 +1,7 @@
 """ORM models: the single source of the schema (Alembic autogenerates from them)."""
 
 from hsearch.db.models.document import Document
+from hsearch.db.models.identity import DatabaseIdentity
 from hsearch.db.models.job import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.models.lexical import (
     LexicalCorpusStats,
@@ -13,6 +14,7 @@ from hsearch.db.models.tenant import ApiKey, AuditEvent, Tenant
 __all__ = [
     "ApiKey",
     "AuditEvent",
+    "DatabaseIdentity",
     "Document",
     "IngestionJob",
     "JobItem",

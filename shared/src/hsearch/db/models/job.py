@@ -79,6 +79,14 @@ class IngestionJob(Base):
     # The id of the API request that submitted the job (X-Request-Id, or one the API
     # made): its log lines, the worker's and this row share it (docs/metrics.md, Logs).
     request_id: Mapped[str | None] = mapped_column(String(128), default=None)
+    # The document a worker is encoding, as it goes (a document of more chunks than a
+    # group, ``ingest.batch_chunks``, is encoded a group at a time): its external id,
+    # chunks encoded, chunks in all, and when last reported. What a job whose one
+    # document takes minutes shows meanwhile (hsearch.ingestion.indexer).
+    encoding_document: Mapped[str | None] = mapped_column(String(512), default=None)
+    encoding_done: Mapped[int | None] = mapped_column(Integer, default=None)
+    encoding_total: Mapped[int | None] = mapped_column(Integer, default=None)
+    encoding_at: Mapped[datetime | None] = mapped_column(default=None)
 
     items: Mapped[list[JobItem]] = relationship(
         back_populates="job", order_by="JobItem.ordinal", cascade="all, delete-orphan"

@@ -280,6 +280,56 @@ class JobRepository:
         )
         return list(self._session.scalars(stmt))
 
+    def record_encoding(
+        self, job_id: uuid.UUID, *, document: str, done: int, total: int, at: datetime
+    ) -> None:
+        """Record how far running ``job_id``'s worker has encoded ``document``: ``done``
+        of its ``total`` chunks, at ``at`` (a plain update: no row is read or locked
+        first, so a write holding the job's row only delays it)."""
+        self._session.execute(
+            update(IngestionJob)
+            .where(IngestionJob.id == job_id, IngestionJob.status == JobStatus.RUNNING)
+            .values(
+                encoding_document=document[:512],
+                encoding_done=done,
+                encoding_total=total,
+                encoding_at=at,
+            )
+            .execution_options(synchronize_session=False)
+        )
+
+    def busy_and_waiting(self, *, now: datetime) -> tuple[int, int]:
+        """Jobs a live worker holds (running, lease unexpired, not between turns), and
+        jobs whose message waits in the queue (queued and sent, or sent back between
+        turns): what the sweeper weighs before re-sending a job that has not started."""
+        busy = self._session.scalar(
+            select(func.count())
+            .select_from(IngestionJob)
+            .where(
+                IngestionJob.status == JobStatus.RUNNING,
+                IngestionJob.between_turns.is_(False),
+                IngestionJob.lease_owner.is_not(None),
+                IngestionJob.lease_expires_at >= now,
+            )
+        )
+        waiting = self._session.scalar(
+            select(func.count())
+            .select_from(IngestionJob)
+            .where(
+                or_(
+                    and_(
+                        IngestionJob.status == JobStatus.QUEUED,
+                        IngestionJob.sent_at.is_not(None),
+                    ),
+                    and_(
+                        IngestionJob.status == JobStatus.RUNNING,
+                        IngestionJob.between_turns.is_(True),
+                    ),
+                )
+            )
+        )
+        return int(busy or 0), int(waiting or 0)
+
     def renew_leases(self, job_ids: Sequence[uuid.UUID], *, owner: str, until: datetime) -> int:
         """Extend the leases ``owner`` holds on ``job_ids``; returns how many it holds."""
         held = self._lock_held(job_ids, owner=owner)
