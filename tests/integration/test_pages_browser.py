@@ -6,7 +6,8 @@ session's Milvus Lite server.
 An operator logs in with their credential, traffic is generated (an ingest job,
 searches, one that fails), and then the ``/ops`` charts hold data (non-zero series) and
 the playground shows a hit's explanation: each leg's rank and score, the fused score,
-the weights and the per-stage timings. Screenshots go to ``tests/artifacts/``.
+the weights and the per-stage timings. ``/docs`` and ``/redoc`` render with every host
+but the API's cut off. Screenshots go to ``tests/artifacts/``.
 
 Without chromium (or Playwright) the tests skip, except with CI set, where they fail:
 ``.ci/run`` installs chromium with apt-get.
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -282,3 +284,61 @@ def test_ops_charts_and_playground_explanations_in_chromium(
     )
     assert (ARTIFACTS / "ops.png").stat().st_size > 10_000
     assert (ARTIFACTS / "playground.png").stat().st_size > 10_000
+
+
+def cut_off_from_other_hosts(context: Any, base: str) -> list[str]:
+    """Abort every request of ``context`` to a host other than the API's (``set_offline``
+    would cut the API too); the URLs it was asked for, in order."""
+    local = urlsplit(base).netloc
+    elsewhere: list[str] = []
+
+    def guard(route: Any) -> None:
+        url = route.request.url
+        if urlsplit(url).scheme in ("data", "blob") or urlsplit(url).netloc == local:
+            route.continue_()
+        else:
+            elsewhere.append(url)
+            route.abort("internetdisconnected")
+
+    context.route("**/*", guard)
+    return elsewhere
+
+
+def test_the_api_docs_render_with_no_other_host_reachable(
+    running: Running, browser_path: str
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1100})
+            context.set_default_timeout(30_000)
+            elsewhere = cut_off_from_other_hosts(context, running.base)
+            page = context.new_page()
+            failed: list[str] = []
+            page.on("requestfailed", lambda request: failed.append(request.url))
+
+            page.goto(f"{running.base}/docs")
+            search = page.locator('.opblock-post [data-path="/v1/search"]')
+            search.first.wait_for()
+            assert page.locator(".opblock").count() > 10
+            assert "hsearch" in page.inner_text(".info .title")
+            page.screenshot(path=str(ARTIFACTS / "docs.png"))
+
+            page.goto(f"{running.base}/redoc")
+            page.wait_for_selector(".api-info h1")
+            assert page.inner_text(".api-info h1").startswith("hsearch")
+            # The operations are listed in its menu (a method badge each; the tags that
+            # hold them start folded).
+            page.locator(".menu-content .operation-type.post").first.wait_for(state="attached")
+            assert page.locator(".menu-content .operation-type").count() > 10
+            page.screenshot(path=str(ARTIFACTS / "redoc.png"))
+        finally:
+            browser.close()
+    assert elsewhere == [], f"the docs asked for other hosts: {elsewhere}"
+    assert failed == [], f"requests failed: {failed}"
+
