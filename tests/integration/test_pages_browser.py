@@ -6,8 +6,9 @@ session's Milvus Lite server.
 An operator logs in with their credential, traffic is generated (an ingest job,
 searches, one that fails), and then the ``/ops`` charts hold data (non-zero series) and
 the playground shows a hit's explanation: each leg's rank and score, the fused score,
-the weights and the per-stage timings. ``/docs`` and ``/redoc`` render with every host
-but the API's cut off. Screenshots go to ``tests/artifacts/``.
+the weights and the per-stage timings. Opened after searches ran, ``/ops`` draws them at
+once from the server's history. ``/docs`` and ``/redoc`` render with every host but the
+API's cut off. Screenshots go to ``tests/artifacts/``.
 
 Without chromium (or Playwright) the tests skip, except with CI set, where they fail:
 ``.ci/run`` installs chromium with apt-get.
@@ -342,3 +343,40 @@ def test_the_api_docs_render_with_no_other_host_reachable(
     assert elsewhere == [], f"the docs asked for other hosts: {elsewhere}"
     assert failed == [], f"requests failed: {failed}"
 
+
+def test_the_ops_page_opens_on_the_searches_that_ran_before(
+    running: Running, browser_path: str
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    # A scrape keeps a snapshot of the search totals (as Prometheus' would), then
+    # searches run, and only then is the page opened.
+    assert httpx.get(f"{running.base}/metrics", timeout=30).status_code == 200
+    for query in ("glacier ice", "coral reef", QUERY):
+        answer = httpx.post(
+            f"{running.base}/v1/search", json={"query": query}, headers=running.auth, timeout=30
+        )
+        assert answer.status_code == 200, answer.text
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.set_default_timeout(30_000)
+            page.goto(f"{running.base}/ops/login")
+            page.fill("#key", running.operator_key)
+            page.click("#login-button")
+            page.wait_for_url(f"{running.base}/ops")
+            # The first reading is drawn: no poll after it has had time to add a point.
+            page.wait_for_selector("body[data-readings]")
+            panel = '[data-panel="searches"]'
+            assert int(page.get_attribute("body", "data-history") or 0) >= 1
+            assert int(page.get_attribute(panel, "data-nonzero") or 0) > 0
+            assert "no searches recorded yet" not in page.inner_text(f"{panel} .latest")
+            latency = page.inner_text('[data-panel="latency"] .latest')
+            assert "dense p95" in latency
+            assert "recorded yet" not in latency
+            assert page.inner_text("#ops-error") == ""
+        finally:
+            browser.close()
