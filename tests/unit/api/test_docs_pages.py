@@ -41,6 +41,10 @@ async def test_the_docs_pages_load_their_assets_from_the_api(
             assert (await browser.get(url)).status_code == 200, url
         assert "/openapi.json" in urls
         assert "fonts.googleapis" not in html.text
+        # What a bundle asks of another host on its own is blocked by the browser.
+        policy = html.headers["content-security-policy"]
+        assert "default-src 'self'" in policy
+        assert "img-src 'self' data:;" in policy
         for name, marker in expected.items():
             assert f"/docs/static/{name}" in urls
             asset = await browser.get(f"/docs/static/{name}")
