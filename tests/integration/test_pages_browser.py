@@ -6,7 +6,9 @@ session's Milvus Lite server.
 An operator logs in with their credential, traffic is generated (an ingest job,
 searches, one that fails), and then the ``/ops`` charts hold data (non-zero series) and
 the playground shows a hit's explanation: each leg's rank and score, the fused score,
-the weights and the per-stage timings. Screenshots go to ``tests/artifacts/``.
+the weights and the per-stage timings. Opened after searches ran, ``/ops`` draws them at
+once from the server's history. ``/docs`` and ``/redoc`` render with every host but the
+API's cut off. Screenshots go to ``tests/artifacts/``.
 
 Without chromium (or Playwright) the tests skip, except with CI set, where they fail:
 ``.ci/run`` installs chromium with apt-get.
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -324,3 +327,104 @@ def test_ops_charts_and_playground_explanations_in_chromium(
     )
     assert (ARTIFACTS / "ops.png").stat().st_size > 10_000
     assert (ARTIFACTS / "playground.png").stat().st_size > 10_000
+
+
+def cut_off_from_other_hosts(context: Any, base: str) -> list[str]:
+    """Abort every request of ``context`` to a host other than the API's (``set_offline``
+    would cut the API too); the URLs it was asked for, in order."""
+    local = urlsplit(base).netloc
+    elsewhere: list[str] = []
+
+    def guard(route: Any) -> None:
+        url = route.request.url
+        if urlsplit(url).scheme in ("data", "blob") or urlsplit(url).netloc == local:
+            route.continue_()
+        else:
+            elsewhere.append(url)
+            route.abort("internetdisconnected")
+
+    context.route("**/*", guard)
+    return elsewhere
+
+
+def test_the_api_docs_render_with_no_other_host_reachable(
+    running: Running, browser_path: str
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1100})
+            context.set_default_timeout(30_000)
+            elsewhere = cut_off_from_other_hosts(context, running.base)
+            page = context.new_page()
+            failed: list[tuple[str, str]] = []
+            page.on(
+                "requestfailed", lambda request: failed.append((request.url, request.failure or ""))
+            )
+
+            page.goto(f"{running.base}/docs")
+            search = page.locator('.opblock-post [data-path="/v1/search"]')
+            search.first.wait_for()
+            assert page.locator(".opblock").count() > 10
+            assert "hsearch" in page.inner_text(".info .title")
+            page.screenshot(path=str(ARTIFACTS / "docs.png"))
+
+            page.goto(f"{running.base}/redoc")
+            page.wait_for_selector(".api-info h1")
+            assert page.inner_text(".api-info h1").startswith("hsearch")
+            # The operations are listed in its menu (a method badge each; the tags that
+            # hold them start folded).
+            page.locator(".menu-content .operation-type.post").first.wait_for(state="attached")
+            assert page.locator(".menu-content .operation-type").count() > 10
+            page.screenshot(path=str(ARTIFACTS / "redoc.png"))
+        finally:
+            browser.close()
+    # Nothing reached the network for another host: ReDoc's sidebar asks for its vendor's
+    # logo on a CDN, which the page's Content-Security-Policy blocks in the browser.
+    assert elsewhere == [], f"the docs asked for other hosts: {elsewhere}"
+    local = urlsplit(running.base).netloc
+    assert [url for url, _ in failed if urlsplit(url).netloc == local] == []
+    assert all(why == "csp" for _, why in failed), failed
+
+
+def test_the_ops_page_opens_on_the_searches_that_ran_before(
+    running: Running, browser_path: str
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    # A scrape keeps a snapshot of the search totals (as Prometheus' would), then
+    # searches run, and only then is the page opened.
+    assert httpx.get(f"{running.base}/metrics", timeout=30).status_code == 200
+    for query in ("glacier ice", "coral reef", QUERY):
+        answer = httpx.post(
+            f"{running.base}/v1/search", json={"query": query}, headers=running.auth, timeout=30
+        )
+        assert answer.status_code == 200, answer.text
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=browser_path, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.set_default_timeout(30_000)
+            page.goto(f"{running.base}/ops/login")
+            page.fill("#key", running.operator_key)
+            page.click("#login-button")
+            page.wait_for_url(f"{running.base}/ops")
+            # The first reading is drawn: no poll after it has had time to add a point.
+            page.wait_for_selector("body[data-readings]")
+            panel = '[data-panel="searches"]'
+            assert int(page.get_attribute("body", "data-history") or 0) >= 1
+            assert int(page.get_attribute(panel, "data-nonzero") or 0) > 0
+            assert "no searches recorded yet" not in page.inner_text(f"{panel} .latest")
+            latency = page.inner_text('[data-panel="latency"] .latest')
+            assert "dense p95" in latency
+            assert "recorded yet" not in latency
+            assert page.inner_text("#ops-error") == ""
+        finally:
+            browser.close()

@@ -50,7 +50,7 @@ from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.llm.factory import create_llm
 from hsearch.llm.protocol import LLM
 from hsearch.metrics import instruments
-from hsearch.metrics.dashboard import DashboardFigures, dashboard_figures
+from hsearch.metrics.dashboard import DashboardFigures, dashboard_figures, past_readings
 from hsearch.metrics.exposition import (
     ScrapeFigures,
     aggregated_families,
@@ -404,11 +404,18 @@ class Services:
         return render(figures)
 
     async def dashboard(self) -> DashboardFigures:
-        """What the ``/ops`` page charts: every process's recorded totals and the
-        figures a scrape reads now (:meth:`scrape_figures`)."""
+        """What the ``/ops`` page charts: every process's recorded totals, the figures a
+        scrape reads now (:meth:`scrape_figures`) and the snapshots of the search samples
+        kept for the stats window (the page draws the last minutes on opening)."""
         scrape = await self.scrape_figures()
         families = await anyio.to_thread.run_sync(aggregated_families)
-        return dashboard_figures(families, scrape, at=time.time())
+        at = time.time()
+        history = await anyio.to_thread.run_sync(self.search_history.snapshots)
+        # A poll offers a snapshot too, as a scrape does: while a page is open, the
+        # history is kept even with no Prometheus scraping.
+        samples = search_samples(families)
+        await anyio.to_thread.run_sync(self.search_history.record, samples)
+        return dashboard_figures(families, scrape, at=at, history=past_readings(history, before=at))
 
     def _job_totals(self) -> dict[JobStatus, int]:
         with self.sessions() as session:

@@ -242,6 +242,43 @@ async def test_the_dashboard_reads_the_recorded_totals(
     assert degraded == second["answers"].get("degraded", 0) + 1
 
 
+async def test_the_dashboard_hands_the_page_the_history_the_server_keeps(
+    api: Api, browser: httpx.AsyncClient
+) -> None:
+    # Searches ran before anyone opened the page; a scrape kept a snapshot before them.
+    assert (await api.client.get("/metrics")).status_code == 200
+    (kept,) = api.services.search_history.snapshots()
+    for query in ("volcano", "erupts"):
+        assert (await api.client.post("/v1/search", json={"query": query})).status_code == 200
+    await logged_in(api, browser)
+    opened = (await browser.get("/ops/api/dashboard")).json()
+    (past,) = opened["history"]
+    assert past["at"] == kept[0] < opened["at"]
+    # The page's first rate: the two searches since the snapshot, legs and outcomes alike.
+    assert sum(opened["searches"].values()) - sum(past["searches"].values()) == 2
+    dense_then = past["legs"].get("dense", {"buckets": [[None, 0]]})["buckets"][-1]
+    assert dense_then[0] is None  # +Inf
+    assert opened["legs"]["dense"]["buckets"][-1][1] - dense_then[1] == 2
+    ok_then = past["leg_outcomes"].get("dense", {}).get("ok", 0)
+    assert opened["leg_outcomes"]["dense"]["ok"] - ok_then == 2
+    assert set(past) == {"at", "searches", "legs", "leg_outcomes", "cache"}
+    # The poll kept no second snapshot (the first is not 15 s old): still one, older.
+    again = (await browser.get("/ops/api/dashboard")).json()
+    assert [p["at"] for p in again["history"]] == [past["at"]]
+
+
+async def test_the_first_poll_keeps_a_snapshot_for_the_next_opening(
+    api: Api, browser: httpx.AsyncClient
+) -> None:
+    await logged_in(api, browser)
+    assert api.services.search_history.snapshots() == []
+    first = (await browser.get("/ops/api/dashboard")).json()
+    assert first["history"] == []  # nothing kept yet: the page starts from its own readings
+    assert len(api.services.search_history.snapshots()) == 1
+    second = (await browser.get("/ops/api/dashboard")).json()
+    assert len(second["history"]) == 1
+
+
 async def test_a_revoked_credential_or_a_tampered_cookie_ends_the_session(
     api: Api, browser: httpx.AsyncClient
 ) -> None:

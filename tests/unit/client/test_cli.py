@@ -208,6 +208,43 @@ def test_without_wait_unreadable_and_refused_documents_still_fail_the_run(
     ]
 
 
+def test_a_missing_and_a_blank_text_are_both_refused(cli: Cli, tmp_path: Path) -> None:
+    source = write_jsonl(
+        tmp_path / "texts.jsonl",
+        [
+            {"external_id": "good", "text": "Granite is an igneous rock."},
+            {"external_id": "missing"},
+            {"external_id": "blank", "text": " \n\t "},
+        ],
+    )
+    result = cli("ingest", str(source), "--wait")
+    assert result.exit_code == 1, result.output
+    out = lines_of(result.stdout)
+    failed = out[out.index("FAILED: 2 documents (2 refused)") + 1 :]
+    assert [line.split(": ")[:2] for line in failed] == [
+        ["  missing", "refused"],
+        ["  blank", "refused"],
+    ]
+    assert "text" in failed[0]
+    assert "text: only white space" in failed[1]
+
+
+def test_a_damaged_pdf_is_read_with_a_warning_in_the_summary(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "papers"
+    whole = write_pdf(folder / "whole.pdf", ["Volcanoes erupt where plates meet."])
+    data = whole.read_bytes()
+    (folder / "damaged.pdf").write_bytes(data[: data.rindex(b"%%EOF")] + b"%%EO")
+    result = cli("ingest", str(folder), "--wait")
+    assert result.exit_code == 0, result.output
+    assert lines_of(result.stdout)[-4:] == [
+        "documents: 2 read, 2 sent in 1 jobs, 0 already accepted",
+        "read with a warning: 1 file",
+        "  damaged.pdf: EOF marker seems truncated",
+        "jobs: 1 finished: 2 indexed, 0 unchanged, 0 failed, 0 cancelled",
+    ]
+    assert "EOF" not in result.stderr  # the library prints nothing of its own
+
+
 def test_jobs_commands(cli: Cli, tmp_path: Path) -> None:
     assert cli("ingest", str(documents_of(tmp_path / "a.jsonl", 3)), "--wait").exit_code == 0
     (job,) = [json.loads(line) for line in lines_of(cli("jobs", "list", "--json").stdout)]

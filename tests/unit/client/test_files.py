@@ -4,11 +4,13 @@ document each, titled from the file), folders of them, JSON and JSON lines."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 
 from hsearch.client.files import TITLE_CHARS, ReadFailure, SourceDocument, read_documents
+from hsearch.lexical.languages import lang_problem
 from tests.unit.client.documents import write, write_jsonl, write_pdf
 
 
@@ -31,8 +33,38 @@ def test_a_text_file_is_titled_by_its_name(tmp_path: Path) -> None:
         "title": "field-trip",
         "text": "Day one.\nWe saw a volcano.\n",
         "source": "notes",
+        "lang": "und",  # too short to tell: undetermined, never ""
         "metadata": {"format": "text"},
     }
+
+
+def test_each_file_gets_its_detected_language(tmp_path: Path) -> None:
+    folder = tmp_path / "atlas"
+    write(folder / "en.txt", "Volcanoes erupt where tectonic plates meet and magma rises.")
+    write(
+        folder / "fr.md",
+        "# Volcans\n\nLes volcans entrent en éruption là où les plaques se rencontrent.",
+    )
+    write(folder / "de.html", "<p>Der Vulkan bricht aus, wenn die Platten aufeinandertreffen.</p>")
+    write(folder / "ja.txt", "火山はプレートの境界で噴火する。マグマが地表に上がる。")
+    write_pdf(folder / "es.pdf", ["Los volcanes entran en erupción donde se juntan las placas."])
+    write(folder / "numbers.txt", "12 345 6789")
+    items = read(folder)
+    langs = {i.external_id: i.document["lang"] for i in items if isinstance(i, SourceDocument)}
+    assert langs == {
+        "de.html": "de",
+        "en.txt": "en",
+        "es.pdf": "es",
+        "fr.md": "fr",
+        "ja.txt": "ja",
+        "numbers.txt": "und",
+    }
+    assert all(lang_problem(lang) is None for lang in langs.values())
+    # A JSON document keeps the language it was sent with, or none.
+    jsonl = write_jsonl(tmp_path / "docs.jsonl", [{"external_id": "a", "text": "Texte."}])
+    (item,) = read(jsonl)
+    assert isinstance(item, SourceDocument)
+    assert "lang" not in item.document
 
 
 def test_markdown_is_titled_by_its_first_heading_not_a_comment_in_code(tmp_path: Path) -> None:
@@ -90,6 +122,28 @@ def test_a_pdf_gives_its_pages_text_and_its_metadata_title(tmp_path: Path) -> No
     assert document["metadata"] == {"format": "pdf"}
     untitled = one(write_pdf(tmp_path / "scan-2.pdf", ["Some text."]))
     assert untitled["title"] == "scan-2"
+
+
+def test_a_damaged_pdf_is_read_with_its_warning_kept_off_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    whole = write_pdf(tmp_path / "whole.pdf", ["Volcanoes erupt where plates meet."])
+    data = whole.read_bytes()
+    damaged = tmp_path / "damaged.pdf"
+    damaged.write_bytes(data[: data.rindex(b"%%EOF")] + b"%%EO")  # cut short at the end
+    item = one_item(damaged)
+    assert item.document["text"] == "Volcanoes erupt where plates meet."
+    assert item.warnings == ("EOF marker seems truncated",)
+    assert one_item(whole).warnings == ()
+    assert capsys.readouterr() == ("", "")
+    assert [r.name for r in caplog.records if r.name.startswith("pypdf")] == []
+
+
+def one_item(path: Path) -> SourceDocument:
+    (item,) = read(path)
+    assert isinstance(item, SourceDocument), item
+    return item
 
 
 def test_a_pdf_without_text_or_not_a_pdf_fails_alone(tmp_path: Path) -> None:
@@ -163,7 +217,7 @@ def test_json_lines_are_sent_as_they_are_and_bad_lines_say_where(tmp_path: Path)
         ("ReadFailure", f"{path}:3"),
         ("ReadFailure", f"{path}:4"),
         ("ReadFailure", f"{path}:5"),
-        ("ReadFailure", f"{path}:6"),
+        ("SourceDocument", f"{path}:6"),  # a blank text: the API refuses it, as a missing one
         ("SourceDocument", f"{path}:7"),  # the API names the unknown field
     ]
     first, *_, last = items
@@ -176,7 +230,6 @@ def test_json_lines_are_sent_as_they_are_and_bad_lines_say_where(tmp_path: Path)
         "line 1 column 2 (char 1)",
         "not a JSON object",
         "external_id: a non-empty string is required",
-        "text: no text in it",
     ]
 
 

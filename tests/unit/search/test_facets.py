@@ -95,6 +95,18 @@ def test_terms_per_document_count_each_document_once() -> None:
     assert terms(one(FacetRequest("lang"), group=True)) == [("en", 2), ("de", 1), ("ja", 1)]
 
 
+def test_an_empty_string_is_missing_not_a_bucket() -> None:
+    # A document sent without a language is stored with lang "" (the column has no null).
+    hits = [*HITS, hit("d5", source="", lang="", tags=["", "a"], created_at=1, metadata={})]
+    result = one(FacetRequest("lang"), hits=hits)
+    assert "" not in [b.value for b in result.buckets]
+    assert (terms(result), result.missing) == ([("en", 3), ("de", 1), ("ja", 1)], 1)
+    assert one(FacetRequest("source"), hits=hits).missing == 1
+    assert ("", 1) not in terms(one(FacetRequest("tags"), hits=hits))
+    grouped = one(FacetRequest("lang"), hits=hits, group=True)
+    assert (terms(grouped), grouped.missing) == ([("en", 2), ("de", 1), ("ja", 1)], 1)
+
+
 def test_array_elements_count_once_per_unit() -> None:
     # per hit: a in 2 hits, b in 2 hits (once in hit 2 despite the duplicate), c in 2 hits
     result = one(FacetRequest("tags"))
@@ -416,7 +428,7 @@ def brute_force(hits: list[dict[str, Any]], field: str, *, group: bool) -> tuple
                     values.add(("bool", item))
                 elif isinstance(item, int | float):
                     values.add(("num", item))
-                elif isinstance(item, str):
+                elif isinstance(item, str) and item:  # "": a string never given
                     values.add(("str", item))
         if not values:
             missing += 1
@@ -428,8 +440,9 @@ hits_strategy = st.lists(
     st.fixed_dictionaries(
         {
             "document_id": st.sampled_from(["d1", "d2", "d3", "d4"]),
-            "source": st.sampled_from(["a", "b", "c", "d", "e"]),
-            "tags": st.lists(st.sampled_from(["x", "y", "z", "w"]), max_size=4),
+            "source": st.sampled_from(["a", "b", "c", "d", "e", ""]),
+            "lang": st.sampled_from(["en", "ja", ""]),
+            "tags": st.lists(st.sampled_from(["x", "y", "z", "w", ""]), max_size=4),
             "created_at": st.integers(0, 5),
             "metadata": st.fixed_dictionaries(
                 {},
@@ -437,7 +450,7 @@ hits_strategy = st.lists(
                     "v": st.none()
                     | st.booleans()
                     | st.integers(-2, 2)
-                    | st.sampled_from(["p", "q", "1"])
+                    | st.sampled_from(["p", "q", "1", ""])
                     | st.lists(st.sampled_from(["p", "q"]) | st.integers(0, 2), max_size=3)
                 },
             ),
@@ -449,7 +462,7 @@ hits_strategy = st.lists(
 
 @given(
     hits_strategy,
-    st.sampled_from(["source", "tags", "created_at", "metadata.v"]),
+    st.sampled_from(["source", "lang", "tags", "created_at", "metadata.v"]),
     st.booleans(),
     st.integers(1, 6),
 )

@@ -19,6 +19,7 @@ from hsearch_api.params import refuse_unknown_query_parameters
 from hsearch_api.routers import (
     answers,
     chat,
+    docs,
     documents,
     health,
     keys,
@@ -58,6 +59,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         description="Hybrid dense + sparse search on Milvus.",
         lifespan=with_limits(lifespan, limits),
         dependencies=[Depends(refuse_unknown_query_parameters)],
+        # Served by routers/docs.py with their assets: the defaults load them from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.limits = limits
     install_error_handlers(app)
@@ -76,6 +80,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     # Added last, so outermost: refused bodies are counted and carry the request id too.
     app.add_middleware(RequestObserver)
     app.include_router(health.router)
+    app.include_router(docs.create_router(title=app.title, openapi_url=app.openapi_url or ""))
     app.include_router(documents.router)
     app.include_router(search.create_router(settings.search, legs=legs))
     app.include_router(answers.create_router(legs=legs))

@@ -9,24 +9,35 @@
   name, for a file given by itself), the title from the file (Markdown: front matter
   ``title`` or first heading; HTML: ``<title>`` or first ``<h1>``; PDF: its metadata),
   else its name without extension, ``source`` the folder's name unless ``--source``
-  names one, ``metadata.format`` the format.
+  names one, ``lang`` the text's language as detected (``und`` when it cannot be told:
+  :mod:`hsearch.client.language`), ``metadata.format`` the format.
 
 Libraries (docs/ingestion.md): markdown-it-py finds a Markdown file's first heading
 (not a ``#`` inside a code block), Beautiful Soup reads HTML (with Python's own parser:
 no compiled dependency), pypdf reads PDF text and metadata. Any error reading one file
-fails that file only.
+fails that file only. What a library warns of while reading a file (pypdf's "EOF marker
+not found", on its logger or as a Python warning) is kept with that file's document,
+never printed by the library itself: the command reports the file as read with a warning.
+
+A JSON document is sent as it is: its fields are the API's to judge (a missing or blank
+``text`` is refused by the API, with the same word as any other refused field).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import logging
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hsearch.client.language import detect_language
 
 __all__ = [
     "FILE_FORMATS",
@@ -76,6 +87,8 @@ class SourceDocument:
     """Where it was read, for messages: a path, or ``file.jsonl:7``."""
     document: dict[str, Any]
     """The document as it is sent (the API's ``DocumentCreate`` fields)."""
+    warnings: tuple[str, ...] = ()
+    """What the reading library warned of (a damaged but readable PDF)."""
 
     @property
     def external_id(self) -> str:
@@ -119,7 +132,8 @@ def read_file(path: Path, *, root: Path, source: str) -> SourceDocument | ReadFa
     external_id = path.relative_to(root).as_posix()
     kind = FILE_FORMATS[path.suffix.lower()]
     try:
-        title, text = _READERS[kind](path)
+        with _library_warnings() as warned:
+            title, text = _READERS[kind](path)
     except Exception as exc:  # a file we cannot read fails alone, saying why
         return ReadFailure(origin=external_id, external_id=external_id, error=_describe(exc))
     if not text.strip():
@@ -130,9 +144,50 @@ def read_file(path: Path, *, root: Path, source: str) -> SourceDocument | ReadFa
         "title": _title(title) or path.stem,
         "text": text,
         "source": source,
+        "lang": detect_language(text),
         "metadata": {"format": kind},
     }
-    return SourceDocument(origin=external_id, document=document)
+    return SourceDocument(origin=external_id, document=document, warnings=tuple(warned))
+
+
+LIBRARY_LOGGERS = ("pypdf",)
+"""Loggers of the reading libraries, whose warnings are kept with the file read."""
+
+
+class _Collect(logging.Handler):
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self._into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._into.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _library_warnings() -> Iterator[list[str]]:
+    """The warnings the reading libraries give while the block runs, each once, in
+    order; none reaches the terminal (logging's last resort handler, or Python's
+    warnings printed to stderr after the summary)."""
+    said: list[str] = []
+    handler = _Collect(said)
+    loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    kept = [logger.propagate for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            try:
+                yield said
+            finally:
+                said.extend(str(w.message) for w in recorded)
+                unique = list(dict.fromkeys(said))
+                said[:] = unique
+    finally:
+        for logger, propagate in zip(loggers, kept, strict=True):
+            logger.removeHandler(handler)
+            logger.propagate = propagate
 
 
 def _walk(root: Path, passed_over: list[Path] | None) -> Iterator[Path]:
@@ -190,9 +245,6 @@ def _json_document(
     external_id = value.get("external_id")
     if not isinstance(external_id, str) or not external_id:
         return ReadFailure(origin=origin, error="external_id: a non-empty string is required")
-    text = value.get("text")
-    if isinstance(text, str) and not text.strip():
-        return ReadFailure(origin=origin, external_id=external_id, error="text: no text in it")
     if source and "source" not in value:
         value = {**value, "source": source}
     return SourceDocument(origin=origin, document=value)

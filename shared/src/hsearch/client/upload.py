@@ -72,7 +72,9 @@ class Failure:
     name: str
     """The document's external id, or where it was read when it has none."""
     stage: str
-    """``unreadable`` (here), ``refused`` (by the API) or ``failed`` (in a job)."""
+    """``unreadable`` (here: nothing could be read as a document), ``refused`` (by the
+    API: a document's fields, a missing or blank ``text`` among them) or ``failed`` (in
+    a job)."""
     error: str
 
 
@@ -103,6 +105,9 @@ class IngestReport:
     notes: list[str] = field(default_factory=list)
     passed_over: list[Path] = field(default_factory=list)
     """Files in the folders given that are of no type read in a folder."""
+    read_with_warnings: list[tuple[str, str]] = field(default_factory=list)
+    """Files read, and sent, whose library warned while reading them: (external id,
+    what it said)."""
 
     @property
     def failed(self) -> int:
@@ -127,6 +132,12 @@ class IngestReport:
         ]
         if self.passed_over:
             lines.append(_passed_over_line(self.passed_over))
+        if self.read_with_warnings:
+            noun = "file" if len(self.read_with_warnings) == 1 else "files"
+            lines.append(f"read with a warning: {len(self.read_with_warnings)} {noun}")
+            lines += [f"  {name}: {said}" for name, said in self.read_with_warnings[:SHOWN_ERRORS]]
+            if len(self.read_with_warnings) > SHOWN_ERRORS:
+                lines.append(f"  ... and {len(self.read_with_warnings) - SHOWN_ERRORS} more")
         stages = {s: sum(f.stage == s for f in self.failures) for s in _STAGES}
         if self.waited:
             indexed = sum(j.indexed for j in self.waited.values())
@@ -233,6 +244,9 @@ class Uploader:
                     self.report.failures.append(Failure(name, "unreadable", item.error))
                     continue
                 self.report.read += 1
+                if item.warnings:
+                    said = "; ".join(item.warnings)
+                    self.report.read_with_warnings.append((item.external_id, said))
                 self._consider(item, state)
         self._flush()
         if self._options.wait:

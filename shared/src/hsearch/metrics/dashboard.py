@@ -8,6 +8,11 @@ answer any poll and the figures stay right: none of them is one process's memory
 nothing is kept between polls on the server. A counter that went down (the stack was
 restarted) is read by the page as a reset, as Prometheus does.
 
+On opening, the page has no earlier reading of its own to make a rate with: it is also
+given the snapshots of the search samples the stats window keeps
+(:mod:`hsearch.metrics.history`) as :class:`PastReading` values, so the search panels
+(searches, latency, cache, degraded) show the last minutes at once.
+
 Gauges read at scrape time (jobs by status, queue depth, dependency health) come from
 :class:`~hsearch.metrics.exposition.ScrapeFigures`.
 """
@@ -21,8 +26,17 @@ from dataclasses import dataclass, field
 from prometheus_client.metrics_core import Metric
 
 from hsearch.metrics.exposition import ScrapeFigures
+from hsearch.metrics.history import Snapshot
+from hsearch.metrics.summary import Samples
 
-__all__ = ["DashboardFigures", "LegHistogram", "dashboard_figures"]
+__all__ = [
+    "DashboardFigures",
+    "LegHistogram",
+    "PastLeg",
+    "PastReading",
+    "dashboard_figures",
+    "past_readings",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +47,27 @@ class LegHistogram:
     buckets: tuple[tuple[float | None, float], ...]
     count: float
     sum_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PastLeg:
+    """A leg's latency buckets in a snapshot (the history keeps no count nor sum)."""
+
+    buckets: tuple[tuple[float | None, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PastReading:
+    """The search figures of a snapshot taken at ``at``: the counters and buckets the
+    history keeps (no gauges, no ingest or answer counters), in the shape of
+    :class:`DashboardFigures`' fields of the same names."""
+
+    at: float
+    searches: Mapping[str, float]
+    legs: Mapping[str, PastLeg]
+    """Per leg, ``(upper bound in seconds, cumulative count)``; ``+Inf`` as ``None``."""
+    leg_outcomes: Mapping[str, Mapping[str, float]]
+    cache: Mapping[str, Mapping[str, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +91,8 @@ class DashboardFigures:
     """Answers by outcome (answered, degraded), every model and tenant."""
     answer_sentences: Mapping[str, float] = field(default_factory=dict)
     """Answer sentences by support (supported, unsupported), every model."""
+    history: tuple[PastReading, ...] = ()
+    """Snapshots of the search samples taken before ``at``, oldest first."""
 
 
 def _samples(families: Iterable[Metric], name: str) -> list[tuple[str, dict[str, str], float]]:
@@ -101,10 +138,15 @@ def _legs(families: Sequence[Metric]) -> dict[str, LegHistogram]:
 
 
 def dashboard_figures(
-    families: Sequence[Metric], scrape: ScrapeFigures, *, at: float
+    families: Sequence[Metric],
+    scrape: ScrapeFigures,
+    *,
+    at: float,
+    history: tuple[PastReading, ...] = (),
 ) -> DashboardFigures:
     """The page's figures from ``families`` (:func:`~hsearch.metrics.exposition.
-    aggregated_families`) and what a scrape read at ``at``."""
+    aggregated_families`), what a scrape read at ``at`` and the earlier ``history``
+    (:func:`past_readings`)."""
     leg_outcomes: dict[str, dict[str, float]] = defaultdict(dict)
     for name, labels, value in _samples(families, "hsearch_search_leg_outcomes"):
         if name.endswith("_total"):
@@ -137,4 +179,43 @@ def dashboard_figures(
         answer_sentences=_by(
             _samples(families, "hsearch_answer_sentences"), suffix="_total", label="support"
         ),
+        history=history,
+    )
+
+
+def past_readings(snapshots: Sequence[Snapshot], *, before: float) -> tuple[PastReading, ...]:
+    """The snapshots (:meth:`~hsearch.metrics.history.SampleHistory.snapshots`) taken
+    before ``before``, as the page reads them, oldest first."""
+    return tuple(_past(at, samples) for at, samples in sorted(snapshots) if at < before)
+
+
+def _past(at: float, samples: Samples) -> PastReading:
+    searches: dict[str, float] = defaultdict(float)
+    buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    leg_outcomes: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    cache: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for (name, pairs), value in samples.items():
+        labels = dict(pairs)
+        if name == "hsearch_search_requests_total":
+            searches[labels["outcome"]] += value
+        elif name == "hsearch_search_leg_duration_seconds_bucket":
+            buckets[labels["leg"]][float(labels["le"])] += value
+        elif name == "hsearch_search_leg_outcomes_total":
+            leg_outcomes[labels["leg"]][labels["status"]] += value
+        elif name == "hsearch_cache_requests_total":
+            cache[labels["cache"]][labels["result"]] += value
+    return PastReading(
+        at=at,
+        searches=dict(sorted(searches.items())),
+        legs={
+            leg: PastLeg(
+                buckets=tuple(
+                    (None if bound == float("inf") else bound, cumulative)
+                    for bound, cumulative in sorted(by_bound.items())
+                )
+            )
+            for leg, by_bound in sorted(buckets.items())
+        },
+        leg_outcomes={leg: dict(sorted(o.items())) for leg, o in sorted(leg_outcomes.items())},
+        cache={c: dict(sorted(r.items())) for c, r in sorted(cache.items())},
     )

@@ -61,6 +61,12 @@ class SampleHistory:
             if old_enough:
                 del snapshots[: old_enough[-1]]
 
+    def snapshots(self) -> list[Snapshot]:
+        """The snapshots kept, oldest first: about the last ``window_s`` seconds, one
+        every ``every_s`` at most (what the ``/ops`` page draws on opening)."""
+        with self._snapshots() as snapshots:
+            return list(snapshots)
+
     def baseline(self) -> Snapshot | None:
         """The snapshot to subtract: the newest at least ``window_s`` old; else the
         oldest at least ``every_s`` old (a shorter window); else None (the figures are

@@ -17,7 +17,9 @@ Two kinds of facet, chosen by the request:
 What is counted (a "unit") is a hit, or with ``group_by_document=True`` a document: then
 each document counts once per value however many of its chunks are in the set, and its
 values are the union of its chunks' values. ``missing`` counts the units with no value
-at all (absent field or key, JSON ``null``, empty array, or an object).
+at all (absent field or key, JSON ``null``, the empty string, empty array, or an object).
+The empty string is how the store holds a string field that was not given (``lang``,
+``source``: its columns have no null), so it is never a bucket of its own.
 
 Requests are validated against the schema whitelist: a non-facetable field, ``ranges`` on
 a non-numeric field or a malformed range raise :class:`~hsearch.errors.InvalidRequestError`
@@ -313,11 +315,12 @@ def _unit_values(unit: Iterable[Mapping[str, object]], ref: FieldRef) -> set[_Ke
 
 
 def _key(value: object) -> _Key | None:
-    """Null elements, nested objects and arrays, and NaN are not facet values."""
+    """Null elements, empty strings, nested objects and arrays, and NaN are not facet
+    values."""
     if isinstance(value, bool):
         return (_BOOLEAN, value)
     if isinstance(value, str):
-        return (_STRING, value)
+        return (_STRING, value) if value else None
     if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
         value = int(value)  # 2000.0 and 2000 are one value, shown as 2000
     if isinstance(value, int) or (isinstance(value, float) and not math.isnan(value)):

@@ -32,6 +32,23 @@ class LegHistogramRead(BaseModel):
     sum_s: float
 
 
+class PastLegRead(BaseModel):
+    buckets: list[tuple[float | None, float]] = Field(
+        description="(upper bound in seconds, cumulative count); null is +Inf."
+    )
+
+
+class PastReadingRead(BaseModel):
+    """A snapshot of the search totals kept by the server (the stats window): what the
+    page draws on opening, before readings of its own."""
+
+    at: float
+    searches: dict[str, float]
+    legs: dict[str, PastLegRead]
+    leg_outcomes: dict[str, dict[str, float]]
+    cache: dict[str, dict[str, float]]
+
+
 class DashboardRead(BaseModel):
     """Totals since the stack started, over every process; the page makes rates of two
     successive readings."""
@@ -48,3 +65,6 @@ class DashboardRead(BaseModel):
     dependencies: dict[str, bool]
     answers: dict[str, float]
     answer_sentences: dict[str, float]
+    history: list[PastReadingRead] = Field(
+        default_factory=list, description="Earlier search totals, oldest first."
+    )

@@ -1,6 +1,8 @@
 // The /ops page: polls /ops/api/dashboard (totals since the stack started, added up over
 // every process) and charts rates and percentiles over a sliding window between two
-// readings, as Prometheus' rate() and histogram_quantile() would.
+// readings, as Prometheus' rate() and histogram_quantile() would. The first answer also
+// carries the snapshots of the search totals the server keeps (`history`): the search
+// panels draw them at once, so the page opens on the last minutes, not on an empty chart.
 "use strict";
 
 (() => {
@@ -44,9 +46,11 @@
   }
 
   // Each panel: its series' labels (fixed, or read from the first reading) and the
-  // values of one point from the latest reading and the window's base reading.
+  // values of one point from the latest reading and the window's base reading. `past`:
+  // the server's snapshots (`history`) hold what the panel needs.
   const DEFINITIONS = {
     searches: {
+      past: true,
       labels: () => ["all", "ok"],
       unit: "/s",
       point: (cur, base, dt) => [
@@ -55,6 +59,7 @@
       ],
     },
     latency: {
+      past: true,
       labels: () => ["dense p50", "dense p95", "sparse p50", "sparse p95"],
       unit: " ms",
       point: (cur, base) =>
@@ -67,6 +72,7 @@
         }),
     },
     cache: {
+      past: true,
       labels: () => ["result", "embedding"],
       unit: "",
       point: (cur, base) =>
@@ -78,6 +84,7 @@
         }),
     },
     degraded: {
+      past: true,
       labels: () => ["degraded", "failed"],
       unit: "/s",
       point: (cur, base, dt) => [
@@ -157,20 +164,23 @@
     return empty ? `no ${panel.section.dataset.empty || "data"} recorded yet` : parts.join(" · ");
   }
 
+  // The reading a point at `cur` is a rate from: the oldest within the window, else the
+  // one before `cur`; for a panel the server's snapshots do not serve, a reading of its own.
+  function baseOf(cur, def) {
+    const usable = readings.filter((r) => r !== cur && r.at < cur.at && (def.past || !r.past));
+    const within = usable.find((r) => r.at >= cur.at - WINDOW_S);
+    return within || usable[usable.length - 1] || null;
+  }
+
   function update(cur) {
     readings.push(cur);
+    // Keep the window's readings, and always the latest full one (the gauges' base).
     while (readings.length > 2 && readings[0].at < cur.at - WINDOW_S * 4) readings.shift();
-    let base = null;
-    for (const r of readings) {
-      if (r !== cur && r.at >= cur.at - WINDOW_S) {
-        base = r;
-        break;
-      }
-    }
-    if (base === null && readings.length > 1) base = readings[readings.length - 2];
     for (const name of Object.keys(DEFINITIONS)) {
       if (!panels[name]) panels[name] = makePanel(name, cur);
       const panel = panels[name];
+      if (cur.past && !panel.def.past) continue; // a snapshot holds no such figures
+      const base = baseOf(cur, panel.def);
       const dt = base ? cur.at - base.at : 0;
       if (!panel.def.gauge && (!base || dt <= 0)) continue; // a rate needs two readings
       const values = panel.def.point(cur, base, dt, panel.labels);
@@ -191,10 +201,20 @@
     document.body.dataset.readings = String(readings.length);
   }
 
+  // The first reading: panels made from it (its labels: jobs by state, queues), then the
+  // server's snapshots drawn in order before it.
+  function open(cur) {
+    for (const name of Object.keys(DEFINITIONS)) panels[name] = makePanel(name, cur);
+    for (const past of cur.history || []) update({ ...past, past: true });
+    document.body.dataset.history = String((cur.history || []).length);
+  }
+
   async function poll() {
     const error = document.getElementById("ops-error");
     try {
-      update(await hsearch.request("GET", "/ops/api/dashboard"));
+      const cur = await hsearch.request("GET", "/ops/api/dashboard");
+      if (!readings.length) open(cur);
+      update(cur);
       hsearch.text(error, "");
     } catch (err) {
       hsearch.text(error, `Could not read the figures: ${err.message}`);
