@@ -45,3 +45,12 @@ def test_completions_are_the_longer_words_with_the_prefix_shortest_first() -> No
     assert VOCABULARY.completions("plane", limit=5) == ["planet"]
     assert VOCABULARY.completions("bound", limit=1) == ["boundary"]
     assert VOCABULARY.completions("x", limit=5) == []
+
+
+def test_a_typo_of_a_form_the_text_does_not_hold_is_found_through_the_stems() -> None:
+    vocabulary = Vocabulary(["volcanoes", "eruptions", "erupted"])
+    # "vulcano" is 3 edits from "volcanoes" but 1 from its stem "volcano".
+    assert vocabulary.corrections("vulcano", max_typos=1) == [("volcanoes", 1)]
+    # A word close to a listed word is matched on words, not stems.
+    assert vocabulary.corrections("eruptoins", max_typos=2) == [("eruptions", 1)]
+    assert vocabulary.corrections("tectonic", max_typos=1) == []

@@ -66,6 +66,7 @@ __all__ = [
     "Token",
     "analyze",
     "analyze_query",
+    "english_stem",
     "is_cjk",
     "match_terms",
     "query_term_frequencies",
@@ -297,6 +298,12 @@ def _stem(word: str) -> str:
         stemmer = Stemmer.Stemmer("english")
         _STEMMERS.english = stemmer
     return str(stemmer.stemWord(word))
+
+
+def english_stem(word: str) -> str:
+    """The Snowball (Porter2) stem of a folded English ``word``, as :func:`analyze` gives
+    it (``volcanoes`` → ``volcano``)."""
+    return _stem(word)
 
 
 def _is_english(lang: str | None) -> bool:

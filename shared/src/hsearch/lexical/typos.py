@@ -30,7 +30,7 @@ from typing import Final
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-from hsearch.lexical.analyzer import STOP_WORDS, tokens
+from hsearch.lexical.analyzer import STOP_WORDS, english_stem, tokens
 
 __all__ = [
     "MAX_WORD_CHARS",
@@ -102,10 +102,14 @@ class Vocabulary:
     def __init__(self, words: Iterable[str]) -> None:
         self._sorted = sorted(set(words))
         self._set = frozenset(self._sorted)
-        by_length: dict[int, list[str]] = {}
-        for word in self._sorted:
-            by_length.setdefault(len(word), []).append(word)
-        self._by_length = by_length
+        self._by_length = _by_length(self._sorted)
+        # Each stem with its shortest word: a typo of a form the text does not hold
+        # ("vulcano" when it holds "volcanoes") is found through the stems.
+        stems: dict[str, str] = {}
+        for word in sorted(self._sorted, key=len):
+            stems.setdefault(english_stem(word), word)
+        self._stems = stems
+        self._stems_by_length = _by_length(sorted(stems))
 
     def __len__(self) -> int:
         return len(self._sorted)
@@ -115,22 +119,16 @@ class Vocabulary:
 
     def corrections(self, word: str, *, max_typos: int) -> list[tuple[str, int]]:
         """The listed words within ``max_typos`` of ``word`` (folded), at the smallest
-        distance any of them has, with that distance; none when ``word`` is listed."""
+        distance any of them has, with that distance; none when ``word`` is listed.
+        When no listed word is that close, the stems are compared (the typed word's
+        against the listed words'), each standing for its shortest word."""
         if max_typos <= 0 or word in self._set:
             return []
-        found: list[tuple[str, int]] = []
-        for length in range(len(word) - max_typos, len(word) + max_typos + 1):
-            choices = self._by_length.get(length)
-            if not choices:
-                continue
-            for match, distance, _ in process.extract_iter(
-                word, choices, scorer=DamerauLevenshtein.distance, score_cutoff=max_typos
-            ):
-                found.append((str(match), int(distance)))
-        if not found:
-            return []
-        best = min(d for _, d in found)
-        return sorted((w, d) for w, d in found if d == best)
+        found = _closest(word, self._by_length, max_typos)
+        if found:
+            return found
+        by_stem = _closest(english_stem(word), self._stems_by_length, max_typos)
+        return sorted((self._stems[s], d) for s, d in by_stem)
 
     def completions(self, prefix: str, *, limit: int) -> list[str]:
         """Up to ``limit`` listed words that start with ``prefix`` and are longer,
@@ -146,3 +144,28 @@ class Vocabulary:
                 found.append(word)
         found.sort(key=lambda w: (len(w), w))
         return found[:limit]
+
+
+def _by_length(words: Iterable[str]) -> dict[int, list[str]]:
+    grouped: dict[int, list[str]] = {}
+    for word in words:
+        grouped.setdefault(len(word), []).append(word)
+    return grouped
+
+
+def _closest(word: str, by_length: dict[int, list[str]], max_typos: int) -> list[tuple[str, int]]:
+    """The words of ``by_length`` within ``max_typos`` of ``word``, at the smallest
+    distance found, with it, in order."""
+    found: list[tuple[str, int]] = []
+    for length in range(len(word) - max_typos, len(word) + max_typos + 1):
+        choices = by_length.get(length)
+        if not choices:
+            continue
+        for match, distance, _ in process.extract_iter(
+            word, choices, scorer=DamerauLevenshtein.distance, score_cutoff=max_typos
+        ):
+            found.append((str(match), int(distance)))
+    if not found:
+        return []
+    best = min(d for _, d in found)
+    return sorted((w, d) for w, d in found if d == best)
