@@ -331,3 +331,27 @@ def test_keep_startup_heap_collects_garbage_then_freezes_what_is_left() -> None:
     assert int(frozen) > 20_000
     assert tracked == "False"  # frozen: out of the collector's view
     assert collected == "True"  # a cycle that was garbage is collected, not kept frozen
+
+
+async def test_the_search_history_is_kept_on_a_timer_without_any_scrape(tmp_path: Path) -> None:
+    """What the API runs beside serving: a snapshot offered every round, so /ops opens on
+    the recent past with no Prometheus scraping and no stats read."""
+    services = build_services(
+        settings(tmp_path), store=InMemoryVectorStore(), queue=InMemoryJobQueue()
+    )
+    rounds = 0
+
+    async def sleep(_seconds: float) -> None:
+        nonlocal rounds
+        rounds += 1
+        if rounds > 2:
+            raise asyncio.CancelledError
+
+    try:
+        before = services.search_history.snapshots()
+        with pytest.raises(asyncio.CancelledError):
+            await services.keep_search_history(every_s=15.0, sleep=sleep)
+        after = services.search_history.snapshots()
+    finally:
+        await services.aclose()
+    assert (len(before), len(after)) == (0, 1), "one kept: the second is too recent"

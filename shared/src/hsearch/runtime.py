@@ -87,6 +87,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+HISTORY_EVERY_S = 15.0
+"""How often the API offers the search history a snapshot (its own spacing)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ComponentHealth:
@@ -397,6 +400,27 @@ class Services:
         and the figures read now (:meth:`scrape_figures`)."""
         figures = await self.scrape_figures()
         return await anyio.to_thread.run_sync(self._render, figures)
+
+    def record_search_history(self) -> None:
+        """Offer a snapshot of the search samples to the history (kept when the newest
+        is old enough): the API does it on a timer, so ``/ops`` opens on the recent past
+        even when nothing scrapes ``/metrics`` (blocking: run it off the loop)."""
+        self.search_history.record(search_samples(aggregated_families()))
+
+    async def keep_search_history(
+        self,
+        *,
+        every_s: float = HISTORY_EVERY_S,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        """:meth:`record_search_history` every ``every_s``, until cancelled; a failure
+        is logged and the next round tries again."""
+        while True:
+            await sleep(every_s)
+            try:
+                await anyio.to_thread.run_sync(self.record_search_history)
+            except Exception as exc:  # a snapshot missed is no reason to stop serving
+                logger.warning("metrics.history.failed %s: %s", type(exc).__name__, exc)
 
     def _render(self, figures: ScrapeFigures) -> bytes:
         # Each scrape also offers a snapshot for the stats API's recent window.

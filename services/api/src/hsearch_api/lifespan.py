@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -58,7 +60,15 @@ def make_lifespan(  # type: ignore[no-untyped-def]  # FastAPI's lifespan type is
                 raise RuntimeError(msg)
             _ = built.tenancy
             keep_startup_heap()  # the encoder and the services live as long as the process
-            yield {"services": built}
+            # Snapshots of the search figures on a timer: /ops opens on the recent past
+            # even when nothing scrapes /metrics.
+            history = asyncio.create_task(built.keep_search_history())
+            try:
+                yield {"services": built}
+            finally:
+                history.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await history
         finally:
             await built.aclose()
 
