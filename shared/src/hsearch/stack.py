@@ -370,9 +370,16 @@ def _ingest_sample(api_url: str, key: str) -> None:
 def _print_banner(api_url: str, logs: Path, key: str) -> None:
     """The one place a key is printed: to the terminal of whoever started the stack."""
     body = json.dumps(
-        {"query": "How does hybrid search combine dense and sparse retrieval?", "top_k": 3}
+        {
+            "query": "How does hybrid search combine dense and sparse retrieval?",
+            "top_k": 3,
+            "group_by_document": True,
+        }
     )
-    body_ja = json.dumps({"query": "日本の首都はどこですか", "top_k": 3}, ensure_ascii=False)
+    body_ja = json.dumps(
+        {"query": "日本の首都はどこですか", "top_k": 3, "group_by_document": True},
+        ensure_ascii=False,
+    )
     auth = '-H "authorization: Bearer $HSEARCH_API_KEY"'
     json_type = "-H 'content-type: application/json'"
     say(
