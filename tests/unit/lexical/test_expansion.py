@@ -8,16 +8,16 @@ from hsearch.db.engine import transaction
 from hsearch.db.repositories.lexical import VocabularyRepository
 from hsearch.db.repositories.synonyms import SynonymRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.lexical.analyzer import analyze_query, query_term_frequencies, term_id
-from hsearch.lexical.expansion import (
+from hsearch.lexical.additions import (
     Expanded,
     ExpansionKind,
-    QueryExpander,
     TenantLexicon,
     expand_learned,
     expand_query,
     expansion_candidates,
 )
+from hsearch.lexical.analyzer import analyze_query, query_term_frequencies, term_id
+from hsearch.lexical.expansion import QueryExpander
 from hsearch.lexical.synonyms import Synonyms
 from hsearch.lexical.typos import Vocabulary
 from hsearch.types import SparseVector

@@ -10,7 +10,7 @@ Two kinds of rule, as Meilisearch and Elasticsearch have them:
 A rule's side is a word or a few words; it is found in a query as a phrase is
 (:mod:`hsearch.lexical.syntax`: in any of the analyzer's forms, so ``cars`` finds the
 rule of ``car``). What it adds goes to the keyword leg, weighted below the words typed
-(:mod:`hsearch.lexical.expansion`), and each hit's explanation says which word brought
+(:mod:`hsearch.lexical.additions`), and each hit's explanation says which word brought
 it. :func:`parse_rules` checks rules as ``PUT /v1/synonyms`` receives them.
 """
 

@@ -126,7 +126,7 @@ def parse_facet_requests(raw: object) -> tuple[FacetRequest, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list | tuple):
-        msg = f"facets: expected a list of facet requests, got {_describe(raw)}"
+        msg = f"facets: expected a list of facet requests, got {describe_type(raw)}"
         raise InvalidRequestError(msg)
     if len(raw) > MAX_FACETS:
         msg = f"facets: at most {MAX_FACETS} facet requests, got {len(raw)}"
@@ -142,7 +142,7 @@ def _parse_request(raw: object, loc: str) -> FacetRequest:
     if not isinstance(raw, Mapping):
         msg = (
             f'{loc}: expected a field path or an object such as {{"field": "source",'
-            f' "size": 10}}, got {_describe(raw)}'
+            f' "size": 10}}, got {describe_type(raw)}'
         )
         raise InvalidRequestError(msg)
     _check_keys(raw, ("field", "size", "ranges"), loc)
@@ -151,21 +151,22 @@ def _parse_request(raw: object, loc: str) -> FacetRequest:
         raise InvalidRequestError(msg)
     size = raw.get("size", 10)
     if not isinstance(size, int) or isinstance(size, bool):
-        msg = f"{loc}.size: expected an integer from 1 to {MAX_FACET_SIZE}, got {_describe(size)}"
+        msg = (
+            f"{loc}.size: expected an integer from 1 to {MAX_FACET_SIZE}, got {describe_type(size)}"
+        )
         raise InvalidRequestError(msg)
     ranges_raw = raw.get("ranges")
     if ranges_raw is None:
         ranges_raw = []
     if not isinstance(ranges_raw, list | tuple):
-        msg = f"{loc}.ranges: expected a list of ranges, got {_describe(ranges_raw)}"
+        msg = f"{loc}.ranges: expected a list of ranges, got {describe_type(ranges_raw)}"
         raise InvalidRequestError(msg)
     ranges: list[FacetRange] = []
     for i, item in enumerate(ranges_raw):
         here = f"{loc}.ranges[{i}]"
         if not isinstance(item, Mapping):
-            msg = (
-                f'{here}: expected an object such as {{"from": 0, "to": 10}}, got {_describe(item)}'
-            )
+            got = describe_type(item)
+            msg = f'{here}: expected an object such as {{"from": 0, "to": 10}}, got {got}'
             raise InvalidRequestError(msg)
         _check_keys(item, ("from", "to", "label"), here)
         ranges.append(
@@ -181,21 +182,21 @@ def _parse_request(raw: object, loc: str) -> FacetRequest:
 def _check_keys(raw: Mapping[object, object], allowed: tuple[str, ...], loc: str) -> None:
     for key in raw:
         if key not in allowed:
-            msg = f"{loc}: unknown key {_show(key)}; allowed: {', '.join(allowed)}"
+            msg = f"{loc}: unknown key {shorten(key)}; allowed: {', '.join(allowed)}"
             raise InvalidRequestError(msg)
 
 
 def _number_or_none(raw: object, loc: str) -> Number | None:
     if raw is None or (isinstance(raw, int | float) and not isinstance(raw, bool)):
         return raw
-    msg = f"{loc}: expected a number, got {_describe(raw)}"
+    msg = f"{loc}: expected a number, got {describe_type(raw)}"
     raise InvalidRequestError(msg)
 
 
 def _label_or_none(raw: object, loc: str) -> str | None:
     if raw is None or isinstance(raw, str):
         return raw
-    msg = f"{loc}: expected a string, got {_describe(raw)}"
+    msg = f"{loc}: expected a string, got {describe_type(raw)}"
     raise InvalidRequestError(msg)
 
 
@@ -389,7 +390,8 @@ def _format_number(value: Number | None) -> str:
     return repr(value)
 
 
-def _describe(value: object) -> str:
+def describe_type(value: object) -> str:
+    """What kind of JSON value ``value`` is, for an error message (``a string``)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -403,6 +405,7 @@ def _describe(value: object) -> str:
     return "a list" if isinstance(value, list | tuple) else f"a {type(value).__name__}"
 
 
-def _show(value: object, limit: int = 64) -> str:
+def shorten(value: object, limit: int = 64) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for an error message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"

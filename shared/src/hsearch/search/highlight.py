@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from hsearch.errors import InvalidRequestError
+from hsearch.lexical.additions import TermExpansion
 from hsearch.lexical.analyzer import analyze_query, is_cjk, match_terms, tokens
 from hsearch.lexical.syntax import Clause, TextTerms
-from hsearch.search.models import TermMatch
 
 __all__ = ["MIN_SNIPPET_CHARS", "highlighted_query", "make_snippet", "term_matches"]
 
@@ -181,7 +181,7 @@ def _snap(text: str, start: int, end: int, spans: list[_Span]) -> tuple[int, int
     return start, end
 
 
-def term_matches(text: str, expansions: Sequence[TermMatch]) -> tuple[TermMatch, ...]:
+def term_matches(text: str, expansions: Sequence[TermExpansion]) -> tuple[TermExpansion, ...]:
     """The ``expansions`` whose words ``text`` holds (in any of the analyzer's forms; a
     few words as a phrase)."""
     if not expansions:
@@ -192,6 +192,6 @@ def term_matches(text: str, expansions: Sequence[TermMatch]) -> tuple[TermMatch,
     )
 
 
-def highlighted_query(query: str, expansions: Sequence[TermMatch]) -> str:
+def highlighted_query(query: str, expansions: Sequence[TermExpansion]) -> str:
     """What a snippet marks: the query's words and the words searched for beyond them."""
     return " ".join([query, *(e.matched for e in expansions)])

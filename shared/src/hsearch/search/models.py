@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hsearch.lexical.additions import TermExpansion
 from hsearch.search.facets import FacetRequest, FacetResult
 from hsearch.search.sorting import SortClause
 from hsearch.search.timings import StageTimings
@@ -39,7 +40,7 @@ class SearchQuery:
     rerank: bool = False
     typo_tolerance: bool | None = None
     """Query words the tenant's text does not hold also match its words within a few
-    typos (:mod:`hsearch.lexical.expansion`); ``None``: the server's default
+    typos (:mod:`hsearch.lexical.additions`); ``None``: the server's default
     (``search.typo_tolerance``)."""
     prefix: bool = False
     """The last query word also matches as the start of longer words (search as you type)."""
@@ -65,26 +66,13 @@ class LegScore:
 
 
 @dataclass(frozen=True, slots=True)
-class TermMatch:
-    """A word the keyword leg searched for beyond the words typed, and why."""
-
-    query: str
-    """The query's word (or a synonym rule's side the query holds)."""
-    matched: str
-    """The word (or words) searched for because of it."""
-    kind: str
-    """``typo``, ``prefix`` or ``synonym``."""
-    typos: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class Explanation:
     method: FusionMethod
     fused_score: float
     legs: dict[str, LegScore]
     """Every leg of the search's mode, by name, whether or not it returned the hit."""
     rerank_score: float | None = None
-    matches: tuple[TermMatch, ...] = ()
+    matches: tuple[TermExpansion, ...] = ()
     """The searched-for words beyond the query's (:attr:`SearchResult.expansions`) that
     this hit's text holds."""
 
@@ -162,7 +150,7 @@ class SearchResult:
     earlier identical search on the same data; ``timings`` are this request's."""
     embedding_cached: bool = False
     """The query's vectors came from the query-embedding cache (the model did not run)."""
-    expansions: tuple[TermMatch, ...] = ()
+    expansions: tuple[TermExpansion, ...] = ()
     """What the keyword leg searched for beyond the words typed: typo corrections,
     completions of the last word, synonyms."""
     next_cursor: str | None = None

@@ -38,14 +38,14 @@ from hsearch.budget import Budget
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.embedding.protocol import Embedder, SparseKind
 from hsearch.errors import BackendError, VectorStoreTimeoutError
-from hsearch.lexical.expansion import (
+from hsearch.lexical.additions import (
     Expanded,
-    QueryExpander,
     TermExpansion,
     expand_learned,
     expand_query,
     expansion_candidates,
 )
+from hsearch.lexical.expansion import QueryExpander
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.lexical.syntax import parse_query
 from hsearch.lexical.typos import fold_word
@@ -323,7 +323,7 @@ class Retriever:
 
     async def _expand(self, plan: SearchPlan, weights: SparseVector) -> Expanded:
         """The sparse side with the typo corrections, completions and synonyms the plan
-        asks for (:mod:`hsearch.lexical.expansion`); as it was when the tenant's
+        asks for (:mod:`hsearch.lexical.additions`); as it was when the tenant's
         lexicon cannot be read (logged: the search goes on without them)."""
         if self._expander is None:
             return Expanded(weights)

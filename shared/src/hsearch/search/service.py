@@ -34,6 +34,7 @@ from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import SearchSettings
 from hsearch.embedding.protocol import Embedder
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
+from hsearch.lexical.additions import TermExpansion
 from hsearch.lexical.expansion import QueryExpander
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.metrics import instruments
@@ -47,7 +48,7 @@ from hsearch.search.caching import (
     search_id,
 )
 from hsearch.search.highlight import highlighted_query, make_snippet, term_matches
-from hsearch.search.models import SearchHit, SearchQuery, SearchResult, TermMatch
+from hsearch.search.models import SearchHit, SearchQuery, SearchResult
 from hsearch.search.passages import DEGRADED, Fused, RetrievalService, explain, stored_fields
 from hsearch.search.planner import QueryPlanner, SearchPlan
 from hsearch.search.ranking import Ranked, Unit, page, rerank
@@ -198,9 +199,7 @@ class SearchService:
         )
         clock.lap(Stage.FACETS)
         texts: dict[str, str] = dict(fused.retrieval.texts)
-        expansions = tuple(
-            TermMatch(e.query, e.matched, e.kind.value, e.typos) for e in fused.retrieval.expansions
-        )
+        expansions = fused.retrieval.expansions
         units, rerank_scores = await self._rerank(plan, ranked, texts)
         clock.lap(Stage.RERANK)
         spec = plan.ranking
@@ -408,7 +407,7 @@ def _hydrate(
     text: str,
     rerank_scores: Mapping[str, float],
     snippet: bool = True,
-    expansions: tuple[TermMatch, ...] = (),
+    expansions: tuple[TermExpansion, ...] = (),
 ) -> SearchHit:
     """One hit of the page: its stored fields and ``text``, its explanation (with the
     ``expansions`` its text holds) and (with ``snippet``, when the plan highlights) its

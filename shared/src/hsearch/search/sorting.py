@@ -46,6 +46,7 @@ from operator import itemgetter
 from typing import Final, TypeAlias, TypeVar
 
 from hsearch.errors import InvalidRequestError
+from hsearch.search.facets import describe_type, shorten
 from hsearch.vectorstore.filters import MISSING, lookup_value, resolve_field
 from hsearch.vectorstore.schema import METADATA_FIELD
 
@@ -110,7 +111,7 @@ def parse_sort(raw: object) -> tuple[SortClause, ...]:
     if not isinstance(raw, list | tuple):
         msg = (
             'sort: expected a list of sort clauses, such as [{"field": "metadata.year", '
-            f'"order": "desc"}}, "_score"], got {_describe(raw)}'
+            f'"order": "desc"}}, "_score"], got {describe_type(raw)}'
         )
         raise InvalidRequestError(msg)
     if len(raw) > MAX_SORT_CLAUSES:
@@ -128,18 +129,20 @@ def _parse_clause(raw: object, loc: str) -> SortClause:
     if not isinstance(raw, Mapping):
         msg = (
             f'{loc}: expected a field ("metadata.year", "metadata.year:desc") or an object '
-            f'such as {{"field": "metadata.year", "order": "desc"}}, got {_describe(raw)}'
+            f'such as {{"field": "metadata.year", "order": "desc"}}, got {describe_type(raw)}'
         )
         raise InvalidRequestError(msg)
     for key in raw:
         if key not in ("field", "order"):
-            msg = f"{loc}: unknown key {_show(key)}; allowed: field, order"
+            msg = f"{loc}: unknown key {shorten(key)}; allowed: field, order"
             raise InvalidRequestError(msg)
     if "field" not in raw:
         raise InvalidRequestError(f"{loc}.field: required; sortable: {_ALLOWED}")
     field = raw["field"]
     if not isinstance(field, str):
-        msg = f"{loc}.field: expected a field path, got {_describe(field)}; sortable: {_ALLOWED}"
+        msg = (
+            f"{loc}.field: expected a field path, got {describe_type(field)}; sortable: {_ALLOWED}"
+        )
         raise InvalidRequestError(msg)
     return SortClause(field, _order(raw.get("order"), field, f"{loc}.order"))
 
@@ -149,7 +152,7 @@ def _order(raw: object, field: str, loc: str) -> SortOrder:
         return SortOrder.DESC if field == SCORE else SortOrder.ASC
     if isinstance(raw, str) and raw in {o.value for o in SortOrder}:
         return SortOrder(raw)
-    msg = f"{loc}: unknown order {_show(raw)}; allowed: {_ORDERS}"
+    msg = f"{loc}: unknown order {shorten(raw)}; allowed: {_ORDERS}"
     raise InvalidRequestError(msg)
 
 
@@ -169,7 +172,7 @@ def validate_sort(clauses: Sequence[SortClause]) -> tuple[SortClause, ...]:
     for i, clause in enumerate(clauses):
         loc = f"sort[{i}]"
         if not isinstance(clause.order, SortOrder):
-            msg = f"{loc}.order: unknown order {_show(clause.order)}; allowed: {_ORDERS}"
+            msg = f"{loc}.order: unknown order {shorten(clause.order)}; allowed: {_ORDERS}"
             raise InvalidRequestError(msg)
         _check_field(clause.field, f"{loc}.field")
         if clause.field in seen:
@@ -186,13 +189,13 @@ def validate_sort(clauses: Sequence[SortClause]) -> tuple[SortClause, ...]:
 
 def _check_field(field: object, loc: str) -> None:
     if not isinstance(field, str):
-        msg = f"{loc}: expected a field path, got {_describe(field)}; sortable: {_ALLOWED}"
+        msg = f"{loc}: expected a field path, got {describe_type(field)}; sortable: {_ALLOWED}"
         raise InvalidRequestError(msg)
     if field == SCORE or field in SORTABLE_FIELDS:
         return
     head = field.split(".", 1)[0]
     if head != METADATA_FIELD:
-        msg = f"{loc}: field {_show(field)} is not sortable; sortable: {_ALLOWED}"
+        msg = f"{loc}: field {shorten(field)} is not sortable; sortable: {_ALLOWED}"
         raise InvalidRequestError(msg)
     # The keys of a metadata path follow the filters' and facets' rules.
     resolve_field(field, location=loc, purpose="facet")
@@ -272,25 +275,3 @@ def _scalar_key(value: object) -> _Key | None:
     if isinstance(value, str):
         return (_STRING, value.casefold(), value) if value else None
     return None  # an object: no order
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _describe(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    return "a list" if isinstance(value, list | tuple) else f"a {type(value).__name__}"
-
-
-def _show(value: object, limit: int = 64) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

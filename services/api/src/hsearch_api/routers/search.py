@@ -12,6 +12,7 @@ from fastapi import APIRouter
 
 from hsearch.config import SearchSettings
 from hsearch.errors import FieldError, InvalidRequestError
+from hsearch.lexical.additions import TermExpansion
 from hsearch.search.facets import parse_facet_requests
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.service import SearchService
@@ -149,7 +150,7 @@ def search_response(result: SearchResult) -> SearchResponse:
         facet_basis=None
         if result.facet_basis is None
         else FacetBasisRead(**asdict(result.facet_basis)),
-        expansions=[TermMatchRead(**asdict(e)) for e in result.expansions],
+        expansions=[term_match(e) for e in result.expansions],
         sort=None
         if not result.sort
         else SortRead(
@@ -185,9 +186,18 @@ def search_response(result: SearchResult) -> SearchResponse:
                     dense_score=h.explanation.score_of("dense"),
                     sparse_score=h.explanation.score_of("sparse"),
                     rerank_score=h.explanation.rerank_score,
-                    matches=[TermMatchRead(**asdict(m)) for m in h.explanation.matches],
+                    matches=[term_match(m) for m in h.explanation.matches],
                 ),
             )
             for h in result.hits
         ],
+    )
+
+
+def term_match(expansion: TermExpansion) -> TermMatchRead:
+    return TermMatchRead(
+        query=expansion.query,
+        matched=expansion.matched,
+        kind=expansion.kind.value,
+        typos=expansion.typos,
     )
