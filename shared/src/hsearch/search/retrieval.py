@@ -387,7 +387,8 @@ class Retriever:
         and the legs that filled their depth. A leg whose candidates' texts cannot be
         read is degraded (its candidates could not be checked)."""
         syntax = plan.syntax
-        assert syntax is not None
+        if syntax is None:
+            return dict(outcomes), {}, frozenset()
         ids = list(dict.fromkeys(h.chunk_id for o in outcomes.values() for h in o.hits or ()))
         resolved = dict(outcomes)
         if not ids:
@@ -405,7 +406,10 @@ class Retriever:
                 {},
                 frozenset(),
             )
-        admitted = {i for i, text in texts.items() if syntax.admits(text)}
+        # Reading hundreds of texts is CPU work: off the event loop.
+        admitted = await anyio.to_thread.run_sync(
+            lambda: {i for i, text in texts.items() if syntax.admits(text)}
+        )
         filled = frozenset(
             leg for leg, o in outcomes.items() if o.hits is not None and len(o.hits) >= plan.fetched
         )
