@@ -67,8 +67,9 @@ def test_the_result_holds_both_comparisons_with_their_targets(tmp_path: Path) ->
     write, end = result["write"], result["end_to_end"]
     assert (write["documents"], end["documents"]) == (5, 4)
     assert write["chunks"] > end["chunks"] > 4  # the long document has several
-    # Groups of at most 3 chunks, the long document a group of its own: several calls.
-    assert write["encode_calls"] == write["upserts"] > 2
+    # Groups of at most 3 chunks, the long document a group of its own, encoded 3 chunks
+    # at a time (its job reports its progress between them): more calls than upserts.
+    assert write["encode_calls"] > write["upserts"] > 2
     assert (write["target"], end["target"]) == (0.8, 0.9)
     comparisons = (
         (write, ("raw_insert", "raw_insert_columns", "pipeline"), 3),
