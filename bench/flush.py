@@ -47,7 +47,7 @@ from bench.metrics import percentile
 from bench.synthetic import Corpus
 from hsearch.config import Settings
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
-from hsearch.ingestion.flushing import FlushSchedule
+from hsearch.ingestion.worker.flushing import FlushSchedule
 from hsearch.processes import start_milvus_lite
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord

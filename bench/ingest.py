@@ -83,8 +83,8 @@ from hsearch.db.models import JobStatus
 from hsearch.embedding.factory import create_embedder
 from hsearch.embedding.fake import AnalyzerTokenizer
 from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind, Tokenizer
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.lexical.analyzer import term_frequencies

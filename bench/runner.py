@@ -8,7 +8,7 @@ fresh, throw-away stack.
 * :func:`hsearch.runtime.build_services` on settings built here (unique collection,
   the chosen encoder); every other knob is the product default or ``HSEARCH_*`` from
   the environment, so a candidate setting can be measured without code changes;
-* ingestion: :meth:`hsearch.ingestion.jobs.JobService.submit` in jobs of 500 documents,
+* ingestion: :meth:`hsearch.ingestion.api.jobs.JobService.submit` in jobs of 500 documents,
   each in its own committed unit of work, then :meth:`IndexingService.process_job` per
   job: the code the Celery worker runs (the broker hop is left out: the jobs go to an
   in-process queue); then the collection is flushed
@@ -45,8 +45,8 @@ from bench.report import MODES, SINGLE_LEG_MODES, TOP_K, DatasetRun, ModeRun
 from hsearch.config import DatabaseSettings, EncoderKind, Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.errors import HsearchError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.processes import Child, start_milvus_lite

@@ -26,7 +26,7 @@ from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.models import Document, JobItem, JobStatus
 from hsearch.errors import ConcurrentWriteError
 from hsearch.ingestion.ids import document_id
-from hsearch.ingestion.indexer import IndexingService
+from hsearch.ingestion.worker.indexer import IndexingService
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.ingestion.test_indexing import DecisionHooks, docs, get_job, make_service, submit

@@ -16,12 +16,12 @@ from hsearch.config import IngestSettings
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.models import JobStatus
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord

@@ -22,8 +22,8 @@ from hsearch.db.base import utcnow
 from hsearch.db.engine import create_db_engine, create_session_factory, transaction
 from hsearch.db.models import IngestionJob
 from hsearch.db.repositories.jobs import JobRepository
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 

@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings, QuotaSettings
 from hsearch.errors import QuotaExceededError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 

@@ -28,8 +28,8 @@ from hsearch.db.migrate import upgrade_database
 from hsearch.db.models import JobStatus
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.errors import EncoderMismatchError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.runtime import build_services

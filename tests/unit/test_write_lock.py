@@ -24,9 +24,9 @@ from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.quotas import QuotaRepository
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.chunking import Chunk, Chunker
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.vectorstore.in_memory import InMemoryVectorStore

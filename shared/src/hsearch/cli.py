@@ -139,7 +139,7 @@ def reconcile(
     import json  # noqa: PLC0415 - keep `--help` fast
 
     from hsearch.errors import HsearchError  # noqa: PLC0415
-    from hsearch.ingestion.datadir import adopt_data_directory  # noqa: PLC0415
+    from hsearch.ingestion.operations.datadir import adopt_data_directory  # noqa: PLC0415
     from hsearch.runtime import build_services  # noqa: PLC0415
     from hsearch.stack import milvus_for_command  # noqa: PLC0415
 

@@ -318,7 +318,7 @@ class EncoderMismatchError(ConfigurationError):
 
 class DataDirectoryMismatchError(ConfigurationError):
     """The data directory's vector data belongs to another metadata database than the
-    one configured (:mod:`hsearch.ingestion.datadir`)."""
+    one configured (:mod:`hsearch.ingestion.operations.datadir`)."""
 
     status_code = 409
     code = "data_directory_mismatch"

@@ -417,7 +417,7 @@ def stop_all(children: Sequence[Child], *, timeout: float, last: Sequence[Child]
     ``last`` in what is left. The workers' last writes thus still reach Milvus, rather
     than failing and being retried against a server that is going away. A Celery
     worker's warm shutdown would wait for its running task; the job it held is resumed
-    after a restart (its lease expires: hsearch.ingestion.leases)."""
+    after a restart (its lease expires: hsearch.ingestion.worker.leases)."""
     deadline = time.monotonic() + timeout
     first_deadline = deadline - (min(LAST_STOP_S, timeout / 2) if last else 0.0)
     for group, until in ((children, first_deadline), (last, deadline)):

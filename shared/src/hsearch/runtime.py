@@ -37,14 +37,14 @@ from hsearch.db.repositories.jobs import JobRepository
 from hsearch.embedding.batching import QueryBatcher
 from hsearch.embedding.factory import UnloadedEmbedder, create_embedder, describe_encoder
 from hsearch.embedding.protocol import Embedder
+from hsearch.ingestion.api.documents import DocumentService
 from hsearch.ingestion.chunking import Chunker
-from hsearch.ingestion.documents import DocumentService
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.leases import JobSweeper
+from hsearch.ingestion.operations.reconcile import Reconciler
+from hsearch.ingestion.operations.reindex import ReindexService
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
-from hsearch.ingestion.reconcile import Reconciler
-from hsearch.ingestion.reindex import ReindexService
 from hsearch.ingestion.webhooks import WebhookSender
+from hsearch.ingestion.worker.indexer import IndexingService
+from hsearch.ingestion.worker.leases import JobSweeper
 from hsearch.lexical.expansion import QueryExpander
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.llm.factory import create_llm

@@ -10,7 +10,7 @@ A worker that dies is started again (at most :data:`MAX_RESTARTS` times in
 :data:`RESTART_WINDOW_S`; a worker is one process, which runs its tasks itself, so a
 ``kill -9`` of any worker process is seen here), and the API keeps serving meanwhile;
 the job it held is sent again once its lease expires
-(:mod:`hsearch.ingestion.leases`). If the API or Milvus dies, the stack stops.
+(:mod:`hsearch.ingestion.worker.leases`). If the API or Milvus dies, the stack stops.
 SIGINT/SIGTERM stop every child within :data:`STOP_TIMEOUT_S` seconds, even in the
 middle of a job (the interrupted batch is redone after a restart); children also die
 with this process (``PR_SET_PDEATHSIG``), so nothing is left behind.
@@ -40,7 +40,7 @@ from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.embedding.factory import describe_encoder_choice
 from hsearch.errors import AuthenticationError, ConfigurationError
-from hsearch.ingestion.datadir import check_data_directory
+from hsearch.ingestion.operations.datadir import check_data_directory
 from hsearch.ingestion.queue import CeleryJobQueue, create_celery
 from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
 from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
@@ -104,7 +104,7 @@ def run_stack(settings: Settings, *, ingest_sample: bool = True, workers: int = 
     signal.signal(signal.SIGINT, _stop)
     try:
         # Migrated first: the data directory's vector data is checked against the
-        # database's identity before any process serves it (hsearch.ingestion.datadir).
+        # database's identity before any process serves it (hsearch.ingestion.operations.datadir).
         _prepare(settings)
         check_data_directory(settings)
         env["HSEARCH_MILVUS__URI"] = _milvus(settings, env, data, children)

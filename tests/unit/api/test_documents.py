@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.config import ApiSettings, IngestSettings, Settings
 from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.errors import BackendError, EncoderError
-from hsearch.ingestion.jobs import JobService
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.queue import InMemoryJobQueue, JobQueue
 from hsearch_api.deps import (

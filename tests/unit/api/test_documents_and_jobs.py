@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from hsearch.config import WebhookSettings
 from hsearch.db.models import JobItem, LexicalCorpusStats
-from hsearch.ingestion.documents import DELETED_AFTER_SUBMISSION
+from hsearch.ingestion.api.documents import DELETED_AFTER_SUBMISSION
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.api.conftest import Api, api_settings, serve

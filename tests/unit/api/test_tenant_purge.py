@@ -20,8 +20,8 @@ from hsearch.db.models import (
     Tenant,
 )
 from hsearch.errors import TenantNotFoundError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.types import TenantStatus
 from tests.unit.api.conftest import Api

@@ -15,12 +15,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.config import EncoderKind, IngestSettings, SearchSettings
 from hsearch.embedding.factory import ENCODER_FUSION
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.models import SearchQuery
 from hsearch.search.service import SearchService

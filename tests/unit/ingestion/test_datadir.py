@@ -16,7 +16,7 @@ from hsearch.cli import app
 from hsearch.config import Settings, get_settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.errors import ConfigurationError, DataDirectoryMismatchError
-from hsearch.ingestion.datadir import (
+from hsearch.ingestion.operations.datadir import (
     MARKER,
     adopt_data_directory,
     check_data_directory,

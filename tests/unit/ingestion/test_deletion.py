@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.config import IngestSettings
 from hsearch.db.models import Tenant
 from hsearch.errors import InvalidFilterError, InvalidRequestError, VectorStoreError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.types import JobKind, JobStatus

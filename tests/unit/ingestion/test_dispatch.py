@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.config import IngestSettings
 from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.errors import BackendError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import UnitOfWork, unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 

@@ -15,12 +15,12 @@ from hsearch.config import IngestSettings
 from hsearch.db.base import utcnow
 from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.errors import VectorStoreError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
-from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
+from hsearch.ingestion.worker.leases import JobSweeper
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.ingestion.test_indexing import make_service

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hsearch.errors import VectorStoreError
-from hsearch.ingestion.flushing import RETRY_S, FlushSchedule
+from hsearch.ingestion.worker.flushing import RETRY_S, FlushSchedule
 from tests.unit.ingestion.timing import Clock, Timers
 
 

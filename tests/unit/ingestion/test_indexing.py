@@ -36,13 +36,13 @@ from hsearch.errors import (
     MetadataUnavailableError,
     VectorStoreError,
 )
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.ids import document_id
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
@@ -673,7 +673,7 @@ def test_a_job_end_rolled_back_is_logged_only_once_it_commits(
         bump(self, tenant_id)
 
     monkeypatch.setattr(TenantRepository, "bump_generation", failing_bump)
-    caplog.set_level(logging.INFO, logger="hsearch.ingestion.indexer")
+    caplog.set_level(logging.INFO, logger="hsearch.ingestion.worker.indexer")
     caplog.clear()  # the first job's end
     timers.fire()  # marks the job finished, then rolls back
     assert get_job(sessions, waiting).status is JobStatus.RUNNING

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.config import IngestSettings
 from hsearch.db.models import IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.errors import InvalidRequestError, JobNotFoundError, PayloadTooLargeError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.queue import InMemoryJobQueue
 

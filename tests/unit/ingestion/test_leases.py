@@ -20,11 +20,11 @@ from hsearch.db.models import IngestionJob, JobItem, JobStatus
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import BackendError, VectorStoreError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
-from hsearch.ingestion.leases import JobSweeper, LeaseKeeper, aware, resend_unstarted
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
+from hsearch.ingestion.worker.leases import JobSweeper, LeaseKeeper, aware, resend_unstarted
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import A, B, C, CrashingStore, docs, make_service, submit
 

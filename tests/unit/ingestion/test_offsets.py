@@ -11,7 +11,7 @@ from hsearch.config import SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.models import DocumentInput
-from hsearch.ingestion.reindex import ReindexService
+from hsearch.ingestion.operations.reindex import ReindexService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.models import SearchQuery
 from hsearch.search.service import SearchService

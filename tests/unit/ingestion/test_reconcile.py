@@ -13,8 +13,8 @@ from hsearch.db.models import Document, JobStatus
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import TenantNotFoundError
 from hsearch.ingestion.ids import document_id
+from hsearch.ingestion.operations.reconcile import Reconciler
 from hsearch.ingestion.queue import InMemoryJobQueue
-from hsearch.ingestion.reconcile import Reconciler
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import TENANT, A, B, C, docs, make_service, run
 

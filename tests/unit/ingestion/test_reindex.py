@@ -20,7 +20,7 @@ from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import EncoderError, EncoderMismatchError, ReindexError
 from hsearch.ingestion.chunking import Chunker
-from hsearch.ingestion.reindex import ReindexService
+from hsearch.ingestion.operations.reindex import ReindexService
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import docs, get_job, make_service, run, stats, submit
 

@@ -19,9 +19,9 @@ from hsearch.db.repositories.jobs import JobRepository
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import BackendError, VectorStoreError
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
+from hsearch.ingestion.worker.leases import JobSweeper
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.ingestion.test_fairness import submit

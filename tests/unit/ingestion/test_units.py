@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.models import IngestionJob, JobStatus
-from hsearch.ingestion.indexer import IndexingService
 from hsearch.ingestion.models import DocumentInput
+from hsearch.ingestion.worker.indexer import IndexingService
 from hsearch.lexical.statistics import LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord

@@ -21,12 +21,12 @@ from standardwebhooks import Webhook
 from hsearch.config import IngestSettings, WebhookSettings
 from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.errors import InvalidRequestError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
-from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.ingestion.webhooks import EVENT_TYPE, WebhookSender
+from hsearch.ingestion.worker.leases import JobSweeper
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.ingestion.test_indexing import make_service
 

@@ -14,12 +14,12 @@ from hsearch.config import IngestSettings, SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import VectorStoreError, VectorStoreTimeoutError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
 from hsearch.lexical.statistics import LexicalStatistics, WeighedQuery
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.caching import GenerationReader, PageSnapshots, ResultCache

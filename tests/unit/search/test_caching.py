@@ -26,12 +26,12 @@ from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
 from hsearch.errors import InvalidRequestError, SearchUnavailableError, VectorStoreError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.caching import (
     Cursor,

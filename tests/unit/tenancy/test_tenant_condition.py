@@ -28,13 +28,13 @@ from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.errors import HsearchError
+from hsearch.ingestion.api.documents import DocumentService
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.documents import DocumentService
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
+from hsearch.ingestion.worker.indexer import IndexingService
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.search.facets import FacetRequest
 from hsearch.search.models import SearchQuery

@@ -20,9 +20,9 @@ from hsearch.errors import (
     SessionRequiredError,
     UnsupportedMediaTypeError,
 )
+from hsearch.ingestion.api.documents import DocumentService
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import UnitOfWork, unit_of_work
-from hsearch.ingestion.documents import DocumentService
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ratelimit.policy import charged_scope
 from hsearch.runtime import Services

@@ -101,7 +101,7 @@ def _send(
     failed = {job_id for job_id, _ in failures}
     with transaction(sessions) as session:
         # A job committed and never marked sent is sent again by the sweeper
-        # (hsearch.ingestion.leases): this process may die right here.
+        # (hsearch.ingestion.worker.leases): this process may die right here.
         JobRepository(session).mark_sent([j for j in job_ids if j not in failed], now=utcnow())
         for job_id, error in failures:
             _mark_enqueue_failed(session, job_id=job_id, error=error.message)

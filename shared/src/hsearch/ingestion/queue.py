@@ -76,7 +76,7 @@ def create_celery(
     if broker_url.startswith(("redis://", "rediss://")):
         # Unacknowledged (late-ack) messages come back after this long. Sized to the job
         # lease, not to the longest job: a message re-delivered while its job still runs
-        # finds the job's lease held and returns at once (hsearch.ingestion.leases).
+        # finds the job's lease held and returns at once (hsearch.ingestion.worker.leases).
         #
         # A read or write waits at most socket_timeout_s; then the connection is dropped
         # and made again. redis-py waits forever by default: a connection that stopped

@@ -3,7 +3,7 @@ the solo pool, celery_app.py, runs tasks in the worker process itself, and a pre
 child would send it after the fork, so torch and the database pool are never shared
 across processes; the encoder is loaded before the first task, not by it) and released
 when the process shuts down. Each worker process also runs the sweeper that re-sends
-abandoned jobs (hsearch.ingestion.leases).
+abandoned jobs (hsearch.ingestion.worker.leases).
 
 Each task's log records carry the id of the API request that submitted its job (the
 task header :data:`~hsearch.ingestion.queue.REQUEST_ID_TASK_HEADER`). With
@@ -31,9 +31,9 @@ from celery.signals import (
 
 from hsearch.config import get_settings
 from hsearch.errors import BackendError
-from hsearch.ingestion.indexer import IndexingService
-from hsearch.ingestion.leases import JobSweeper
 from hsearch.ingestion.queue import REQUEST_ID_TASK_HEADER
+from hsearch.ingestion.worker.indexer import IndexingService
+from hsearch.ingestion.worker.leases import JobSweeper
 from hsearch.logging import request_id, valid_request_id
 from hsearch.metrics.exposition import process_exited, start_worker_server
 from hsearch.runtime import Services, build_services, keep_startup_heap

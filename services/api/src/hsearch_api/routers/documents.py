@@ -5,8 +5,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from hsearch.ingestion.documents import DocumentView, parse_include
-from hsearch.ingestion.jobs import MAX_PAGE
+from hsearch.ingestion.api.documents import DocumentView, parse_include
+from hsearch.ingestion.api.jobs import MAX_PAGE
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.types import JobStatus
 from hsearch_api.deps import (

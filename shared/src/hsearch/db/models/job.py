@@ -57,14 +57,14 @@ class IngestionJob(Base):
     # when sent, and starts a turn only if the job still has it (the turn then counts):
     # of two messages sent for the same turn (a sweeper's re-send of a job that waited
     # long in the queue, a re-delivery), one runs and the other is dropped
-    # (hsearch.ingestion.leases).
+    # (hsearch.ingestion.worker.leases).
     turn: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     # When the job was last sent to the workers (None: committed, never sent).
     sent_at: Mapped[datetime | None] = mapped_column(default=None)
-    # A running job is leased by the worker running it (hsearch.ingestion.leases): the
+    # A running job is leased by the worker running it (hsearch.ingestion.worker.leases): the
     # worker renews the lease while it works, and the sweeper re-sends the job once the
     # lease has expired (the worker died).
     lease_owner: Mapped[str | None] = mapped_column(String(128), default=None)
@@ -82,7 +82,7 @@ class IngestionJob(Base):
     # The document a worker is encoding, as it goes (a document of more chunks than a
     # group, ``ingest.batch_chunks``, is encoded a group at a time): its external id,
     # chunks encoded, chunks in all, and when last reported. What a job whose one
-    # document takes minutes shows meanwhile (hsearch.ingestion.indexer).
+    # document takes minutes shows meanwhile (hsearch.ingestion.worker.indexer).
     encoding_document: Mapped[str | None] = mapped_column(String(512), default=None)
     encoding_done: Mapped[int | None] = mapped_column(Integer, default=None)
     encoding_total: Mapped[int | None] = mapped_column(Integer, default=None)

@@ -4,7 +4,7 @@ An ingest job is written with one item per submitted document (the payload waits
 the item until it is indexed, see docs/architecture.md); a delete job with its filter
 only (its items are written when it starts, :mod:`hsearch.ingestion.deletion`). Either
 is queued on the unit of work, which sends it to the workers after the commit. The
-worker side is :mod:`hsearch.ingestion.indexer`.
+worker side is :mod:`hsearch.ingestion.worker.indexer`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from hsearch.errors import (
     JobNotFoundError,
     PayloadTooLargeError,
 )
+from hsearch.ingestion.api.quotas import check_submission
 from hsearch.ingestion.deletion import parse_delete_filter
 from hsearch.ingestion.dispatch import UnitOfWork
 from hsearch.ingestion.ids import content_hash
@@ -39,7 +40,6 @@ from hsearch.ingestion.models import (
     JobView,
     WebhookView,
 )
-from hsearch.ingestion.quotas import check_submission
 from hsearch.ingestion.storable import unstorable
 from hsearch.ingestion.webhooks import check_webhook_url
 from hsearch.lexical.languages import lang_problem
@@ -102,7 +102,7 @@ class JobService:
         written then. Every document's problems are listed in the error's ``errors``;
         the status is 413 when any is over a size limit. A batch that would pass one
         of the tenant's quotas is refused whole with :class:`QuotaExceededError` (429,
-        :mod:`hsearch.ingestion.quotas`).
+        :mod:`hsearch.ingestion.api.quotas`).
 
         ``lines`` are the NDJSON lines the documents came from (an upload,
         ``POST /v1/documents:ndjson``): errors then name the line and the field

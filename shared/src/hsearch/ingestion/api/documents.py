@@ -1,7 +1,7 @@
 """A tenant's documents as clients see them: read one, list them, update the fields that
 need no re-encoding, delete one.
 
-A document row exists once a version of it is indexed (:mod:`hsearch.ingestion.indexer`
+A document row exists once a version of it is indexed (:mod:`hsearch.ingestion.worker.indexer`
 writes it in the transaction that marks its job item done). A document can also be
 *pending*: submitted in a job a worker has not finished. Deleting removes its chunks from
 the vector store and its row and statistics from the metadata database together, under
@@ -30,9 +30,9 @@ from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import DocumentNotFoundError, DocumentPendingError, InvalidRequestError
+from hsearch.ingestion.api.jobs import check_page_limit
 from hsearch.ingestion.deletion import remove_document
 from hsearch.ingestion.ids import content_hash, document_id
-from hsearch.ingestion.jobs import check_page_limit
 from hsearch.ingestion.merge import merge_patch
 from hsearch.ingestion.storable import unstorable
 from hsearch.lexical.statistics import LexicalStatistics

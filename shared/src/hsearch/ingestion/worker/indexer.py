@@ -1,6 +1,6 @@
 """The worker side of ingestion: indexing a job's pending items into chunks.
 
-The API side (accepting a batch, reading a job) is :mod:`hsearch.ingestion.jobs`; the
+The API side (accepting a batch, reading a job) is :mod:`hsearch.ingestion.api.jobs`; the
 two meet only through the job rows and the job id the queue carries.
 
 Indexing a job is safe to run twice and to kill at any point:
@@ -50,11 +50,11 @@ from hsearch.errors import (
 )
 from hsearch.ingestion.chunking import Chunk, Chunker
 from hsearch.ingestion.deletion import DocumentDeleter
-from hsearch.ingestion.flushing import FlushSchedule, TimerFactory, start_thread_timer
 from hsearch.ingestion.ids import chunk_id, document_id
-from hsearch.ingestion.leases import LeaseKeeper, aware, worker_identity
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.records import chunk_records, embedding_text
+from hsearch.ingestion.worker.flushing import FlushSchedule, TimerFactory, start_thread_timer
+from hsearch.ingestion.worker.leases import LeaseKeeper, aware, worker_identity
 from hsearch.lexical.statistics import (
     LexicalContribution,
     LexicalStatistics,
@@ -161,7 +161,7 @@ class IndexingService:
         goes to the back of the queue (``requeue``) so that other jobs, other tenants'
         among them, take turns with it (0: each job runs whole);
         ``lease_s`` is the lease on a job this service works on
-        (:mod:`hsearch.ingestion.leases`), ``owner`` its name (default: unique to the
+        (:mod:`hsearch.ingestion.worker.leases`), ``owner`` its name (default: unique to the
         process); ``on_finished`` is called once the end of a job is committed (the
         worker's sweeper then delivers its webhook); ``collection_ready``: the store's
         collection was ensured for ``embedder`` already (by

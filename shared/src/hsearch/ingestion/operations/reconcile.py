@@ -32,8 +32,8 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import TenantNotFoundError
+from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
-from hsearch.ingestion.jobs import JobService
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import JobQueue
 from hsearch.vectorstore.protocol import VectorStore

@@ -9,7 +9,7 @@ flushes at once when the last flush began at least ``min_interval_s`` ago; other
 timer flushes once the interval has passed, for every job that finished meanwhile.
 
 The indexer reports a job finished only after a flush that began once the job's
-chunks were written (:mod:`hsearch.ingestion.indexer`), so a finished job is fast to
+chunks were written (:mod:`hsearch.ingestion.worker.indexer`), so a finished job is fast to
 search.
 """
 

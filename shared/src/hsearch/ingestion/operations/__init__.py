@@ -1,0 +1,1 @@
+"""Operator tools: rebuilding the collection, reconciling the stores, the data directory."""
