@@ -51,12 +51,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
 from bench.fusion_replay import QueryLegs, Replay, evaluate, read_legs
+from bench.metrics import evaluate_ranking
 from hsearch.config import SearchSettings, Settings
 from hsearch.types import DEFAULT_RRF_K, FusionDefault, FusionMethod, Leg
 
 TOLERANCE = 0.002
 """Margins closer than this are "the same" (the requirement's slack)."""
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20261128
+BOOTSTRAP_LEVEL = 0.95
 
 SIMPLICITY = {
     FusionMethod.RRF: 0,
@@ -270,6 +277,8 @@ class Fold:
     choice: Choice
     hybrid: float
     legs: Legs
+    interval: tuple[float, float] | None = None
+    """The margin's bootstrap interval over the set's queries (:func:`with_intervals`)."""
 
     @property
     def margin(self) -> float:
@@ -293,6 +302,72 @@ def leave_one_out(table: Table, *, tolerance: float = TOLERANCE) -> list[Fold]:
     return folds
 
 
+def bootstrap_interval(
+    differences: Sequence[float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = BOOTSTRAP_LEVEL,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of per-query ``differences``.
+
+    Queries are resampled with replacement (``resamples`` times, seeded, so a report is
+    reproducible); the interval says how far the set's margin could move with another
+    draw of queries of the same kind, the only uncertainty a fixed set leaves.
+    """
+    if not differences:
+        msg = "a bootstrap interval needs at least one query"
+        raise ValueError(msg)
+    values = np.asarray(differences, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+    tail = (1.0 - level) / 2
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def per_query_margins(
+    queries: Sequence[QueryLegs], design: FusionDefault, best_leg: str, settings: SearchSettings
+) -> list[float]:
+    """Per query of one set: hybrid nDCG@10 under ``design`` minus the set's better leg's
+    (``best_leg``, ``dense`` or ``sparse``, the leg with the better mean on the set)."""
+    replay = Replay(
+        settings=settings,
+        fusion=design.method.value,
+        weights={leg.value: w for leg, w in design.weights},
+        k=design.k,
+    )
+    leg_mode = "semantic" if best_leg == "dense" else "keyword"
+    return [
+        evaluate_ranking(replay.rank(q, "hybrid"), q.qrels)["ndcg@10"]
+        - evaluate_ranking(replay.rank(q, leg_mode), q.qrels)["ndcg@10"]
+        for q in queries
+    ]
+
+
+def with_intervals(
+    queries: Sequence[QueryLegs], table: Table, folds: Sequence[Fold], settings: SearchSettings
+) -> list[Fold]:
+    """``folds`` with the bootstrap interval of each left-out set's margin."""
+    by_set: dict[str, list[QueryLegs]] = {}
+    for q in queries:
+        by_set.setdefault(q.dataset, []).append(q)
+    return [
+        Fold(
+            f.dataset,
+            f.choice,
+            f.hybrid,
+            f.legs,
+            bootstrap_interval(
+                per_query_margins(
+                    by_set[f.dataset], f.choice.design, table.legs[f.dataset].best_leg, settings
+                )
+            ),
+        )
+        for f in folds
+    ]
+
+
 # -- output -----------------------------------------------------------------------------
 
 
@@ -314,6 +389,7 @@ def report(table: Table, folds: Sequence[Fold], chosen: Choice) -> dict[str, Any
                 "sparse": f.legs.sparse,
                 "best_leg": f.legs.best_leg,
                 "margin": f.margin,
+                "margin_interval": list(f.interval) if f.interval is not None else None,
                 "pass": f.passed,
             }
             for f in folds
@@ -335,6 +411,13 @@ def report(table: Table, folds: Sequence[Fold], chosen: Choice) -> dict[str, Any
     }
 
 
+def _interval(fold: Fold) -> str:
+    if fold.interval is None:
+        return "-"
+    low, high = fold.interval
+    return f"[{low:+.4f}, {high:+.4f}]"
+
+
 def render(table: Table, folds: Sequence[Fold], chosen: Choice, out: TextIO, top: int) -> None:
     names = list(table.legs)
     print(
@@ -344,13 +427,13 @@ def render(table: Table, folds: Sequence[Fold], chosen: Choice, out: TextIO, top
     )
     print(
         f"{'left out':<24}{'chosen on the others':<40}{'hybrid':>8}{'dense':>8}{'sparse':>8}"
-        f"{'margin':>10}  pass",
+        f"{'margin':>10}{'95% interval':>20}  pass",
         file=out,
     )
     for f in folds:
         print(
             f"{f.dataset:<24}{f.choice.design.describe():<40}{f.hybrid:>8.4f}"
-            f"{f.legs.dense:>8.4f}{f.legs.sparse:>8.4f}{f.margin:>+10.5f}  "
+            f"{f.legs.dense:>8.4f}{f.legs.sparse:>8.4f}{f.margin:>+10.5f}{_interval(f):>20}  "
             f"{'yes' if f.passed else 'NO'} ({f.legs.best_leg})",
             file=out,
         )
@@ -389,7 +472,7 @@ def render_markdown(table: Table, folds: Sequence[Fold], chosen: Choice, out: Te
     names = list(table.legs)
     print(
         "| left out | queries | chosen on the other sets | hybrid | dense | sparse | margin "
-        "| pass |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | :---: |",
+        "| 95% interval | pass |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | :---: | :---: |",
         file=out,
     )
     for f in folds:
@@ -399,7 +482,8 @@ def render_markdown(table: Table, folds: Sequence[Fold], chosen: Choice, out: Te
         )
         print(
             f"| {f.dataset} | {f.legs.queries} | `{f.choice.design.describe()}` | "
-            f"{f.hybrid:.4f} | {cells} | {f.margin:+.5f} | {'✓' if f.passed else '✗'} |",
+            f"{f.hybrid:.4f} | {cells} | {f.margin:+.5f} | {_interval(f)} | "
+            f"{'✓' if f.passed else '✗'} |",
             file=out,
         )
     print(
@@ -471,7 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{time.perf_counter() - started:.0f} s",
             file=sys.stderr,
         )
-    folds = leave_one_out(table)
+    folds = with_intervals(queries, table, leave_one_out(table), settings)
     chosen = select(table, list(table.legs))
     if args.json:
         print(json.dumps(report(table, folds, chosen), ensure_ascii=False))

@@ -13,10 +13,12 @@ from bench.fusion_lodo import (
     TOLERANCE,
     Legs,
     Table,
+    bootstrap_interval,
     default_grid,
     leave_one_out,
     main,
     measure,
+    per_query_margins,
     select,
     simplicity,
 )
@@ -268,3 +270,37 @@ def test_main_keeps_the_datasets_asked_for(
         run_main([str(path), "--json", "--dataset", "d1", "--dataset", "s1"], capsys)
     )
     assert [f["dataset"] for f in report["folds"]] == ["d1", "s1"]
+
+
+def test_bootstrap_interval_holds_the_mean_and_widens_with_spread() -> None:
+    assert bootstrap_interval([0.25] * 50) == (0.25, 0.25)
+    narrow = bootstrap_interval([0.0, 0.02] * 50)
+    wide = bootstrap_interval([-1.0, 1.02] * 50)
+    assert narrow[0] < 0.01 < narrow[1]
+    assert wide[0] < 0.01 < wide[1]
+    assert wide[1] - wide[0] > 10 * (narrow[1] - narrow[0])
+    assert bootstrap_interval([0.0, 0.02] * 50) == narrow  # seeded: reproducible
+    with pytest.raises(ValueError, match="at least one query"):
+        bootstrap_interval([])
+
+
+def test_per_query_margins_are_hybrid_minus_the_better_leg(tmp_path: Path) -> None:
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense"}, queries=3)
+    queries = list(read_legs(path))
+    # RRF favouring the sparse leg ranks the sparse leg's wrong first candidate first:
+    # below the dense leg, which finds the relevant document first, on every query.
+    margins = per_query_margins(queries, RRF_SPARSE, "dense", SearchSettings())
+    assert len(margins) == 3
+    assert all(m < 0 for m in margins)
+    assert per_query_margins(queries, ADAPTIVE, "dense", SearchSettings()) == [0.0] * 3
+
+
+def test_main_reports_an_interval_per_left_out_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=2)
+    report = json.loads(run_main([str(path), "--json"], capsys))
+    for fold in report["folds"]:
+        low, high = fold["margin_interval"]
+        assert low <= fold["margin"] <= high
+    assert "95% interval" in run_main([str(path), "--markdown"], capsys)
