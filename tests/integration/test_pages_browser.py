@@ -308,6 +308,45 @@ def test_ops_charts_and_playground_explanations_in_chromium(
             assert chunks.count("Mountains") > 1
             page.check("#group_by_document")
             assert documents_column(True) == grouped  # what the screenshot shows
+            # Typo tolerance (on by default): a misspelt word is corrected and the
+            # correction shown; unchecked, the request says so and nothing is corrected.
+            assert page.is_checked("#typo_tolerance")
+            page.fill("#query", "volcanoe erupts")
+            documents_column(True)
+            assert "volcanoe → volcano (typo 1)" in page.inner_text('dd[data-field="expansions"]')
+            page.uncheck("#typo_tolerance")
+            with page.expect_request("**/ops/api/search") as sent:
+                page.click("#run")
+            posted = sent.value.post_data_json
+            assert posted is not None
+            assert posted["typo_tolerance"] is False
+            page.wait_for_selector('dd[data-field="expansions"]:text-is("none")')
+            page.check("#typo_tolerance")
+            # Sort by a field: the request carries the clause, the summary its basis and
+            # the rows come in the field's order.
+            page.fill("#query", "rock ice water rain coral")
+            page.fill("#sort_field", "title")
+            page.select_option("#sort_order", "asc")
+            titles = documents_column(True)
+            assert titles == sorted(titles, key=str.lower)
+            assert page.inner_text('dd[data-field="sort"]').startswith("title asc, _score desc")
+            page.fill("#sort_field", "")
+            # Search as you type: a pause in typing searches with the last word as a prefix.
+            page.check("#prefix")
+            page.select_option("#mode", "keyword")  # the completion alone decides
+            shown = int(page.get_attribute("body", "data-searches") or 0)
+            with page.expect_request("**/ops/api/search") as sent:
+                page.fill("#query", "")
+                page.type("#query", "glaci", delay=20)
+            posted = sent.value.post_data_json
+            assert posted is not None
+            assert posted["prefix"] is True
+            page.wait_for_selector(f'body[data-searches="{shown + 1}"]')
+            first_row = page.locator("#hits tbody tr.hit").first
+            assert first_row.locator("td").nth(1).inner_text() == "Glaciers"
+            page.uncheck("#prefix")
+            page.select_option("#mode", "hybrid")
+            page.fill("#query", "mountain range peaks")
             # Asking: this stack has no model, so the passages come back with the reason.
             page.click("#ask")
             page.wait_for_selector("#answer:not([hidden])")

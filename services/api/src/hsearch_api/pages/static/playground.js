@@ -52,6 +52,9 @@
       ["applied weights", perLeg(result.applied_weights)],
       ["degraded", (result.degraded || []).join(", ") || "no"],
       ["total", `${result.total_relation === "gte" ? "at least " : ""}${result.total}`],
+      // What was searched for beyond the query's words: corrections, completions, synonyms.
+      ["expansions", (result.expansions || []).map((x) => `${x.query} → ${x.matched} (${x.kind}${x.kind === "typo" ? ` ${x.typos}` : ""})`).join(", ") || "none"],
+      ["sort", result.sort ? `${result.sort.by.map((c) => `${c.field} ${c.order}`).join(", ")} over the first ${result.sort.window}` : "relevance"],
       ["took", `${fmt(result.took_ms, 1)} ms`],
     ];
     summary.replaceChildren(...items.flatMap(([k, v]) => [hsearch.el("dt", k), hsearch.el("dd", v, { "data-field": k })]));
@@ -92,8 +95,9 @@
     document.body.dataset.searches = String(Number(document.body.dataset.searches || 0) + 1);
   }
 
-  $("search-form").addEventListener("submit", async (event) => {
-    event.preventDefault();
+  let searches = 0;
+
+  async function search() {
     const error = $("search-error");
     hsearch.text(error, "");
     const body = {
@@ -102,8 +106,12 @@
       top_k: Number($("top_k").value) || 10,
       // Documents, as a results page shows them; unchecked: every matching chunk.
       group_by_document: $("group_by_document").checked,
+      typo_tolerance: $("typo_tolerance").checked,
+      prefix: $("prefix").checked,
     };
     if ($("fusion").value) body.fusion = $("fusion").value;
+    const sortField = $("sort_field").value.trim();
+    if (sortField) body.sort = [{ field: sortField, order: $("sort_order").value }, "_score"];
     const filter = $("filter").value.trim();
     if (filter) {
       try {
@@ -113,14 +121,33 @@
         return;
       }
     }
+    // Only the latest search is shown: while typing, an earlier answer can arrive later.
+    const ticket = ++searches;
     $("run").disabled = true;
     try {
-      show(await hsearch.request("POST", "/ops/api/search", { body, headers: { "X-Hsearch-Tenant": $("tenant").value } }));
+      const result = await hsearch.request("POST", "/ops/api/search", { body, headers: { "X-Hsearch-Tenant": $("tenant").value } });
+      if (ticket === searches) show(result);
     } catch (err) {
-      hsearch.text(error, err.message);
+      if (ticket === searches) hsearch.text(error, err.message);
     } finally {
-      $("run").disabled = false;
+      if (ticket === searches) $("run").disabled = false;
     }
+  }
+
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    search();
+  });
+
+  // Search as you type: with "search as you type" checked, a pause in typing searches,
+  // the last word matching as the start of longer words (the request's prefix).
+  let typing = null;
+  $("query").addEventListener("input", () => {
+    if (!$("prefix").checked) return;
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      if ($("query").value.trim() && $("search-form").reportValidity()) search();
+    }, 250);
   });
 
   // The answer's text with each checked marker [n] linked to its passage below; a
