@@ -303,7 +303,7 @@ async def test_a_worker_whose_broker_connections_stop_answering_consumes_again(
                 if round_ == "before":
                     # Frozen once the worker's ack of the first job has landed: a freeze
                     # in between leaves that ack unanswered and the worker holding it
-                    # (docs/architecture.md, "Redis connections that stop answering").
+                    # (docs/adr/0027-redis-connection-timeouts.md).
                     _wait_acked(broker)
                     proxy.set_mode(ProxyMode.FREEZE)  # every connection the worker holds
         assert worker.alive()

@@ -183,7 +183,7 @@ class BrokerSettings(BaseModel):
         le=3600,
         description="AMQP heartbeat (RabbitMQ); 0: off. A worker sends none while it runs a "
         "task, so RabbitMQ closes its connection once a turn outlasts about this long and "
-        "re-delivers the message (docs/architecture.md, Broker heartbeats). A dead "
+        "re-delivers the message (docs/adr/0025-broker-heartbeats-off.md). A dead "
         "worker's connection closes with its process either way.",
     )
     socket_timeout_s: float = Field(
@@ -511,7 +511,7 @@ class IngestSettings(BaseModel):
         description="Documents a worker takes from a job at a time (skipped when "
         "unchanged, chunked, then encoded and written in groups of `batch_chunks`). Each "
         "group costs a few statements and commits whatever its size, so short documents "
-        "are taken many at a time (docs/benchmarks.md, Ingest throughput).",
+        "are taken many at a time (docs/adr/0018-indexer-write-path-in-groups.md).",
     )
     batch_chunks: int = Field(
         default=128,
@@ -529,7 +529,7 @@ class IngestSettings(BaseModel):
         "is ahead of the store (their embeddings ready): each group's rows are read and "
         "its records made while the store writes the group before. Progress is "
         "committed once per transaction; on SQLite the database's write lock is held "
-        "for it (docs/benchmarks.md, Ingest throughput). 1: a transaction per group.",
+        "for it (docs/adr/0018-indexer-write-path-in-groups.md). 1: a transaction per group.",
     )
     batches_per_task: int = Field(
         default=1,

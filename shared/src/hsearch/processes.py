@@ -185,7 +185,7 @@ def worker_command(node: str, *, loglevel: str, standalone: bool = False) -> lis
     prefetch (tasks acknowledge late), run by the worker process itself (the ``solo``
     pool). A prefork pool's child can be killed while its parent lives on, and the
     parent does not always notice: it keeps the lost task as running and consumes
-    nothing more (docs/architecture.md, One process per worker). With no child, a
+    nothing more (docs/adr/0022-one-process-per-worker.md). With no child, a
     ``kill -9`` of the worker is the death of the process its supervisor watches.
 
     ``standalone`` leaves out gossip, mingle and heartbeats: a worker that never talks

@@ -630,8 +630,8 @@ def keep_startup_heap() -> None:
     each time indexing or serving has allocated enough to trigger one. What is built at
     start lives as long as the process, so it is collected once and frozen
     (:func:`gc.freeze`); full collections then walk only what was allocated since
-    (docs/benchmarks.md, "Full collections"). Called by the worker once its pool
-    process is built and by the API once its services are."""
+    (docs/history/ingest-throughput.md, `4be7c00`, "Full collections"). Called by the
+    worker once its pool process is built and by the API once its services are."""
     gc.collect()
     gc.freeze()
 

@@ -8,7 +8,8 @@ from hsearch.ingestion.queue import create_celery
 
 def test_amqp_heartbeats_are_off_unless_set() -> None:
     """A worker sends no heartbeat while it runs a task: with heartbeats on, RabbitMQ
-    closes its connection during any turn that outlasts them (docs/architecture.md)."""
+    closes its connection during any turn that outlasts them
+    (docs/adr/0025-broker-heartbeats-off.md)."""
     assert Settings().broker.heartbeat_s == 0
     app = create_celery("amqp://guest:guest@127.0.0.1:5672//")
     assert app.conf.broker_heartbeat == 0

@@ -7,8 +7,8 @@ returns. A worker indexing a job commits once per group of chunks, and each comm
 writes a few hundred pages (the BM25 term rows of a group's documents lie all over
 their table): every fourth or fifth commit ran a checkpoint, and the mean commit took
 about 8 ms instead of 3, on the write path's critical path (a group's commit waits for
-its store write and delays the next group's). docs/benchmarks.md, "Before (commit
-`7323d76`): checkpoints off the commit".
+its store write and delays the next group's). docs/history/ingest-throughput.md,
+`7323d76`: checkpoints off the commit.
 
 So a process moves the automatic checkpoint of its connections far out (to
 :data:`BACKSTOP_PAGES`, a bound on the WAL should this thread fall behind) and runs them here:

@@ -46,8 +46,8 @@ def json_dumps(value: Any) -> str:
 
     The indexer writes several JSON columns per document (tags, metadata, chunk ids,
     lexical terms) and reads as many back: with the standard library, encoding and
-    decoding them was about a tenth of its time (docs/benchmarks.md, "Before (commit
-    `177196d`)"). orjson writes a NaN or an infinity as ``null``, where the standard library
+    decoding them was about a tenth of its time (docs/history/ingest-throughput.md,
+    `177196d`). orjson writes a NaN or an infinity as ``null``, where the standard library
     writes ``NaN``, which is no JSON: the API refuses both in what it stores
     (:mod:`hsearch.ingestion.storable`)."""
     try:

@@ -7,8 +7,8 @@ value. The indexer's reads of a group (its items, their documents, the chunk ids
 unfinished attempts) take a list of about 60 ids each, several times per group; bound
 as one parameter, such a read of 62 ids took half the time on SQLite (a group's item
 states 0.085 ms instead of 0.17, its unfinished chunk ids 0.09 instead of 0.18;
-docs/benchmarks.md, "Before (commit `e19051c`): statistics once per unit, store writes
-sent ahead, lists as one parameter").
+docs/history/ingest-throughput.md, `e19051c`: statistics once per unit, store writes
+sent ahead, lists as one parameter).
 
 :func:`in_values` binds the list as one value the database unpacks: a JSON array read
 with ``json_each`` on SQLite, an array compared with ``= ANY`` on Postgres. The

@@ -7,7 +7,7 @@ at every one (libgomp's "throttled" spin). A model called from two threads (load
 warmed on one, then used by the indexer's encode thread, the query batcher's or a
 web server's) thus has two pools; on 2 cores that was 2,900 sleeps instead of ~50 per
 300 chunks and an encoder 4 % slower, before any other work of the process competed
-with it (docs/benchmarks.md, "The encoder on one thread").
+with it (docs/adr/0023-model-calls-on-one-thread.md).
 
 So the adapters that call torch (:class:`~hsearch.embedding.offline.OfflineEmbedder`,
 :class:`~hsearch.embedding.bge_m3.BgeM3Embedder`,

@@ -246,7 +246,8 @@ def token_spans(text: str) -> list[tuple[int, int]]:
 def token_count(text: str) -> int:
     """``len(token_spans(text))``, without the spans: one match per unit, found by the
     regex engine alone (chunking counts the tokens of every document; a loop over the
-    matches took 14% of the indexing thread's time, docs/benchmarks.md)."""
+    matches took 14% of the indexing thread's time, docs/history/ingest-throughput.md,
+    `b549c62`)."""
     if not text or max(text) < _FIRST_MARK:
         # Below U+0300 there are no combining marks and no CJK: a word is a plain run of
         # letters and digits, which a simpler regex counts several times faster.

@@ -463,12 +463,12 @@ class MilvusVectorStore:
         ``MilvusClient.upsert`` takes rows only and converts them to the request field
         by field, row by row; pymilvus' connection converts a whole column at once (the
         path of its ``Collection.upsert`` for column data): the same request, for a
-        third of the client's CPU time per row (docs/benchmarks.md, "Upserts sent as
-        columns"). That client work runs in the indexer's process beside its own, so it
-        bounds the write path. ``_get_connection`` is the client's own handler (pymilvus
-        is pinned; the contract suite runs this path against a Milvus Lite server). The
-        collection's fields are read once, and again after a failed write (the alias
-        may point at a rebuilt collection since)."""
+        third of the client's CPU time per row (docs/history/ingest-throughput.md,
+        `177196d`, "Upserts sent as columns"). That client work runs in the indexer's
+        process beside its own, so it bounds the write path. ``_get_connection`` is the
+        client's own handler (pymilvus is pinned; the contract suite runs this path
+        against a Milvus Lite server). The collection's fields are read once, and again
+        after a failed write (the alias may point at a rebuilt collection since)."""
         for tenant_id in {record.tenant_id for record in records}:
             tenant_expression(tenant_id)
         try:

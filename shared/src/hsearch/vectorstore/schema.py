@@ -2,7 +2,8 @@
 build the schema), by the filter compiler (whitelist, types) and by facets.
 
 One collection holds both vector fields; the two search legs are two parallel
-requests against it (see docs/architecture.md for why not two collections).
+requests against it (see docs/adr/0001-one-collection-two-vector-fields.md for why not
+two collections).
 """
 
 from __future__ import annotations

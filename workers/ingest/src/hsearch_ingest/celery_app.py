@@ -18,7 +18,7 @@ app = create_celery(
 # Tasks run in the worker process itself, whatever the command line says (a ``-P
 # prefork`` is replaced by this): a prefork child killed outright (kill -9, the OOM
 # killer) can leave its parent alive, holding the lost task as running and consuming
-# nothing more, while its liveness probe still answers (docs/architecture.md, One
+# nothing more, while its liveness probe still answers (docs/adr/0022-one-process-per-worker.md, One
 # process per worker). With no child, a killed worker is a dead process, which the
 # supervisor (`hsearch run`, compose, Kubernetes) starts again. It loads the encoder
 # when the pool starts (signals.py), before it takes a task.

@@ -4,9 +4,10 @@ by primary key, or inserted, in one ``executemany`` each.
 The ORM's bulk paths (``session.execute(update(Entity), rows)``, ``insert(Entity)``) do
 the same SQL but map every row's attributes to columns and check it against the
 mapper in Python, row by row; for the indexer's few columns per row that was most of
-the time of its writes (docs/benchmarks.md, "Statements below the ORM"). These build a
-statement once per table and set of columns (cached, so SQLAlchemy compiles it once)
-and pass the rows as they are, their keys renamed from attribute to column names.
+the time of its writes (docs/history/ingest-throughput.md, `4be7c00`, "Statements
+below the ORM"). These build a statement once per table and set of columns (cached, so
+SQLAlchemy compiles it once) and pass the rows as they are, their keys renamed from
+attribute to column names.
 Objects loaded in the session are not refreshed, as with the ORM's bulk paths.
 """
 

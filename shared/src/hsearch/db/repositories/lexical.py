@@ -39,8 +39,8 @@ class TermDeltas:
         """The sum of the documents' ``{term id: chunks}`` in ``added`` less those in
         ``removed``. With numpy: a unit of 256 short documents holds about 12,000 such
         counts, which a :class:`~collections.Counter`, then a sort of the (term,
-        change) pairs took 8.5 ms to sum and order, against 1.6 (docs/benchmarks.md,
-        "Now: term changes summed with numpy, the first write sooner")."""
+        change) pairs took 8.5 ms to sum and order, against 1.6
+        (docs/history/ingest-throughput.md, `f919f4b`: term changes summed with numpy)."""
         parts = [*added, *removed]
         if not any(parts):
             return cls(np.empty(0, np.int64), np.empty(0, np.int64))
@@ -185,7 +185,7 @@ def _upserts(dialect: str) -> tuple[Insert, TextClause]:
     dialect and executed with parameters, so each is compiled once (cached): building
     them (their ``excluded`` alias) and compiling a multi-row ``VALUES`` clause anew for
     every document took about 45 % of the indexer's CPU time per chunk
-    (docs/benchmarks.md, Ingest throughput).
+    (docs/history/ingest-throughput.md, `e9769d9`).
 
     The term rows (hundreds per group of documents) go to the database as one parameter,
     unpacked by the database: a JSON array read with ``json_each`` (SQLite), two arrays

@@ -1,10 +1,10 @@
 """The API side of ingestion: jobs as clients see them.
 
 An ingest job is written with one item per submitted document (the payload waits on
-the item until it is indexed, see docs/architecture.md); a delete job with its filter
-only (its items are written when it starts, :mod:`hsearch.ingestion.deletion`). Either
-is queued on the unit of work, which sends it to the workers after the commit. The
-worker side is :mod:`hsearch.ingestion.worker.indexer`.
+the item until it is indexed, see docs/adr/0004-jobs-hold-the-payload-until-indexed.md);
+a delete job with its filter only (its items are written when it starts,
+:mod:`hsearch.ingestion.deletion`). Either is queued on the unit of work, which sends it
+to the workers after the commit. The worker side is :mod:`hsearch.ingestion.worker.indexer`.
 """
 
 from __future__ import annotations
