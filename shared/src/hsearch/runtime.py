@@ -20,8 +20,6 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import Engine
-from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch import __version__
 from hsearch.cache.embeddings import QueryEncoder
@@ -32,7 +30,13 @@ from hsearch.cache.protocol import CacheBackend
 from hsearch.compositions.answers.caching import AnswerCache
 from hsearch.compositions.answers.service import AnswerService, CitationSettings
 from hsearch.config import Settings
-from hsearch.db.engine import create_db_engine, create_session_factory, ping_database
+from hsearch.db.engine import (
+    Engine,
+    SessionFactory,
+    create_db_engine,
+    create_session_factory,
+    ping_database,
+)
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.embedding.batching import QueryBatcher
 from hsearch.embedding.factory import UnloadedEmbedder, create_embedder, describe_encoder
@@ -145,7 +149,7 @@ class Services:
 
     settings: Settings
     engine: Engine
-    sessions: sessionmaker[Session]
+    sessions: SessionFactory
     embedder: Embedder
     store: VectorStore
     reranker: Reranker | None

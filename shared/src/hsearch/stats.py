@@ -13,8 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy.orm import Session, sessionmaker
-
+from hsearch.db.engine import Session, SessionFactory
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
@@ -69,7 +68,7 @@ class Stats:
 class StatsService:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         *,
         tenant_allow_list: Collection[str],
         history: SampleHistory,

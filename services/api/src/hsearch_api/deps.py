@@ -10,10 +10,10 @@ from typing import Annotated, cast
 import anyio.to_thread
 from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
-from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.compositions.answers.service import AnswerService
 from hsearch.config import Settings
+from hsearch.db.engine import SessionFactory
 from hsearch.errors import (
     AuthenticationError,
     InsufficientScopeError,
@@ -62,7 +62,7 @@ async def get_settings_dep(request: Request) -> Settings:
     return services_of(request).settings
 
 
-async def get_session_factory(request: Request) -> sessionmaker[Session]:
+async def get_session_factory(request: Request) -> SessionFactory:
     return services_of(request).sessions
 
 
@@ -84,7 +84,7 @@ async def get_job_queue(request: Request) -> JobQueue:
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
-SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
+SessionFactoryDep = Annotated[SessionFactory, Depends(get_session_factory)]
 JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
 SearchServiceDep = Annotated[SearchService, Depends(get_search_service)]
 AnswerServiceDep = Annotated[AnswerService, Depends(get_answer_service)]

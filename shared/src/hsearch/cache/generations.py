@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 from cachetools import LRUCache
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.db.engine import DATABASE_UNAVAILABLE, transaction
+from hsearch.db.engine import DATABASE_ERROR, DATABASE_UNAVAILABLE, SessionFactory, transaction
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import MetadataUnavailableError
 
@@ -46,7 +44,7 @@ class GenerationReader:
 
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         *,
         ttl_s: float = 0.0,
         stale_s: float = 0.0,
@@ -100,6 +98,6 @@ class GenerationReader:
                 return TenantRepository(session).data_version(tenant_id)
         except DATABASE_UNAVAILABLE:
             raise
-        except SQLAlchemyError as exc:
+        except DATABASE_ERROR as exc:
             msg = f"the tenant's data version could not be read ({type(exc).__name__})"
             raise MetadataUnavailableError(msg) from exc

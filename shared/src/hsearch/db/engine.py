@@ -1,5 +1,15 @@
-"""Engine and session factories. The boundary (request dependency, task wrapper)
-owns the transaction: it commits or rolls back; services only ``flush()``."""
+"""Engine and session factories, and what the layers above the database name of it.
+
+Whoever opens a transaction owns it (:func:`transaction`, or the request's unit of
+work, :mod:`hsearch.ingestion.dispatch`): it commits or rolls back. Repositories run
+their statements in the session they are given and at most ``flush()``; they never
+open a session, commit or roll back (docs/architecture.md, Data access).
+
+SQLAlchemy is imported only under :mod:`hsearch.db` and :mod:`hsearch.migrations`
+(contract ``sql-in-repositories``): services and the wiring type their sessions with
+:data:`Session` and :data:`SessionFactory`, catch :data:`DATABASE_UNAVAILABLE`,
+:data:`DATABASE_ERROR` and :data:`CONSTRAINT_VIOLATED`, and check a schema with
+:func:`has_table`, all from here."""
 
 from __future__ import annotations
 
@@ -7,16 +17,41 @@ import json
 import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
-from sqlalchemy import Engine, create_engine, event, make_url, text
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.checkpoint import BACKSTOP_PAGES, WalCheckpointer, sqlite_file
 from hsearch.errors import MetadataUnavailableError
+
+__all__ = [
+    "CONSTRAINT_VIOLATED",
+    "DATABASE_ERROR",
+    "DATABASE_UNAVAILABLE",
+    "POSTGRES_CONNECTION",
+    "Engine",
+    "Session",
+    "SessionFactory",
+    "create_db_engine",
+    "create_session_factory",
+    "database_of",
+    "duplicate_row",
+    "has_table",
+    "hold_write_lock",
+    "json_dumps",
+    "json_loads",
+    "ping_database",
+    "shown_url",
+    "transaction",
+    "unavailable",
+]
+
+SessionFactory: TypeAlias = sessionmaker[Session]
+"""What a service holds to open its sessions (:func:`create_session_factory`'s)."""
 
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
     OperationalError,
@@ -28,6 +63,15 @@ DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
 programming error. The pool pings a connection before handing it out
 (``pool_pre_ping``), so once the database is back the next request works, without a
 restart."""
+
+
+DATABASE_ERROR: tuple[type[Exception], ...] = (SQLAlchemyError,)
+"""Whatever the database layer raises: :data:`DATABASE_UNAVAILABLE` among the rest
+(a programming error, a value the database refused)."""
+
+CONSTRAINT_VIOLATED: tuple[type[Exception], ...] = (IntegrityError,)
+"""What a write refused by a constraint raises (a unique key taken by a concurrent
+writer, say): :func:`duplicate_row` tells which."""
 
 
 def unavailable(exc: Exception) -> MetadataUnavailableError:
@@ -178,13 +222,30 @@ def ping_database(engine: Engine) -> None:
         conn.execute(text("SELECT 1"))
 
 
-def create_session_factory(engine: Engine) -> sessionmaker[Session]:
+def has_table(engine: Engine, name: str) -> bool:
+    """Whether the database holds the table ``name`` (has it been migrated?): a look at
+    the schema, not a query on the data."""
+    return inspect(engine).has_table(name)
+
+
+def shown_url(url: str) -> str:
+    """A database URL as it may be shown: its password hidden."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def database_of(url: str) -> str | None:
+    """A database URL's database part (an SQLite URL's file)."""
+    return make_url(url).database
+
+
+def create_session_factory(engine: Engine) -> SessionFactory:
     return sessionmaker(engine, expire_on_commit=False)
 
 
 @contextmanager
-def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """A session whose work is committed on success and rolled back on error."""
+def transaction(factory: SessionFactory) -> Iterator[Session]:
+    """A session whose work is committed on success and rolled back on error: the
+    unit of work of the service method (or task step) that opens it."""
     with factory() as session:
         try:
             yield session

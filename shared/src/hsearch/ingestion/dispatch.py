@@ -21,10 +21,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from hsearch.db.base import utcnow
-from hsearch.db.engine import transaction
+from hsearch.db.engine import Session, SessionFactory, transaction
 from hsearch.db.models import JobStatus
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.errors import BackendError
@@ -67,7 +65,7 @@ class UnitOfWork:
 
 
 @contextmanager
-def unit_of_work(sessions: sessionmaker[Session], *, queue: JobQueue) -> Iterator[UnitOfWork]:
+def unit_of_work(sessions: SessionFactory, *, queue: JobQueue) -> Iterator[UnitOfWork]:
     """A session committed on success and rolled back on error; the jobs queued on it
     are sent to ``queue`` only after a successful commit, and dropped otherwise.
 
@@ -85,7 +83,7 @@ def unit_of_work(sessions: sessionmaker[Session], *, queue: JobQueue) -> Iterato
 
 
 def _send(
-    messages: Sequence[tuple[uuid.UUID, int]], *, queue: JobQueue, sessions: sessionmaker[Session]
+    messages: Sequence[tuple[uuid.UUID, int]], *, queue: JobQueue, sessions: SessionFactory
 ) -> None:
     if not messages:
         return

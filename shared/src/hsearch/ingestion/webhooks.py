@@ -38,12 +38,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
 from hsearch.config import WebhookSettings
 from hsearch.db.base import utcnow
-from hsearch.db.engine import transaction
+from hsearch.db.engine import SessionFactory, transaction
 from hsearch.db.models import IngestionJob
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.errors import InvalidRequestError
@@ -140,7 +139,7 @@ class WebhookSender:
 
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         *,
         settings: WebhookSettings,
         client: httpx.Client | None = None,
@@ -222,7 +221,7 @@ class WebhookSender:
     def _record(self, delivery: _Claimed, error: str | None) -> None:
         now = self._clock()
         with transaction(self._sessions) as session:
-            job = session.get(IngestionJob, delivery.job_id)
+            job = JobRepository(session).get(delivery.job_id)
             if job is None:  # purged meanwhile
                 return
             if error is None:

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from cachetools import LRUCache
-from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.db.engine import DATABASE_UNAVAILABLE, unavailable
+from hsearch.db.engine import DATABASE_UNAVAILABLE, SessionFactory, unavailable
 from hsearch.db.repositories.lexical import VocabularyRepository
 from hsearch.db.repositories.synonyms import SynonymRepository
 from hsearch.db.repositories.tenants import TenantRepository
@@ -46,7 +45,7 @@ class QueryExpander:
 
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         *,
         refresh_s: float = VOCABULARY_REFRESH_S,
         clock: Callable[[], float] = time.monotonic,

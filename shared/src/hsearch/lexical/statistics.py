@@ -39,13 +39,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cachetools import LRUCache
-from sqlalchemy.orm import Session, sessionmaker
 
-from hsearch.db.engine import DATABASE_UNAVAILABLE, unavailable
-from hsearch.db.models import Document
+from hsearch.db.engine import DATABASE_UNAVAILABLE, Session, SessionFactory, unavailable
 from hsearch.db.repositories.lexical import LexicalStatsRepository, TermDeltas
 from hsearch.lexical.bm25 import bm25_document_weights, bm25_query_weights
 from hsearch.types import SparseVector
@@ -54,6 +52,7 @@ __all__ = [
     "LexicalContribution",
     "LexicalStatistics",
     "PendingStatistics",
+    "RecordedDocument",
     "WeighedQuery",
     "WeightedDocument",
     "weigh_chunks",
@@ -74,6 +73,20 @@ def weigh_chunks(chunks: Sequence[SparseVector], *, avg_length: float) -> tuple[
         )
         for tf in chunks
     )
+
+
+class RecordedDocument(Protocol):
+    """What the statistics read of an indexed document: its row's record of what it
+    contributed (:class:`hsearch.db.models.Document`)."""
+
+    @property
+    def chunk_count(self) -> int: ...
+
+    @property
+    def lexical_length(self) -> int: ...
+
+    @property
+    def lexical_terms(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +111,7 @@ class LexicalContribution:
         return cls(chunks=len(term_frequencies), length=length, terms=dict(terms))
 
     @classmethod
-    def of_document(cls, document: Document) -> LexicalContribution:
+    def of_document(cls, document: RecordedDocument) -> LexicalContribution:
         """What the indexed version of ``document`` contributed, as its row recorded it."""
         return cls(
             chunks=document.chunk_count,
@@ -171,7 +184,7 @@ class LexicalStatistics:
 
     def __init__(
         self,
-        session_factory: sessionmaker[Session],
+        session_factory: SessionFactory,
         *,
         stale_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
@@ -257,7 +270,7 @@ class LexicalStatistics:
         *,
         tenant_id: str,
         chunks: Sequence[SparseVector],
-        replaced: Document | None,
+        replaced: RecordedDocument | None,
     ) -> WeightedDocument:
         """BM25 document-side weights of a document's chunks (their raw term counts).
 
@@ -284,7 +297,7 @@ class LexicalStatistics:
         session: Session,
         *,
         tenant_id: str,
-        documents: Sequence[tuple[Sequence[SparseVector], Document | None]],
+        documents: Sequence[tuple[Sequence[SparseVector], RecordedDocument | None]],
         pending: PendingStatistics | None = None,
         weights: bool = True,
     ) -> list[WeightedDocument]:

@@ -8,11 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import inspect, make_url
-from sqlalchemy.orm import Session, sessionmaker
-
 from hsearch.config import Settings
-from hsearch.db.engine import create_db_engine, create_session_factory
+from hsearch.db.engine import (
+    SessionFactory,
+    create_db_engine,
+    create_session_factory,
+    database_of,
+    has_table,
+    shown_url,
+)
 from hsearch.errors import ConfigurationError
 from hsearch.tenancy.keys import load_server_key
 from hsearch.tenancy.service import TenancyService
@@ -20,7 +24,7 @@ from hsearch.tenancy.service import TenancyService
 __all__ = ["build_tenancy", "open_tenancy"]
 
 
-def build_tenancy(settings: Settings, sessions: sessionmaker[Session]) -> TenancyService:
+def build_tenancy(settings: Settings, sessions: SessionFactory) -> TenancyService:
     """The tenancy service on ``sessions``, hashing keys under the configured server key
     (``auth.secret``, else the data directory's, generated on first use)."""
     return TenancyService(
@@ -43,17 +47,17 @@ def open_tenancy(settings: Settings) -> Iterator[TenancyService]:
     otherwise make an empty ``./data`` there and fail deep inside).
     """
     url = settings.database_url
-    shown = make_url(url).render_as_string(hide_password=True)
+    shown = shown_url(url)
     hint = (
         "run `hsearch db upgrade` (or `hsearch run`) first, or point HSEARCH_DATA_DIR "
         "or HSEARCH_DATABASE__URL at the right one"
     )
-    database = make_url(url).database
+    database = database_of(url)
     if url.startswith("sqlite") and database and not Path(database).exists():
         raise ConfigurationError(f"no hsearch database at {shown}: {hint}")
     engine = create_db_engine(url, pool_size=settings.database.pool_size)
     try:
-        if not inspect(engine).has_table("alembic_version"):
+        if not has_table(engine, "alembic_version"):
             raise ConfigurationError(f"the database at {shown} has no hsearch schema: {hint}")
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         yield build_tenancy(settings, create_session_factory(engine))

@@ -45,11 +45,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
 from cachetools import LRUCache, TTLCache
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.base import utcnow
-from hsearch.db.engine import DATABASE_UNAVAILABLE, transaction, unavailable
+from hsearch.db.engine import (
+    CONSTRAINT_VIOLATED,
+    DATABASE_UNAVAILABLE,
+    Session,
+    SessionFactory,
+    transaction,
+    unavailable,
+)
 from hsearch.db.models import ApiKey, AuditEvent, Tenant
 from hsearch.db.repositories.api_keys import ApiKeyRepository, AuditRepository
 from hsearch.db.repositories.synonyms import SynonymRepository
@@ -193,7 +198,7 @@ class AuditView:
 class TenancyService:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         *,
         server_key: bytes,
         cache_ttl_s: float = 30.0,
@@ -273,7 +278,7 @@ class TenancyService:
                     actor=actor,
                 )
                 return CreatedTenant(tenant=_tenant_view(tenant), key=key)
-        except IntegrityError as exc:  # created concurrently under the same id or name
+        except CONSTRAINT_VIOLATED as exc:  # created concurrently under the same id or name
             with self._sessions() as session:
                 self._refuse_taken(TenantRepository(session), tenant_id=tenant_id, name=name)
             raise TenantExistsError(

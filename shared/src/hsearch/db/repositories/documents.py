@@ -89,6 +89,23 @@ class DocumentRepository:
             stmt = stmt.where(Document.id > after)
         return list(self._session.scalars(stmt))
 
+    def by_external_id(
+        self, tenant_id: str, *, source: str | None, after: str | None, limit: int
+    ) -> list[Document]:
+        """The tenant's documents in external id order (of one ``source``, if given), the
+        first ``limit`` after the external id ``after`` (``None``: from the start)."""
+        stmt = (
+            select(Document)
+            .where(Document.tenant_id == tenant_id)
+            .order_by(Document.external_id)
+            .limit(limit)
+        )
+        if source is not None:
+            stmt = stmt.where(Document.source == source)
+        if after is not None:
+            stmt = stmt.where(Document.external_id > after)
+        return list(self._session.scalars(stmt))
+
     def page(self, *, after: tuple[str, uuid.UUID] | None, limit: int) -> list[Document]:
         """Documents of every tenant in ``(tenant_id, id)`` order, the first ``limit``
         after the key ``after`` (``None``: from the start): keyset pages, stable while

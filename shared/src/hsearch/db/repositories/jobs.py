@@ -524,6 +524,46 @@ class JobRepository:
             )
         return list(self._session.scalars(stmt))
 
+    def pending_jobs(
+        self,
+        tenant_id: str,
+        external_ids: Sequence[str],
+        *,
+        kinds: Sequence[JobKind] | None = None,
+    ) -> dict[str, tuple[uuid.UUID, ...]]:
+        """Per external id, the tenant's unfinished jobs (of ``kinds``; default: any)
+        holding a pending item of it (a version to index, or a delete to run), oldest
+        first."""
+        if not external_ids:
+            return {}
+        stmt = (
+            select(JobItem.external_id, JobItem.job_id)
+            .join(IngestionJob, IngestionJob.id == JobItem.job_id)
+            .where(
+                IngestionJob.tenant_id == tenant_id,
+                IngestionJob.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]),
+                JobItem.status == JobItemStatus.PENDING,
+                JobItem.external_id.in_(external_ids),
+            )
+            .order_by(IngestionJob.created_at)
+        )
+        if kinds is not None:
+            stmt = stmt.where(IngestionJob.kind.in_(kinds))
+        out: dict[str, list[uuid.UUID]] = {}
+        for external_id, job_id in self._session.execute(stmt):
+            out.setdefault(external_id, []).append(job_id)
+        return {k: tuple(v) for k, v in out.items()}
+
+    def pending_items_of(self, job_id: uuid.UUID, *, external_id: str) -> Sequence[JobItem]:
+        """The job's pending items of the document ``external_id``."""
+        return self._session.scalars(
+            select(JobItem).where(
+                JobItem.job_id == job_id,
+                JobItem.external_id == external_id,
+                JobItem.status == JobItemStatus.PENDING,
+            )
+        ).all()
+
     def purge_finished(self, *, before: datetime, limit: int = 1000) -> int:
         """Delete up to ``limit`` jobs that finished before ``before`` (their items go
         with them); returns how many."""

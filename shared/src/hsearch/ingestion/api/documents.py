@@ -21,11 +21,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
-
-from hsearch.db.engine import transaction
-from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.db.engine import Session, SessionFactory, transaction
+from hsearch.db.models import Document, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
@@ -120,7 +117,7 @@ class DocumentPage:
 class DocumentService:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         *,
         store: VectorStore,
         statistics: LexicalStatistics,
@@ -154,7 +151,8 @@ class DocumentService:
                 if doc is None or not matches(restriction, document_fields(doc)):
                     raise DocumentNotFoundError(f"document {external_id!r} not found")
                 return _view(doc, external_id=external_id, pending=(), text=text)
-            pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
+            held = JobRepository(session).pending_jobs(tenant_id, [external_id])
+            pending = held.get(external_id, ())
             if doc is None and not pending:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
             return _view(doc, external_id=external_id, pending=pending, text=text)
@@ -183,21 +181,13 @@ class DocumentService:
                 cursor=cursor,
                 restriction=restriction,
             )
-        stmt = (
-            select(Document)
-            .where(Document.tenant_id == tenant_id)
-            .order_by(Document.external_id)
-            .limit(limit + 1)
-        )
-        if source is not None:
-            stmt = stmt.where(Document.source == source)
-        if cursor is not None:
-            stmt = stmt.where(Document.external_id > cursor)
         with self._sessions() as session:
-            docs = list(session.scalars(stmt))
+            docs = DocumentRepository(session).by_external_id(
+                tenant_id, source=source, after=cursor, limit=limit + 1
+            )
             more = len(docs) > limit
             docs = docs[:limit]
-            pending = _pending_jobs(session, tenant_id, [d.external_id for d in docs])
+            pending = JobRepository(session).pending_jobs(tenant_id, [d.external_id for d in docs])
             views = tuple(
                 _view(d, external_id=d.external_id, pending=pending.get(d.external_id, ()))
                 for d in docs
@@ -217,18 +207,11 @@ class DocumentService:
         scanned = 0
         after = cursor
         with self._sessions() as session:
+            documents = DocumentRepository(session)
             while len(found) < limit and scanned < SCAN_LIMIT:
-                stmt = (
-                    select(Document)
-                    .where(Document.tenant_id == tenant_id)
-                    .order_by(Document.external_id)
-                    .limit(min(500, SCAN_LIMIT - scanned))
+                batch = documents.by_external_id(
+                    tenant_id, source=source, after=after, limit=min(500, SCAN_LIMIT - scanned)
                 )
-                if source is not None:
-                    stmt = stmt.where(Document.source == source)
-                if after is not None:
-                    stmt = stmt.where(Document.external_id > after)
-                batch = list(session.scalars(stmt))
                 if not batch:
                     return DocumentPage(tuple(found), next_cursor=None)
                 for doc in batch:
@@ -271,9 +254,11 @@ class DocumentService:
         with transaction(self._sessions) as session:
             doc = DocumentRepository(session).get_for_update(document_id(tenant_id, external_id))
             if doc is None:
-                pending = _pending_jobs(
-                    session, tenant_id, [external_id], kinds=(JobKind.INGEST,)
-                ).get(external_id, ())
+                pending = (
+                    JobRepository(session)
+                    .pending_jobs(tenant_id, [external_id], kinds=(JobKind.INGEST,))
+                    .get(external_id, ())
+                )
                 if pending:
                     raise DocumentPendingError(
                         f"document {external_id!r} is not indexed yet (pending in job "
@@ -303,8 +288,8 @@ class DocumentService:
                 )
                 TenantRepository(session).bump_generation(tenant_id)
             session.flush()
-            pending = _pending_jobs(session, tenant_id, [external_id]).get(external_id, ())
-            return _view(doc, external_id=external_id, pending=pending)
+            held = JobRepository(session).pending_jobs(tenant_id, [external_id])
+            return _view(doc, external_id=external_id, pending=held.get(external_id, ()))
 
     def delete(self, *, tenant_id: str, external_id: str) -> DocumentDeletion:
         """Delete the document: the indexed version's chunks, row and share of the
@@ -347,20 +332,14 @@ class DocumentService:
         jobs = JobRepository(session)
         superseded: list[uuid.UUID] = []
         written: set[str] = set()
-        held = _pending_jobs(session, tenant_id, [external_id], kinds=(JobKind.INGEST,)).get(
+        held = jobs.pending_jobs(tenant_id, [external_id], kinds=(JobKind.INGEST,)).get(
             external_id, ()
         )
         for job_id in sorted(set(held)):
             job = jobs.lock(job_id)
             if job is None or job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
                 continue  # finished since it was read
-            items = session.scalars(
-                select(JobItem).where(
-                    JobItem.job_id == job_id,
-                    JobItem.external_id == external_id,
-                    JobItem.status == JobItemStatus.PENDING,
-                )
-            ).all()
+            items = jobs.pending_items_of(job_id, external_id=external_id)
             for item in items:
                 item.status = JobItemStatus.SKIPPED
                 item.document_id = doc_id
@@ -387,37 +366,6 @@ def document_fields(doc: Document) -> dict[str, Any]:
         "created_at": int(created.timestamp()),
         "metadata": dict(doc.metadata_),
     }
-
-
-def _pending_jobs(
-    session: Session,
-    tenant_id: str,
-    external_ids: list[str],
-    *,
-    kinds: Sequence[JobKind] | None = None,
-) -> dict[str, tuple[uuid.UUID, ...]]:
-    """Per external id, the unfinished jobs (of ``kinds``; default: any) holding a
-    pending item of it (a version to index, or a delete to run)."""
-    if not external_ids:
-        return {}
-    stmt = (
-        select(JobItem.external_id, JobItem.job_id)
-        .join(IngestionJob, IngestionJob.id == JobItem.job_id)
-        .where(
-            IngestionJob.tenant_id == tenant_id,
-            IngestionJob.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]),
-            JobItem.status == JobItemStatus.PENDING,
-            JobItem.external_id.in_(external_ids),
-        )
-        .order_by(IngestionJob.created_at)
-    )
-    if kinds is not None:
-        stmt = stmt.where(IngestionJob.kind.in_(kinds))
-    rows = session.execute(stmt)
-    out: dict[str, list[uuid.UUID]] = {}
-    for external_id, job_id in rows:
-        out.setdefault(external_id, []).append(job_id)
-    return {k: tuple(v) for k, v in out.items()}
 
 
 def _view(

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.orm import Session
-
 from hsearch.config import QuotaSettings
+from hsearch.db.engine import Session
 from hsearch.db.repositories.quotas import QuotaRepository
 from hsearch.errors import QuotaExceededError
 

@@ -27,10 +27,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import inspect
-
 from hsearch.config import Settings
-from hsearch.db.engine import create_db_engine, create_session_factory, transaction
+from hsearch.db.engine import create_db_engine, create_session_factory, has_table, transaction
 from hsearch.db.models import DatabaseIdentity
 from hsearch.db.repositories.identity import IdentityRepository
 from hsearch.errors import ConfigurationError, DataDirectoryMismatchError
@@ -90,7 +88,7 @@ def configured_owner(settings: Settings) -> DataDirectoryOwner:
     """The configured metadata database (migrated already), as a marker records it."""
     engine = create_db_engine(settings.database_url)
     try:
-        if not inspect(engine).has_table(DatabaseIdentity.__tablename__):
+        if not has_table(engine, DatabaseIdentity.__tablename__):
             msg = (
                 f"metadata database {redact_url(settings.database_url)} is not migrated: "
                 "run `hsearch db upgrade` (or `hsearch run`) first"

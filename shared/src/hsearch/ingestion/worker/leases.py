@@ -49,10 +49,8 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from hsearch.db.base import utcnow
-from hsearch.db.engine import transaction
+from hsearch.db.engine import SessionFactory, transaction
 from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.db.repositories.jobs import JobRepository
 from hsearch.errors import BackendError
@@ -112,7 +110,7 @@ class JobSweeper:
 
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         queue: JobQueue,
         *,
         lease_s: float,
@@ -256,7 +254,7 @@ class LeaseKeeper:
     """Renews the leases one worker holds, every third of the lease, in a daemon thread;
     :meth:`close` stops it and lets the leases still held expire at once."""
 
-    def __init__(self, sessions: sessionmaker[Session], *, owner: str, lease_s: float) -> None:
+    def __init__(self, sessions: SessionFactory, *, owner: str, lease_s: float) -> None:
         self.owner = owner
         self.lease = timedelta(seconds=lease_s)
         self._sessions = sessions
