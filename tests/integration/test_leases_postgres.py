@@ -113,13 +113,13 @@ def test_a_lease_renewal_waits_for_a_delete_instead_of_deadlocking(
     with transaction(sessions) as deleting:
         # As a document's delete takes the jobs it supersedes: in id order.
         jobs = JobRepository(deleting)
-        assert jobs.lock(low) is not None
+        assert jobs.lock_any_tenant(low) is not None
         renewal.start()
         wait_until_blocked(engine, renewing_pid)
         # The renewal waits for the lower id; it must hold nothing this needs. Locking
         # the higher one first (the table's order), it would: Postgres then aborts one
         # of the two transactions as a deadlock (after its deadlock_timeout, 1 s).
-        assert jobs.lock(high) is not None
+        assert jobs.lock_any_tenant(high) is not None
     renewal.join(timeout=30)
     assert outcome == [2]
     with sessions() as session:

@@ -57,11 +57,11 @@ def submitted(sessions: sessionmaker[Session]) -> uuid.UUID:
 
 
 LOCKS: dict[str, Callable[[Session, uuid.UUID], object]] = {
-    "job": lambda session, job_id: JobRepository(session).lock(job_id),
-    "stale jobs": lambda session, _: JobRepository(session).stale(
+    "job": lambda session, job_id: JobRepository(session).lock_any_tenant(job_id),
+    "stale jobs": lambda session, _: JobRepository(session).stale_all_tenants(
         now=utcnow(), unsent_before=utcnow(), sent_before=utcnow()
     ),
-    "webhooks due": lambda session, _: JobRepository(session).webhooks_due(
+    "webhooks due": lambda session, _: JobRepository(session).webhooks_due_all_tenants(
         now=utcnow(), max_attempts=3
     ),
     "document": lambda session, _: DocumentRepository(session).get_for_update(uuid.uuid4()),
@@ -82,10 +82,10 @@ def test_a_read_for_update_keeps_other_writers_out_until_commit(
     with sessions() as holder:
         lock(holder, job_id)
         with other() as waiting, pytest.raises(OperationalError, match="locked"):
-            JobRepository(waiting).lock(job_id)
+            JobRepository(waiting).lock_any_tenant(job_id)
         holder.commit()
     with other() as waiting:
-        assert JobRepository(waiting).lock(job_id) is not None, "free once committed"
+        assert JobRepository(waiting).lock_any_tenant(job_id) is not None, "free once committed"
 
 
 def test_a_transaction_that_has_written_locks_again_without_a_new_begin(
@@ -94,11 +94,11 @@ def test_a_transaction_that_has_written_locks_again_without_a_new_begin(
     sessions, _ = database
     job_id = submitted(sessions)
     with sessions() as session:
-        job = JobRepository(session).lock(job_id)
+        job = JobRepository(session).lock_any_tenant(job_id)
         assert job is not None
         job.error = "x"
         session.flush()
-        assert JobRepository(session).lock(job_id) is job
+        assert JobRepository(session).lock_any_tenant(job_id) is job
         session.commit()
 
 
@@ -115,7 +115,7 @@ class Probing(Chunker):
         self.chunked += 1
         with self._other() as session:
             try:
-                JobRepository(session).lock(self._job_id)
+                JobRepository(session).lock_any_tenant(self._job_id)
             except OperationalError:
                 self.locked_out += 1
         return super().chunk(text, title=title, lang=lang)

@@ -447,7 +447,7 @@ class Services:
 
     def _job_totals(self) -> dict[JobStatus, int]:
         with self.sessions() as session:
-            return JobRepository(session).status_totals()
+            return JobRepository(session).status_totals_all_tenants()
 
     async def aclose(self) -> None:
         """Release the search legs' connections (on the event loop that ran them), then

@@ -80,13 +80,14 @@ class StatsService:
     def stats(self, tenant_id: str | None) -> Stats:
         """The figures of ``tenant_id``, or of every tenant (``None``: operators)."""
         with self._sessions() as session:
-            tenants = (
-                [tenant_id]
-                if tenant_id is not None
-                else [t.id for t in TenantRepository(session).list()]
-            )
-            documents = DocumentRepository(session).totals_by_tenant(tenant_id)
-            jobs = JobRepository(session).counts_by_status(tenant_id)
+            if tenant_id is not None:
+                tenants = [tenant_id]
+                documents = {tenant_id: DocumentRepository(session).totals(tenant_id)}
+                jobs = {tenant_id: JobRepository(session).counts_by_status(tenant_id)}
+            else:  # operators: every tenant
+                tenants = [t.id for t in TenantRepository(session).list_all_tenants()]
+                documents = DocumentRepository(session).totals_all_tenants()
+                jobs = JobRepository(session).counts_by_status_all_tenants()
             per_tenant = tuple(
                 _tenant_stats(
                     session,

@@ -123,14 +123,14 @@ def test_the_database_refuses_a_name_created_concurrently(
     # The other create commits between our check and our insert: the check sees no
     # holder once, the unique constraint refuses the insert, the error names the name.
     tenancy.create_tenant("Acme", tenant_id="acme", actor="t")
-    real = TenantRepository.get_by_name
+    real = TenantRepository.get_by_name_any_tenant
     calls = []
 
     def raced(self: TenantRepository, name: str) -> Tenant | None:
         calls.append(name)
         return None if len(calls) == 1 else real(self, name)
 
-    monkeypatch.setattr(TenantRepository, "get_by_name", raced)
+    monkeypatch.setattr(TenantRepository, "get_by_name_any_tenant", raced)
     with pytest.raises(TenantExistsError, match="already named 'Acme'") as e:
         tenancy.create_tenant("Acme", tenant_id="acme2", actor="t")
     assert e.value.field == "name"

@@ -108,7 +108,7 @@ def _send(
 
 
 def _mark_enqueue_failed(session: Session, *, job_id: uuid.UUID, error: str) -> None:
-    job = JobRepository(session).get(job_id)
+    job = JobRepository(session).get_any_tenant(job_id)
     # A worker may already have picked the job up (a send that errored late): leave it.
     if job is not None and job.status is JobStatus.QUEUED:
         job.status = JobStatus.FAILED

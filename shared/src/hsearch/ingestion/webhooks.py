@@ -180,7 +180,7 @@ class WebhookSender:
         hold = timedelta(seconds=2 * self._settings.timeout_s + 5)
         claimed: list[_Claimed] = []
         with transaction(self._sessions) as session:
-            for job in JobRepository(session).webhooks_due(
+            for job in JobRepository(session).webhooks_due_all_tenants(
                 now=now, max_attempts=self._settings.max_attempts, limit=limit
             ):
                 if job.webhook_url is None:  # excluded by the query; kept for the type checker
@@ -221,7 +221,7 @@ class WebhookSender:
     def _record(self, delivery: _Claimed, error: str | None) -> None:
         now = self._clock()
         with transaction(self._sessions) as session:
-            job = JobRepository(session).get(delivery.job_id)
+            job = JobRepository(session).get_any_tenant(delivery.job_id)
             if job is None:  # purged meanwhile
                 return
             if error is None:

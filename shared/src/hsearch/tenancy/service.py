@@ -289,7 +289,7 @@ class TenancyService:
     def _refuse_taken(tenants: TenantRepository, *, tenant_id: str, name: str) -> None:
         if tenants.get(tenant_id) is not None:
             raise TenantExistsError(f"tenant {tenant_id!r} exists", field="id")
-        holder = tenants.get_by_name(name)
+        holder = tenants.get_by_name_any_tenant(name)
         if holder is not None:
             raise TenantExistsError(
                 f"name: tenant {holder.id!r} is already named {name!r}", field="name"
@@ -308,7 +308,7 @@ class TenancyService:
 
     def list_tenants(self) -> list[TenantView]:
         with self._sessions() as session:
-            return [_tenant_view(t) for t in TenantRepository(session).list()]
+            return [_tenant_view(t) for t in TenantRepository(session).list_all_tenants()]
 
     def set_tenant_status(self, tenant_id: str, status: TenantStatus, *, actor: str) -> TenantView:
         """Suspend (every key refused with 403) or resume a tenant. Applies in this process
@@ -408,7 +408,12 @@ class TenancyService:
             ApiKeyNotFoundError: no such key (of ``tenant_id``).
         """
         with transaction(self._sessions) as session:
-            key = ApiKeyRepository(session).get(key_id, tenant_id=tenant_id)
+            keys = ApiKeyRepository(session)
+            key = (
+                keys.get_any_tenant(key_id)
+                if tenant_id is None  # an operator's revocation: any key
+                else keys.get(key_id, tenant_id=tenant_id)
+            )
             if key is None:
                 raise ApiKeyNotFoundError(f"API key {key_id} not found")
             if key.revoked_at is None:
@@ -490,7 +495,7 @@ class TenancyService:
     def _verify(self, prefix: str, digest: str) -> Principal:
         """The key of ``prefix`` whose HMAC is ``digest``, read and checked; its use recorded."""
         with transaction(self._sessions) as session:
-            row = ApiKeyRepository(session).by_prefix(prefix)
+            row = ApiKeyRepository(session).by_prefix_any_tenant(prefix)
             if row is None or not secrets.compare_digest(digest, row.secret_hmac):
                 raise InvalidCredentialError("invalid API key")
             if row.revoked_at is not None:
@@ -600,7 +605,7 @@ class TenancyService:
     def _read_parent(self, token: SearchToken) -> tuple[Principal, bool]:
         """The token's parent key as a principal, read, and whether it was revoked."""
         with self._sessions() as session:
-            row = ApiKeyRepository(session).get(token.key_id)
+            row = ApiKeyRepository(session).get_any_tenant(token.key_id)
             if row is None or row.tenant_id is None:
                 raise InvalidTokenError("invalid search token")
             tenant = TenantRepository(session).get(row.tenant_id)
@@ -710,7 +715,7 @@ class TenancyService:
             RevokedCredentialError, ExpiredCredentialError: no longer valid.
         """
         with self._sessions() as session:
-            row = ApiKeyRepository(session).get(key_id)
+            row = ApiKeyRepository(session).get_any_tenant(key_id)
             if row is None or row.role is not CredentialRole.OPERATOR:
                 raise InvalidCredentialError("invalid API key")
             if row.revoked_at is not None:
@@ -744,6 +749,12 @@ class TenancyService:
     def audit_log(self, *, tenant_id: str | None = None, limit: int = 100) -> list[AuditView]:
         """The latest audit events, newest first (of one tenant, if given)."""
         with self._sessions() as session:
+            audit = AuditRepository(session)
+            events = (
+                audit.list_all_tenants(limit=limit)
+                if tenant_id is None
+                else audit.list(tenant_id=tenant_id, limit=limit)
+            )
             return [
                 AuditView(
                     at=_aware(e.at),
@@ -753,7 +764,7 @@ class TenancyService:
                     target=e.target,
                     detail=dict(e.detail),
                 )
-                for e in AuditRepository(session).list(tenant_id=tenant_id, limit=limit)
+                for e in events
             ]
 
     def record(

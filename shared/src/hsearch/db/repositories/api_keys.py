@@ -19,22 +19,25 @@ class ApiKeyRepository:
         self._session.add(key)
         self._session.flush()
 
-    def by_prefix(self, prefix: str) -> ApiKey | None:
+    def by_prefix_any_tenant(self, prefix: str) -> ApiKey | None:
+        """The key whose prefix is ``prefix``, whichever tenant's (or an operator's):
+        authentication, which learns the tenant from the key."""
         return self._session.scalar(select(ApiKey).where(ApiKey.prefix == prefix))
 
-    def get(self, key_id: uuid.UUID, *, tenant_id: str | None = None) -> ApiKey | None:
-        """The key ``key_id``; with ``tenant_id``, only if it is that tenant's."""
-        stmt = select(ApiKey).where(ApiKey.id == key_id)
-        if tenant_id is not None:
-            stmt = stmt.where(ApiKey.tenant_id == tenant_id)
-        return self._session.scalar(stmt)
-
-    def list(self, *, tenant_id: str | None, role: CredentialRole) -> Sequence[ApiKey]:
-        """A tenant's keys (or the operators', ``tenant_id`` None), oldest first."""
-        stmt = select(ApiKey).where(ApiKey.role == role)
-        stmt = stmt.where(
-            ApiKey.tenant_id.is_(None) if tenant_id is None else ApiKey.tenant_id == tenant_id
+    def get(self, key_id: uuid.UUID, *, tenant_id: str) -> ApiKey | None:
+        """The tenant's key ``key_id`` (another tenant's is not found)."""
+        return self._session.scalar(
+            select(ApiKey).where(ApiKey.id == key_id, ApiKey.tenant_id == tenant_id)
         )
+
+    def get_any_tenant(self, key_id: uuid.UUID) -> ApiKey | None:
+        """The key ``key_id``, whichever tenant's (or an operator's): a token's parent,
+        an operator's session, an operator revoking any key."""
+        return self._session.scalar(select(ApiKey).where(ApiKey.id == key_id))
+
+    def list(self, *, tenant_id: str, role: CredentialRole) -> Sequence[ApiKey]:
+        """The tenant's keys of ``role``, oldest first."""
+        stmt = select(ApiKey).where(ApiKey.role == role, ApiKey.tenant_id == tenant_id)
         return self._session.scalars(stmt.order_by(ApiKey.created_at, ApiKey.id)).all()
 
     def touch(self, key_id: uuid.UUID, *, at: datetime) -> None:
@@ -49,9 +52,12 @@ class AuditRepository:
         self._session.add(event)
         self._session.flush()
 
-    def list(self, *, tenant_id: str | None = None, limit: int = 100) -> Sequence[AuditEvent]:
-        """The latest events, newest first; of one tenant when ``tenant_id`` is given."""
+    def list(self, *, tenant_id: str, limit: int = 100) -> Sequence[AuditEvent]:
+        """The tenant's latest events, newest first."""
+        stmt = select(AuditEvent).where(AuditEvent.tenant_id == tenant_id)
+        return self._session.scalars(stmt.order_by(AuditEvent.id.desc()).limit(limit)).all()
+
+    def list_all_tenants(self, *, limit: int = 100) -> Sequence[AuditEvent]:
+        """The latest events of every tenant and of none (operators' own), newest first."""
         stmt = select(AuditEvent)
-        if tenant_id is not None:
-            stmt = stmt.where(AuditEvent.tenant_id == tenant_id)
         return self._session.scalars(stmt.order_by(AuditEvent.id.desc()).limit(limit)).all()

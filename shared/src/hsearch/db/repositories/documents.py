@@ -67,14 +67,20 @@ class DocumentRepository:
             or 0
         )
 
-    def totals_by_tenant(self, tenant_id: str | None = None) -> dict[str, tuple[int, int]]:
-        """``{tenant: (documents, chunks)}``, of one tenant or of every tenant that has
-        documents."""
+    def totals(self, tenant_id: str) -> tuple[int, int]:
+        """``(documents, chunks)`` of the tenant."""
+        n, c = self._session.execute(
+            select(func.count(), func.coalesce(func.sum(Document.chunk_count), 0)).where(
+                Document.tenant_id == tenant_id
+            )
+        ).one()
+        return int(n), int(c)
+
+    def totals_all_tenants(self) -> dict[str, tuple[int, int]]:
+        """``{tenant: (documents, chunks)}`` of every tenant that has documents."""
         stmt = select(
             Document.tenant_id, func.count(), func.coalesce(func.sum(Document.chunk_count), 0)
         ).group_by(Document.tenant_id)
-        if tenant_id is not None:
-            stmt = stmt.where(Document.tenant_id == tenant_id)
         return {t: (int(n), int(c)) for t, n, c in self._session.execute(stmt)}
 
     def tenant_page(self, tenant_id: str, *, after: uuid.UUID | None, limit: int) -> list[Document]:
@@ -106,7 +112,9 @@ class DocumentRepository:
             stmt = stmt.where(Document.external_id > after)
         return list(self._session.scalars(stmt))
 
-    def page(self, *, after: tuple[str, uuid.UUID] | None, limit: int) -> list[Document]:
+    def page_all_tenants(
+        self, *, after: tuple[str, uuid.UUID] | None, limit: int
+    ) -> list[Document]:
         """Documents of every tenant in ``(tenant_id, id)`` order, the first ``limit``
         after the key ``after`` (``None``: from the start): keyset pages, stable while
         rows change (a rebuild reads the whole table this way)."""
@@ -115,7 +123,7 @@ class DocumentRepository:
             stmt = stmt.where(tuple_(Document.tenant_id, Document.id) > tuple_(*after))
         return list(self._session.scalars(stmt))
 
-    def state(self) -> tuple[int, datetime | None]:
+    def state_all_tenants(self) -> tuple[int, datetime | None]:
         """``(count, latest updated_at)`` over every tenant: it changes when any document
         is added or re-indexed."""
         count, latest = self._session.execute(

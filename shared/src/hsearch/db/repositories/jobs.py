@@ -81,26 +81,33 @@ class JobRepository:
         self._session.add(job)
         self._session.flush()
 
-    def active_count(self) -> int:
+    def active_count_all_tenants(self) -> int:
         """Jobs of any tenant that are queued or running."""
         active = (JobStatus.QUEUED, JobStatus.RUNNING)
         stmt = select(func.count()).select_from(IngestionJob).where(IngestionJob.status.in_(active))
         return int(self._session.scalar(stmt) or 0)
 
-    def counts_by_status(self, tenant_id: str | None = None) -> dict[str, dict[JobStatus, int]]:
-        """``{tenant: {status: jobs}}`` of one tenant or every tenant (jobs are kept
-        ``ingest.job_retention_days`` after they end)."""
+    def counts_by_status(self, tenant_id: str) -> dict[JobStatus, int]:
+        """``{status: jobs}`` of the tenant (jobs are kept ``ingest.job_retention_days``
+        after they end)."""
+        stmt = (
+            select(IngestionJob.status, func.count())
+            .where(IngestionJob.tenant_id == tenant_id)
+            .group_by(IngestionJob.status)
+        )
+        return {JobStatus(status): int(n) for status, n in self._session.execute(stmt)}
+
+    def counts_by_status_all_tenants(self) -> dict[str, dict[JobStatus, int]]:
+        """``{tenant: {status: jobs}}`` of every tenant that has jobs."""
         stmt = select(IngestionJob.tenant_id, IngestionJob.status, func.count()).group_by(
             IngestionJob.tenant_id, IngestionJob.status
         )
-        if tenant_id is not None:
-            stmt = stmt.where(IngestionJob.tenant_id == tenant_id)
         out: dict[str, dict[JobStatus, int]] = {}
         for tenant, status, n in self._session.execute(stmt):
             out.setdefault(tenant, {})[JobStatus(status)] = int(n)
         return out
 
-    def status_totals(self) -> dict[JobStatus, int]:
+    def status_totals_all_tenants(self) -> dict[JobStatus, int]:
         """Jobs of every tenant by status."""
         stmt = select(IngestionJob.status, func.count()).group_by(IngestionJob.status)
         return {JobStatus(status): int(n) for status, n in self._session.execute(stmt)}
@@ -123,15 +130,33 @@ class JobRepository:
         )
         return [(c, f) for c, f in self._session.execute(stmt) if f is not None]
 
-    def get(self, job_id: uuid.UUID, *, tenant_id: str | None = None) -> IngestionJob | None:
-        stmt = select(IngestionJob).where(IngestionJob.id == job_id)
-        if tenant_id is not None:
-            stmt = stmt.where(IngestionJob.tenant_id == tenant_id)
-        return self._session.scalar(stmt)
+    def get(self, job_id: uuid.UUID, *, tenant_id: str) -> IngestionJob | None:
+        """The tenant's job ``job_id`` (another tenant's is not found)."""
+        return self._session.scalar(
+            select(IngestionJob).where(
+                IngestionJob.id == job_id, IngestionJob.tenant_id == tenant_id
+            )
+        )
 
-    def lock(self, job_id: uuid.UUID) -> IngestionJob | None:
-        """The job row, locked for this transaction (on SQLite: the database's write
-        lock)."""
+    def get_any_tenant(self, job_id: uuid.UUID) -> IngestionJob | None:
+        """The job ``job_id``, whichever tenant's: for a process that holds the id from
+        its own records (the one that sent it, the webhook sender)."""
+        return self._session.scalar(select(IngestionJob).where(IngestionJob.id == job_id))
+
+    def lock(self, job_id: uuid.UUID, *, tenant_id: str) -> IngestionJob | None:
+        """The tenant's job ``job_id`` (another tenant's is not found), its row locked
+        for this transaction (on SQLite: the database's write lock)."""
+        hold_write_lock(self._session)
+        return self._session.scalar(
+            select(IngestionJob)
+            .where(IngestionJob.id == job_id, IngestionJob.tenant_id == tenant_id)
+            .with_for_update()
+        )
+
+    def lock_any_tenant(self, job_id: uuid.UUID) -> IngestionJob | None:
+        """The job ``job_id``, whichever tenant's, its row locked for this transaction
+        (on SQLite: the database's write lock): for the worker, whose message names the
+        job, not the tenant."""
         hold_write_lock(self._session)
         return self._session.scalar(
             select(IngestionJob).where(IngestionJob.id == job_id).with_for_update()
@@ -146,7 +171,7 @@ class JobRepository:
             )
         )
 
-    def written_ids(self, *, started_before: datetime) -> list[uuid.UUID]:
+    def written_ids_all_tenants(self, *, started_before: datetime) -> list[uuid.UUID]:
         """Jobs started before ``started_before``, still running with no pending
         item: every chunk written, the job not yet reported finished (it waits for a
         flush)."""
@@ -217,7 +242,7 @@ class JobRepository:
                 out[doc].update(ids)
         return out
 
-    def stale(
+    def stale_all_tenants(
         self, *, now: datetime, unsent_before: datetime, sent_before: datetime, limit: int = 100
     ) -> list[IngestionJob]:
         """Jobs no worker is working on, locked (skipping rows another sweeper holds):
@@ -258,7 +283,7 @@ class JobRepository:
         )
         return list(self._session.scalars(stmt))
 
-    def webhooks_due(
+    def webhooks_due_all_tenants(
         self, *, now: datetime, max_attempts: int, limit: int = 20
     ) -> list[IngestionJob]:
         """Ended jobs whose webhook is neither delivered nor given up and is due now,
@@ -298,7 +323,7 @@ class JobRepository:
             .execution_options(synchronize_session=False)
         )
 
-    def busy_and_waiting(self, *, now: datetime) -> tuple[int, int]:
+    def busy_and_waiting_all_tenants(self, *, now: datetime) -> tuple[int, int]:
         """Jobs a live worker holds (running, lease unexpired, not between turns), and
         jobs whose message waits in the queue (queued and sent, or sent back between
         turns): what the sweeper weighs before re-sending a job that has not started."""
@@ -376,8 +401,8 @@ class JobRepository:
         """Start ``job``'s next turn for ``owner`` (running, leased until ``until``, an
         attempt more unless the last turn ended as planned) if no one has started one
         since ``job`` was read; returns whether it did, with ``job`` refreshed. A
-        compare-and-set on ``turn``, a guard besides the lock :meth:`lock` takes: it
-        holds for a row read without it too."""
+        compare-and-set on ``turn``, a guard besides the lock :meth:`lock_any_tenant`
+        takes: it holds for a row read without it too."""
         result = self._session.execute(
             update(IngestionJob)
             .where(IngestionJob.id == job.id, IngestionJob.turn == job.turn)

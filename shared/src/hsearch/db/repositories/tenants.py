@@ -42,10 +42,12 @@ class TenantRepository:
         self._session.add(tenant)
         self._session.flush()
 
-    def list(self) -> Sequence[Tenant]:
+    def list_all_tenants(self) -> Sequence[Tenant]:
+        """Every tenant, by id."""
         return self._session.scalars(select(Tenant).order_by(Tenant.id)).all()
 
-    def get_by_name(self, name: str) -> Tenant | None:
+    def get_by_name_any_tenant(self, name: str) -> Tenant | None:
+        """The tenant named ``name``, if any (names are unique)."""
         return self._session.scalars(select(Tenant).where(Tenant.name == name)).first()
 
     def ensure(self, tenant_id: str, *, name: str | None = None) -> Tenant:
@@ -55,7 +57,7 @@ class TenantRepository:
         tenant = self._session.get(Tenant, tenant_id)
         if tenant is None:
             wanted = name or tenant_id
-            if self.get_by_name(wanted) is not None:
+            if self.get_by_name_any_tenant(wanted) is not None:
                 wanted = disambiguated_name(wanted, tenant_id)
             tenant = Tenant(id=tenant_id, name=wanted, data_generation=0)
             self._session.add(tenant)

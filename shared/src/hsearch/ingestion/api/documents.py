@@ -336,7 +336,7 @@ class DocumentService:
             external_id, ()
         )
         for job_id in sorted(set(held)):
-            job = jobs.lock(job_id)
+            job = jobs.lock(job_id, tenant_id=tenant_id)
             if job is None or job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
                 continue  # finished since it was read
             items = jobs.pending_items_of(job_id, external_id=external_id)

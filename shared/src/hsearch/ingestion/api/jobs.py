@@ -206,8 +206,8 @@ class JobService:
         """Cancel a queued or running job: the documents it has indexed stay, the rest
         are marked cancelled and never indexed (a worker checks each document before it
         writes it). Raises JobNotFoundError (404) or JobFinishedError (409)."""
-        job = JobRepository(self._uow.session).lock(job_id)
-        if job is None or job.tenant_id != tenant_id:  # another tenant's is not found
+        job = JobRepository(self._uow.session).lock(job_id, tenant_id=tenant_id)
+        if job is None:  # another tenant's is not found
             raise JobNotFoundError(f"job {job_id} not found")
         if job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
             raise JobFinishedError(f"job {job_id} has finished ({job.status}): nothing to cancel")

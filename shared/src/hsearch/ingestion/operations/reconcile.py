@@ -82,7 +82,7 @@ class Reconciler:
         """Every tenant, in id order: those registered (a tenant with no document left
         may still have chunks in the store) and those with documents."""
         with self._sessions() as session:
-            registered = {t.id for t in TenantRepository(session).list()}
+            registered = {t.id for t in TenantRepository(session).list_all_tenants()}
             holding = set(session.scalars(select(Document.tenant_id).distinct()))
         return sorted(registered | holding)
 

@@ -148,8 +148,8 @@ class ReindexService:
         started = time.perf_counter()
         info = self._embedder.info
         with self._sessions() as session:
-            active = JobRepository(session).active_count()
-            state = DocumentRepository(session).state()
+            active = JobRepository(session).active_count_all_tenants()
+            state = DocumentRepository(session).state_all_tenants()
         if active:
             msg = (
                 f"{active} ingestion job(s) are queued or running; wait for them (or stop "
@@ -209,7 +209,7 @@ class ReindexService:
         done = 0
         while True:
             with self._sessions() as session:
-                rows = DocumentRepository(session).page(after=after, limit=self._batch)
+                rows = DocumentRepository(session).page_all_tenants(after=after, limit=self._batch)
                 page = [_detach(row) for row in rows]
             if not page:
                 return corpora
@@ -279,8 +279,8 @@ class ReindexService:
         fingerprint = self._embedder.info.fingerprint
         term_counts = self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY
         with transaction(self._sessions) as session:
-            active = JobRepository(session).active_count()
-            if active or DocumentRepository(session).state() != expected_state:
+            active = JobRepository(session).active_count_all_tenants()
+            if active or DocumentRepository(session).state_all_tenants() != expected_state:
                 msg = (
                     "documents were ingested while the new collection was built; pause "
                     "ingestion and run `hsearch reindex` again (nothing was switched)"
@@ -319,7 +319,7 @@ class ReindexService:
         repo = DocumentRepository(session)
         recounted: dict[str, _Corpus] = {}
         after: tuple[str, uuid.UUID] | None = None
-        while rows := repo.page(after=after, limit=256):
+        while rows := repo.page_all_tenants(after=after, limit=256):
             after = (rows[-1].tenant_id, rows[-1].id)
             for row in rows:
                 chunks = self._chunks(_detach(row))

@@ -232,7 +232,7 @@ class IndexingService:
         """
         with transaction(self._sessions) as session:
             jobs = JobRepository(session)
-            job = jobs.lock(job_id)
+            job = jobs.lock_any_tenant(job_id)
             if job is None:
                 raise JobNotFoundError(f"job {job_id} not found")
             if job.status in FINISHED_JOB_STATUSES:
@@ -417,7 +417,9 @@ class IndexingService:
             jobs = set(self._waiting)
         if not self._swept:
             with transaction(self._sessions) as session:
-                jobs.update(JobRepository(session).written_ids(started_before=self._started))
+                jobs.update(
+                    JobRepository(session).written_ids_all_tenants(started_before=self._started)
+                )
         if not jobs:
             return
         started = time.perf_counter()
@@ -428,7 +430,7 @@ class IndexingService:
             # In id order, as other transactions that lock several jobs (a document's
             # delete) take them: two such transactions wait instead of deadlocking.
             for job_id in sorted(jobs):
-                job = JobRepository(session).lock(job_id)
+                job = JobRepository(session).lock_any_tenant(job_id)
                 if job is not None and job.status is JobStatus.RUNNING:
                     self._finish(job)
                     sealed.add(job.tenant_id)
@@ -464,7 +466,7 @@ class IndexingService:
         it is. Its own transaction, so the task wrapper needs no database access."""
         self._forget_ends()
         with transaction(self._sessions) as session:
-            job = JobRepository(session).lock(job_id)
+            job = JobRepository(session).lock_any_tenant(job_id)
             if job is None or job.status in FINISHED_JOB_STATUSES:
                 return
             for item in job.items:
@@ -737,7 +739,7 @@ class IndexingService:
 
     @staticmethod
     def _lock(session: Session, job_id: uuid.UUID) -> IngestionJob:
-        job = JobRepository(session).lock(job_id)
+        job = JobRepository(session).lock_any_tenant(job_id)
         if job is None:
             raise JobNotFoundError(f"job {job_id} not found")
         return job

@@ -141,7 +141,7 @@ class JobSweeper:
             jobs = JobRepository(session)
             # The rows read are locked (stale()); each is also taken by a conditional
             # update, which leaves alone a job a worker started or renewed since.
-            stale = jobs.stale(
+            stale = jobs.stale_all_tenants(
                 now=now, unsent_before=now - self._unsent_after, sent_before=now - self._lease
             )
             for job in stale:
@@ -197,7 +197,7 @@ class JobSweeper:
         """Whether the jobs sent and not started are waiting behind busy workers, so
         none is re-sent this sweep (:func:`resend_unstarted`)."""
         with self._sessions() as session:
-            busy, waiting = JobRepository(session).busy_and_waiting(now=now)
+            busy, waiting = JobRepository(session).busy_and_waiting_all_tenants(now=now)
         if not busy or not waiting:
             return not resend_unstarted(busy=busy, waiting=waiting, depth=None)
         try:
