@@ -54,7 +54,7 @@ from hsearch.config import LlmSettings
 from hsearch.db.migrate import upgrade_database
 from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
 from hsearch.llm.openai_compatible import OpenAICompatibleLLM
-from hsearch.processes import Child, start_milvus_lite, start_model_server
+from hsearch.local.processes import Child, start_milvus_lite, start_model_server
 from hsearch.runtime import Services, build_services
 
 DEFAULT_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)

@@ -47,7 +47,7 @@ from hsearch.cache.memory import InMemoryCacheBackend
 from hsearch.config import ApiSettings, EncoderKind, EncoderSettings, Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.ingestion.queue import InMemoryJobQueue
-from hsearch.processes import start_api, start_milvus_lite
+from hsearch.local.processes import start_api, start_milvus_lite
 from hsearch.runtime import build_services
 from hsearch.types import Scope
 from hsearch.vectorstore.in_memory import InMemoryVectorStore

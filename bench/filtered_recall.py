@@ -52,7 +52,7 @@ from pymilvus import AsyncMilvusClient, MilvusClient
 from bench.metrics import percentile
 from bench.synthetic import SOURCES, Corpus, Vectors, recall
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
-from hsearch.processes import start_milvus_lite
+from hsearch.local.processes import start_milvus_lite
 from hsearch.vectorstore.filters import parse_filter
 from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
 from hsearch.vectorstore.milvus_filters import compile_filter

@@ -48,7 +48,7 @@ from bench.synthetic import Corpus
 from hsearch.config import Settings
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.ingestion.worker.flushing import FlushSchedule
-from hsearch.processes import start_milvus_lite
+from hsearch.local.processes import start_milvus_lite
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 

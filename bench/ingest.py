@@ -88,7 +88,7 @@ from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.lexical.analyzer import term_frequencies
-from hsearch.processes import Child, start_milvus_lite
+from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import build_services, keep_startup_heap
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.in_memory import InMemoryVectorStore

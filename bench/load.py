@@ -1,7 +1,7 @@
 """Load test: concurrent search clients against the whole stack while ingestion runs.
 
 The stack is the one ``hsearch run`` starts, from the same commands
-(:mod:`hsearch.processes`), in a temporary data directory of its own:
+(:mod:`hsearch.local.processes`), in a temporary data directory of its own:
 
 * a Milvus Lite gRPC server (:func:`start_milvus_lite`);
 * a redis-server of this run's own on a free loopback port (result and embedding
@@ -89,8 +89,7 @@ from bench.interrupt import progress, run_and_print
 from bench.metrics import percentile
 from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
-from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
-from hsearch.processes import (
+from hsearch.local.processes import (
     LOCALHOST,
     Child,
     free_port,
@@ -100,6 +99,7 @@ from hsearch.processes import (
     start_worker,
     stop_all,
 )
+from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
 from hsearch.tenancy.factory import open_tenancy
 from hsearch.types import FINISHED_JOB_STATUSES, SEARCHABLE_JOB_STATUSES
 

@@ -3,7 +3,7 @@ fresh, throw-away stack.
 
 * a temporary data directory with an SQLite metadata database migrated by Alembic
   (:func:`hsearch.db.migrate.upgrade_database`) and a Milvus Lite gRPC server process on
-  a free port (:func:`hsearch.processes.start_milvus_lite`; stopped at the end, also on
+  a free port (:func:`hsearch.local.processes.start_milvus_lite`; stopped at the end, also on
   Ctrl-C or SIGTERM);
 * :func:`hsearch.runtime.build_services` on settings built here (unique collection,
   the chosen encoder); every other knob is the product default or ``HSEARCH_*`` from
@@ -49,7 +49,7 @@ from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import InMemoryJobQueue
-from hsearch.processes import Child, start_milvus_lite
+from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.types import FusionMethod, SearchMode

@@ -78,7 +78,7 @@ from hsearch.config import Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.embedding.fake import AnalyzerTokenizer
 from hsearch.embedding.protocol import Embedding, EncoderInfo, SparseKind, Tokenizer
-from hsearch.processes import Child, start_milvus_lite
+from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.facets import FacetRequest
 from hsearch.search.models import SearchQuery, SearchResult

@@ -19,7 +19,7 @@ from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
 
 from hsearch.db.migrate import upgrade_database
-from hsearch.processes import start_api, start_milvus_lite
+from hsearch.local.processes import start_api, start_milvus_lite
 from hsearch.stack import sample_documents
 from hsearch.tenancy.factory import open_tenancy
 from tests.integration.conftest import settings_from_env, stack_env

@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from hsearch.processes import free_port, wait_until
+from hsearch.local.processes import free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.config import Settings
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
-from hsearch.processes import Child, start_milvus_lite
+from hsearch.local.processes import Child, start_milvus_lite
 from hsearch_api.deps import get_tenant
 from hsearch_api.main import create_app
 from tests.fixtures.tiny_bge_m3 import build_tiny_bge_m3

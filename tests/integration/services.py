@@ -2,7 +2,7 @@
 session, a Postgres server of a test's own (to stop), a private redis-server for the
 broker, a RabbitMQ virtual host per test and the suite's worker naming. The processes
 themselves (Milvus Lite server, Celery workers, the API) come from
-:mod:`hsearch.processes`, as for ``hsearch run`` and the benchmarks.
+:mod:`hsearch.local.processes`, as for ``hsearch run`` and the benchmarks.
 
 Outside CI a missing Postgres/Redis skips the integration tests; with ``CI=true`` it
 fails them, so CI can never pass without having run them.
@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from hsearch.processes import LOCALHOST, Child, free_port, port_open, start_worker
+from hsearch.local.processes import LOCALHOST, Child, free_port, port_open, start_worker
 
 PG_ADMIN_URL = os.environ.get(
     "HSEARCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

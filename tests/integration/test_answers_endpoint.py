@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from hsearch.config import LlmSettings
 from hsearch.llm.openai_compatible import OpenAICompatibleLLM
-from hsearch.processes import free_port, wait_until
+from hsearch.local.processes import free_port, wait_until
 from tests.unit.api.conftest import api_settings, ingest, serve
 
 pytestmark = pytest.mark.integration

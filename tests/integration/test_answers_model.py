@@ -16,7 +16,7 @@ from hsearch.config import LlmSettings
 from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
 from hsearch.llm.openai_compatible import OpenAICompatibleLLM
 from hsearch.llm.protocol import ChatMessage, Usage
-from hsearch.processes import LOCALHOST, Child, free_port, start_model_server
+from hsearch.local.processes import LOCALHOST, Child, free_port, start_model_server
 from tests.unit.api.conftest import api_settings, ingest, serve, sse_events
 
 pytestmark = pytest.mark.integration

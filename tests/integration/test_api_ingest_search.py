@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hsearch.processes import Child
+from hsearch.local.processes import Child
 from tests.integration.conftest import Stack, api_client
 from tests.integration.jobs import ingest, wait_job
 

@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from hsearch.db.migrate import upgrade_database
 from hsearch.ingestion.models import DocumentInput
-from hsearch.processes import Child, start_milvus_lite
+from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.models import SearchQuery
 from hsearch.types import SearchMode

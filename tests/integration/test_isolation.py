@@ -35,7 +35,7 @@ from hsearch.db.models import (
 )
 from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.ids import document_id
-from hsearch.processes import Child
+from hsearch.local.processes import Child
 from hsearch.runtime import Services, build_services
 from hsearch.tenancy.keys import load_server_key
 from hsearch.tenancy.tokens import TokenLimits, encode_token, token_signing_key

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from hsearch.processes import Child
+from hsearch.local.processes import Child
 from tests.integration.conftest import WEBHOOK_SECRET
 from tests.integration.jobs import wait_job
 

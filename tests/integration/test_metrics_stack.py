@@ -20,8 +20,8 @@ import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
+from hsearch.local.processes import Child, free_port, start_api
 from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
-from hsearch.processes import Child, free_port, start_api
 from hsearch.tenancy.factory import open_tenancy
 from tests.integration.conftest import settings_from_env, stack_env
 from tests.integration.services import private_redis, start_test_worker

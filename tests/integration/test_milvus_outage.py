@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from hsearch.cache.memory import InMemoryCacheBackend
-from hsearch.processes import Child, start_milvus_lite
+from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.vectorstore.factory import create_vector_store
 from tests.unit.api.conftest import Api, api_settings, serve
 

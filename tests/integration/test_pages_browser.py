@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from hsearch.local.processes import start_api
 from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
-from hsearch.processes import start_api
 from hsearch.tenancy.factory import open_tenancy
 from tests.integration.conftest import settings_from_env, stack_env
 from tests.integration.services import private_redis, start_test_worker

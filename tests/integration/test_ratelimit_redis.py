@@ -15,7 +15,7 @@ import redis
 
 from hsearch.config import RateLimitSettings
 from hsearch.errors import RateLimitedError
-from hsearch.processes import free_port
+from hsearch.local.processes import free_port
 from hsearch.ratelimit.limiter import RateLimiter
 from hsearch.ratelimit.policy import RateLimitPolicy
 from hsearch.ratelimit.redis import KEY_PREFIX, RedisRateLimitStorage, redis_storage

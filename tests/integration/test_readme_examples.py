@@ -23,7 +23,7 @@ from hsearch.config import (
 )
 from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
 from hsearch.llm.openai_compatible import OpenAICompatibleLLM
-from hsearch.processes import start_model_server
+from hsearch.local.processes import start_model_server
 from hsearch.stack import sample_documents
 from tests.unit.api.conftest import serve
 

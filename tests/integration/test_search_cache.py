@@ -22,7 +22,7 @@ from hsearch.cache.guard import CacheKind, CacheOutcome
 from hsearch.cache.memory import InMemoryCacheBackend
 from hsearch.cache.redis import RedisCacheBackend
 from hsearch.config import CacheSettings, RedisSettings
-from hsearch.processes import Child, free_port
+from hsearch.local.processes import Child, free_port
 from hsearch.ratelimit.redis import KEY_PREFIX
 from hsearch.types import Leg
 from hsearch.vectorstore.in_memory import InMemoryVectorStore

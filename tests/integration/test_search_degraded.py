@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from hsearch.processes import Child
+from hsearch.local.processes import Child
 from tests.integration.conftest import Stack, api_client
 from tests.integration.jobs import ingest
 from tests.integration.proxy import ProxyMode, TcpProxy

@@ -37,7 +37,7 @@ from hsearch.ingestion.queue import (
     CeleryJobQueue,
     create_celery,
 )
-from hsearch.processes import Child, start_worker, worker_command
+from hsearch.local.processes import Child, start_worker, worker_command
 from hsearch.vectorstore.milvus import MilvusVectorStore
 from tests.integration.conftest import api_client, settings_from_env, stack_env
 from tests.integration.proxy import ProxyMode, TcpProxy

@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hsearch import processes
 from hsearch.errors import ConfigurationError
-from hsearch.processes import (
+from hsearch.local import processes
+from hsearch.local.processes import (
     MILVUS_LITE_PORT_TAKEN,
     Child,
     api_command,

@@ -43,8 +43,7 @@ from hsearch.errors import AuthenticationError, ConfigurationError
 from hsearch.ingestion.operations.datadir import check_data_directory
 from hsearch.ingestion.queue import CeleryJobQueue, create_celery
 from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
-from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
-from hsearch.processes import (
+from hsearch.local.processes import (
     MILVUS_CHILD,
     MODEL_CHILD,
     Child,
@@ -56,6 +55,7 @@ from hsearch.processes import (
     stop_all,
     worker_command,
 )
+from hsearch.metrics.exposition import MULTIPROC_ENV, prepare_multiprocess_dir
 from hsearch.tenancy.factory import open_tenancy
 from hsearch.types import Scope
 

@@ -12,7 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from hsearch.config import ApiSettings, RateLimitSettings, RedisSettings, Settings
-from hsearch.processes import free_port
+from hsearch.local.processes import free_port
 from hsearch.search.planner import MAX_QUERY_CHARS
 from hsearch.types import Scope
 from hsearch.vectorstore.filters import MAX_DEPTH

@@ -27,7 +27,7 @@ from hsearch.embedding.protocol import Embedding
 from hsearch.errors import EncoderError
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.llm.protocol import LLM
-from hsearch.processes import free_port, wait_until
+from hsearch.local.processes import free_port, wait_until
 from hsearch.runtime import Services, build_services
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch_api.main import create_app

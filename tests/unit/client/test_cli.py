@@ -20,7 +20,7 @@ import pytest
 
 from hsearch.config import IngestSettings, RateLimitSettings
 from hsearch.db.migrate import upgrade_database
-from hsearch.processes import free_port
+from hsearch.local.processes import free_port
 from hsearch.tenancy.factory import open_tenancy
 from hsearch.types import Scope
 from tests.unit.api.conftest import api_settings

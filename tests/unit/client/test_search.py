@@ -14,7 +14,7 @@ import pytest
 
 from hsearch.client.http import ApiClient, ApiError
 from hsearch.config import IngestSettings
-from hsearch.processes import wait_until
+from hsearch.local.processes import wait_until
 from tests.unit.api.conftest import api_settings
 from tests.unit.client.conftest import LiveApi, live_api
 

@@ -24,7 +24,7 @@ from hsearch.ingestion.operations.datadir import (
     milvus_data_dir,
     recorded_owner,
 )
-from hsearch.processes import free_port
+from hsearch.local.processes import free_port
 from hsearch.stack import run_stack
 
 

@@ -2,7 +2,7 @@
 model over an OpenAI-compatible HTTP API on loopback, as a process of its own.
 
 ``python -m hsearch.llm.server --model FILE --host 127.0.0.1 --port P`` is the command
-``hsearch run`` starts (:func:`hsearch.processes.model_server_command`): the model file
+``hsearch run`` starts (:func:`hsearch.local.processes.model_server_command`): the model file
 is on its command line, so an operator sees in ``ps`` what it serves. The API process
 never loads a model; it speaks HTTP to this one. llama.cpp's threads spin while they
 wait, so on a busy machine fewer threads than cores is faster (``--threads``,

@@ -11,9 +11,9 @@ collection on its server, creates one and writes there; the others never see it)
 This entry point serves the same Milvus Lite (its servicer and database, as
 ``milvus_lite.adapter.grpc.server`` does) with ``grpc.so_reuseport`` 0, so a taken port
 fails the start: the process exits with
-:data:`~hsearch.processes.MILVUS_LITE_PORT_TAKEN`. Run it as
-``python -m hsearch.vectorstore.milvus_lite_server --data-dir D --host H --port P``
-(:func:`hsearch.processes.milvus_lite_command`).
+:data:`~hsearch.local.processes.MILVUS_LITE_PORT_TAKEN`. Run it as
+``python -m hsearch.local.milvus_lite_server --data-dir D --host H --port P``
+(:func:`hsearch.local.processes.milvus_lite_command`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from milvus_lite.adapter.grpc.servicer import MilvusServicer
 from milvus_lite.db import MilvusLite
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
-from hsearch.processes import MILVUS_LITE_PORT_TAKEN, listening_line
+from hsearch.local.processes import MILVUS_LITE_PORT_TAKEN, listening_line
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 """What Milvus Lite's own server and Milvus standalone accept per message."""

@@ -166,11 +166,11 @@ def milvus_lite_command(data_dir: Path, *, host: str, port: int) -> list[str]:
     """The command that serves Milvus Lite over gRPC from ``data_dir`` (the embedded
     profile's Milvus): Milvus Lite's server bound without ``SO_REUSEPORT``, so that a
     taken port fails the start instead of splitting data between two servers
-    (:mod:`hsearch.vectorstore.milvus_lite_server`)."""
+    (:mod:`hsearch.local.milvus_lite_server`)."""
     return [
         sys.executable,
         "-m",
-        "hsearch.vectorstore.milvus_lite_server",
+        "hsearch.local.milvus_lite_server",
         "--data-dir",
         str(data_dir),
         "--host",
