@@ -105,3 +105,24 @@ class DocumentRepository:
             select(func.count(), func.max(Document.updated_at)).select_from(Document)
         ).one()
         return int(count or 0), latest
+
+    def tenant_ids(self) -> set[str]:
+        """The tenants that have documents."""
+        return set(self._session.scalars(select(Document.tenant_id).distinct()))
+
+    def chunk_ids_by_external_id(self, tenant_id: str) -> list[tuple[str, list[str]]]:
+        """Each of the tenant's documents as ``(external id, chunk ids)``."""
+        rows = self._session.execute(
+            select(Document.external_id, Document.chunk_ids).where(Document.tenant_id == tenant_id)
+        )
+        return [(external_id, list(chunk_ids or ())) for external_id, chunk_ids in rows]
+
+    def by_external_ids(self, tenant_id: str, external_ids: Collection[str]) -> list[Document]:
+        """The tenant's documents of ``external_ids`` that exist."""
+        return list(
+            self._session.scalars(
+                select(Document).where(
+                    Document.tenant_id == tenant_id, Document.external_id.in_(external_ids)
+                )
+            )
+        )

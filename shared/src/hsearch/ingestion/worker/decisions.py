@@ -12,15 +12,14 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any, TypeGuard
 
 from hsearch.db.models import Document, IngestionJob, JobItemStatus, JobStatus
 from hsearch.db.repositories.jobs import ItemRow, ItemState
 from hsearch.errors import InvalidRequestError
 from hsearch.ingestion.chunking import Chunk
+from hsearch.ingestion.derived.protocol import DerivedDocument
 from hsearch.ingestion.ids import chunk_id
-from hsearch.lexical.statistics import LexicalContribution
 
 __all__ = [
     "BatchRead",
@@ -166,23 +165,11 @@ def decide_items(
 
 
 def document_row(
-    tenant_id: str,
-    prepared: PreparedItem,
-    current_row: Document | None,
-    *,
-    created: datetime,
-    encoder: str,
-    contribution: LexicalContribution,
-    unfinished: set[str],
-) -> tuple[set[str], dict[str, Any] | None]:
-    """One document's row in a group write, indexed with ``encoder`` (its
-    fingerprint): the chunk ids that become stale (what the indexed version has,
-    plus what interrupted attempts wrote, ``unfinished``), and its new row's columns
-    (``None``: ``current_row`` is updated in place)."""
-    item = prepared.item
-    stale = set(current_row.chunk_ids if current_row else ())
-    stale.update(unfinished)
-    stale.difference_update(prepared.chunk_ids)
+    item: ItemRow, document: DerivedDocument, *, encoder: str
+) -> dict[str, Any] | None:
+    """The row of ``document`` (``item``'s version, indexed with ``encoder``, its
+    fingerprint) with the columns the derived kinds keep there: its new row's columns,
+    or ``None`` when the row it replaces is updated in place."""
     values = {
         "title": item.title,
         "source": item.source,
@@ -191,24 +178,23 @@ def document_row(
         "metadata_": dict(item.metadata),
         "content": item.content,
         "content_hash": item.content_hash,
-        "chunk_count": len(prepared.chunks),
-        "chunk_ids": list(prepared.chunk_ids),
-        "lexical_terms": contribution.stored_terms(),
-        "lexical_length": contribution.length,
+        "chunk_count": len(document.chunks),
+        "chunk_ids": list(document.chunk_ids),
+        **document.columns,
         "encoder": encoder,
         "version": item.id,
     }
-    if current_row is not None:
+    if document.replaced is not None:
         for key, value in values.items():
-            setattr(current_row, key, value)
-        return stale, None
+            setattr(document.replaced, key, value)
+        return None
     values.update(
-        id=prepared.document_id,
-        tenant_id=tenant_id,
+        id=document.document_id,
+        tenant_id=document.tenant_id,
         external_id=item.external_id,
-        created_at=created,
+        created_at=document.created_at,
     )
-    return stale, values
+    return values
 
 
 def groups(todo: list[PreparedItem], *, max_chunks: int) -> list[list[PreparedItem]]:

@@ -42,6 +42,7 @@ from hsearch.embedding.protocol import Embedder
 from hsearch.errors import BackendError, ConcurrentWriteError, HsearchError, JobNotFoundError
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.deletion import DocumentDeleter
+from hsearch.ingestion.derived.registry import DerivedKinds, standard_kinds
 from hsearch.ingestion.queue import JobQueue
 from hsearch.ingestion.worker.decisions import final_status
 from hsearch.ingestion.worker.flushing import FlushSchedule, TimerFactory, start_thread_timer
@@ -72,7 +73,8 @@ class IndexingService:
         session_factory: sessionmaker[Session],
         embedder: Embedder,
         store: VectorStore,
-        statistics: LexicalStatistics,
+        statistics: LexicalStatistics | None = None,
+        derived: DerivedKinds | None = None,
         chunker: Chunker | None = None,
         batch_documents: int = 64,
         batch_chunks: int = 128,
@@ -88,7 +90,11 @@ class IndexingService:
         start_timer: TimerFactory = start_thread_timer,
         pipeline: PipelineFactory = WritePipeline,
     ) -> None:
-        """``chunker`` cuts documents (default: the encoder's tokenizer, default sizes);
+        """``derived``: what is derived from a document and written with it (default:
+        :func:`~hsearch.ingestion.derived.registry.standard_kinds` on ``store`` and
+        ``statistics``, themselves by default the tenants' statistics in the metadata
+        database); ``chunker`` cuts documents (default: the encoder's tokenizer,
+        default sizes);
         a job's pending items are taken ``batch_documents`` at a time; up to
         ``groups_per_commit`` groups of ``batch_chunks`` that are encoded already are
         written in one transaction (:class:`WritePipeline`, made by ``pipeline``);
@@ -106,11 +112,16 @@ class IndexingService:
         self._sessions = session_factory
         self._embedder = embedder
         self._store = store
+        if derived is None:
+            derived = standard_kinds(
+                store=store,
+                statistics=statistics or LexicalStatistics(session_factory),
+                encoder=embedder.info,
+            )
         self._pipeline = pipeline(
             session_factory=session_factory,
             embedder=embedder,
-            store=store,
-            statistics=statistics,
+            derived=derived,
             chunker=chunker or Chunker(embedder.tokenizer),
             batch_chunks=batch_chunks,
             groups_per_commit=groups_per_commit,
@@ -130,7 +141,7 @@ class IndexingService:
         )
         self._turn = batches_per_task * batch_documents if requeue is not None else 0
         self._requeue = requeue
-        self._deleter = DocumentDeleter(store=store, statistics=statistics)
+        self._deleter = DocumentDeleter(derived=derived)
         self._on_finished = on_finished
         # Jobs ended in a transaction, counted in the metrics once it has committed
         # (:meth:`_ended`), per thread: the flush timer's thread ends jobs too.

@@ -18,7 +18,6 @@ import logging
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,12 +30,12 @@ from hsearch.db.engine import transaction
 from hsearch.db.models import Document, IngestionJob, JobItemStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import ItemRow, JobRepository
-from hsearch.db.repositories.lexical import VocabularyRepository
-from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
+from hsearch.embedding.protocol import Embedder, Embedding
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
 from hsearch.ingestion.chunking import Chunk, Chunker
+from hsearch.ingestion.derived.protocol import DerivedDocument, DerivedWriter, WriteUnit
+from hsearch.ingestion.derived.registry import DerivedKinds
 from hsearch.ingestion.ids import document_id
-from hsearch.ingestion.records import chunk_records
 from hsearch.ingestion.worker.decisions import (
     BatchRead,
     Chunked,
@@ -54,16 +53,7 @@ from hsearch.ingestion.worker.decisions import (
 )
 from hsearch.ingestion.worker.encoding import Embedded, GroupEncoder
 from hsearch.ingestion.worker.lookahead import Lookahead
-from hsearch.lexical.statistics import (
-    LexicalContribution,
-    LexicalStatistics,
-    PendingStatistics,
-    WeightedDocument,
-    weigh_chunks,
-)
-from hsearch.lexical.typos import vocabulary_words
 from hsearch.metrics import instruments
-from hsearch.vectorstore.protocol import ChunkRecord, VectorStore
 
 __all__ = ["WritePipeline", "locked_job"]
 
@@ -74,19 +64,16 @@ logger = logging.getLogger(__name__)
 class _UnitWrite:
     """What the groups of one transaction's write share (:meth:`WritePipeline._write_unit`)."""
 
-    stored: list[Future[None]] = field(default_factory=list)
-    """The store's answers to the unit's writes, waited for before the transaction ends."""
-    pending: PendingStatistics = field(default_factory=PendingStatistics)
-    """The documents weighed, whose statistics change once, before the commit."""
+    writers: list[DerivedWriter]
+    """Every derived kind's writes in this transaction (:mod:`hsearch.ingestion.derived`):
+    told of each group, finished once before the commit, and waited for (what they sent
+    to the store) before the transaction ends."""
     locked: dict[uuid.UUID, Document] | None = None
     """The documents of every group, locked as the unit began (``None``: a unit of one
     group, which locks its own). A unit's groups hold distinct documents: they are one
     job's, whose external ids are unique (:meth:`JobService.submit`)."""
     indexed: list[int] = field(default_factory=list)
     """The items written, marked indexed once, before the commit."""
-    words: set[str] = field(default_factory=set)
-    """The words of the documents written, listed in the tenant's vocabulary once,
-    before the commit (:mod:`hsearch.lexical.typos`)."""
 
 
 _GroupInput = tuple[list[PreparedItem], dict[int, list[Embedding]]]
@@ -101,18 +88,18 @@ class WritePipeline:
         *,
         session_factory: sessionmaker[Session],
         embedder: Embedder,
-        store: VectorStore,
-        statistics: LexicalStatistics,
+        derived: DerivedKinds,
         chunker: Chunker,
         batch_chunks: int = 128,
         groups_per_commit: int = 4,
     ) -> None:
-        """``chunker`` cuts documents; up to ``groups_per_commit`` groups of
-        ``batch_chunks`` that are encoded already are written in one transaction."""
+        """``chunker`` cuts documents; what is derived from them is written by the kinds
+        of ``derived`` (the chunks in the store among them); up to ``groups_per_commit``
+        groups of ``batch_chunks`` that are encoded already are written in one
+        transaction."""
         self._sessions = session_factory
         self._embedder = embedder
-        self._store = store
-        self._statistics = statistics
+        self._derived = derived
         self._chunker = chunker
         self._batch_chunks = batch_chunks
         self._groups_per_commit = max(1, groups_per_commit)
@@ -218,9 +205,10 @@ class WritePipeline:
         """1. encoded (``unit``: groups and their embeddings), with no transaction open
            (the slow part); the documents the encoder failed on are marked failed (a
            transaction of their own, only when there are any);
-        2. in one transaction, under the documents' row locks, group after group:
-           upsert every chunk of the group, delete the stale ones by primary key, update
-           statistics and the documents, mark the items (:meth:`_write`). The chunk ids
+        2. in one transaction, under the documents' row locks, group after group: what
+           every derived kind keeps of the group's documents (its chunks upserted in the
+           store, the stale ones deleted by primary key, the statistics), the documents'
+           rows, the items marked (:meth:`_write`). The chunk ids
            were recorded on the items when the batch was decided (:meth:`_decide`).
            ``ahead`` decides and reads the next batches while the store writes
            (:meth:`_write_group`).
@@ -315,7 +303,11 @@ class WritePipeline:
         overlapping units wait for each other instead of deadlocking. Returns the
         documents and chunks written, once the store has answered every call."""
         job = locked_job(session, job_id)
-        unit = _UnitWrite()
+        unit = _UnitWrite(
+            writers=self._derived.writers(
+                WriteUnit(tenant_id=tenant_id, encoder=self._embedder.info, thread=self._thread)
+            )
+        )
         if len(groups) > 1:
             unit.locked = DocumentRepository(session).get_many(
                 {p.document_id for ready, _ in groups for p in ready}, for_update=True
@@ -326,20 +318,18 @@ class WritePipeline:
                 written += self._write_group(
                     session, job, tenant_id, ready, embeddings, ahead=ahead, unit=unit
                 )
-            # The statistics change once for the unit's groups (a row per term), the
-            # items once, and the job's row once (each change of an object loaded costs
-            # a flush of it).
-            self._statistics.record_all(
-                session, tenant_id=tenant_id, documents=unit.pending.documents
-            )
-            VocabularyRepository(session).add(tenant_id, unit.words)
+            # What the kinds keep changes once for the unit's groups (the statistics: a
+            # row per term), the items once, and the job's row once (each change of an
+            # object loaded costs a flush of it).
+            for writer in unit.writers:
+                writer.finish(session)
             JobRepository(session).update_items(
                 [{"id": item_id, "status": JobItemStatus.INDEXED} for item_id in unit.indexed]
             )
             job.indexed += len(written)
         finally:
             # Never committed, nor rolled back, before the store has answered.
-            errors = [f.exception() for f in unit.stored]  # every one waited for
+            errors = [writer.wait() for writer in unit.writers]  # every one waited for
             error = next((e for e in errors if e is not None), None)
         if isinstance(error, HsearchError) and not isinstance(error, BackendError):
             raise _StoreRefusedError(error) from error
@@ -465,17 +455,16 @@ class WritePipeline:
         unit: _UnitWrite,
     ) -> list[tuple[ItemRow, int, int]]:
         """The group's statements in ``session``, which holds ``job`` locked, one per
-        kind rather than one per document: the items, the documents (locked, in id
+        kind rather than one per document: the items and the documents (locked, in id
         order: two workers writing overlapping groups wait for each other instead of
-        deadlocking) and the chunk ids of unfinished attempts read in one query each;
-        the new documents inserted together. Each document is weighed as the tenant's
-        corpus stands once the documents before it are counted in, as if they were
-        written one by one, and added to the unit's (whose statistics the caller
-        records at once). The store's answers are added to the unit's as its calls are
-        made (the caller waits for them before the transaction ends). Once the rows
-        are written, while the store writes, ``ahead`` decides the next batch in this
-        transaction and reads the one after. Returns the documents written (item,
-        chunks, stale chunks deleted), which the caller counts on the job."""
+        deadlocking) read in one query each; the derived kinds told of the group's
+        documents (each kind in registration order: the statistics weigh a document as
+        the tenant's corpus stands once the documents before it are counted in, the
+        store's kind sends the records and reads the chunk ids of unfinished attempts);
+        the new documents inserted together. Once the rows are written, while the store
+        writes, ``ahead`` decides the next batch in this transaction and reads the one
+        after. Returns the documents written (item, chunks, stale chunks deleted), which
+        the caller counts on the job."""
         docs = DocumentRepository(session)
         jobs = JobRepository(session)
         states = jobs.item_states([p.item_id for p in ready])
@@ -491,69 +480,28 @@ class WritePipeline:
         live = self._skip_superseded(jobs, job, todo, existing)
         if not live:
             return []
-        # What typo tolerance matches query words to (hsearch.lexical.typos).
-        unit.words |= vocabulary_words(text for p in live for text in (p.item.title, *p.chunks))
-        weighed: list[WeightedDocument] = []
-        if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
-            # Term counts become BM25 with the tenant's statistics, recorded by the
-            # caller; the weights themselves are made with the records.
-            weighed = self._statistics.weigh_documents(
-                session,
-                tenant_id=tenant_id,
-                documents=[
-                    ([e.sparse for e in embeddings[p.item_id]], existing.get(p.document_id))
-                    for p in live
-                ],
-                pending=unit.pending,
-                weights=False,
-            )
         now = utcnow()
-        created = {p.document_id: now for p in live}
-        created.update((d.id, d.created_at) for d in existing.values())
-        # The store's thread makes the records and sends them while this transaction
-        # reads what else the write needs and writes the rows (the chunk ids were
-        # committed on the items before): the records' Python runs while this thread
-        # waits for the database. It sends without waiting for the answer, so the next
-        # group's records are made while the store writes these; the answers are
-        # waited for in order on a thread of their own, and the stale chunks deleted
-        # there once the upsert has succeeded. No two writes in flight hold the same
-        # chunk: a unit's groups hold distinct documents, and the unit ends once every
-        # write is answered.
-        sent = self._thread("store-write").submit(
-            self._send,
-            tenant_id,
-            [(p, created[p.document_id], embeddings[p.item_id]) for p in live],
-            [w.avg_length for w in weighed] if weighed else None,
-        )
-        answers = self._thread("store-answer")
-        upserted = answers.submit(_answer, sent)
-        unit.stored.append(upserted)
-        unfinished = jobs.unfinished_chunk_ids_of({p.document_id: p.item_id for p in live})
+        documents = [
+            _derived_document(
+                tenant_id,
+                p,
+                existing.get(p.document_id),
+                now=now,
+                embeddings=embeddings[p.item_id],
+                attempts=states[p.item_id].chunk_ids,
+            )
+            for p in live
+        ]
+        for writer in unit.writers:
+            writer.write_group(session, documents)
         encoder = self._embedder.info.fingerprint
-        stale: set[str] = set()
         added: list[dict[str, Any]] = []
         written: list[tuple[ItemRow, int, int]] = []
-        for position, prepared in enumerate(live):
-            old, new = document_row(
-                tenant_id,
-                prepared,
-                existing.get(prepared.document_id),
-                created=created[prepared.document_id],
-                encoder=encoder,
-                contribution=weighed[position].contribution if weighed else LexicalContribution(),
-                # What interrupted attempts wrote, this item's own included.
-                unfinished=unfinished[prepared.document_id].union(
-                    states[prepared.item_id].chunk_ids or ()
-                ),
-            )
-            stale.update(old)
+        for prepared, document in zip(live, documents, strict=True):
+            new = document_row(prepared.item, document, encoder=encoder)
             if new is not None:
                 added.append(new)
-            written.append((prepared.item, len(prepared.chunks), len(old)))
-        if stale:
-            unit.stored.append(
-                answers.submit(self._delete_stale, upserted, tenant_id, sorted(stale))
-            )
+            written.append((prepared.item, len(prepared.chunks), document.stale_chunks))
         unit.indexed.extend(p.item_id for p in live)
         docs.insert_all(added)
         session.flush()
@@ -579,43 +527,12 @@ class WritePipeline:
         jobs.update_items(skipped)
         return live
 
-    def _send(
-        self,
-        tenant_id: str,
-        documents: list[tuple[PreparedItem, datetime, list[Embedding]]],
-        avg_lengths: list[float] | None,
-    ) -> Callable[[], None]:
-        """Send the records of ``documents`` (each with its creation time and its
-        chunks' vectors) to the store; with ``avg_lengths`` (term counts weighed for
-        BM25 in the transaction, :meth:`LexicalStatistics.weigh_documents`), their
-        sparse vectors weighed with each document's average chunk length first. Returns
-        the wait for the store's answer (:meth:`VectorStore.send_upsert`)."""
-        records: list[ChunkRecord] = []
-        for position, (prepared, created, encoded) in enumerate(documents):
-            vectors = encoded
-            if avg_lengths is not None:
-                weights = weigh_chunks(
-                    [e.sparse for e in encoded], avg_length=avg_lengths[position]
-                )
-                vectors = [
-                    Embedding(dense=e.dense, sparse=w)
-                    for e, w in zip(encoded, weights, strict=True)
-                ]
-            records.extend(_records(tenant_id, prepared, created=created, vectors=vectors))
-        return self._store.send_upsert(records)
-
-    def _delete_stale(self, upserted: Future[None], tenant_id: str, stale: list[str]) -> None:
-        """Delete ``stale`` chunks once ``upserted`` (the group's upsert, run before on
-        the same thread) has succeeded: a failed write leaves the indexed version whole."""
-        if upserted.exception() is None:
-            self._store.delete_chunks(stale, tenant_id=tenant_id)
-
     def _thread(self, name: str) -> ThreadPoolExecutor:
         """The pipeline's thread ``name``: ``encode`` (the encoder, a group ahead of the
-        writes), ``store-write`` (a group's records made and sent to the store, beside
-        its rows'), ``store-answer`` (the store's answers waited for in order, and stale
-        chunks deleted) or ``read`` (batches read and chunked ahead of their decisions,
-        :class:`Lookahead`)."""
+        writes), ``read`` (batches read and chunked ahead of their decisions,
+        :class:`Lookahead`), or one a derived kind asks for (:class:`WriteUnit`: the
+        store's ``store-write``, a group's records made and sent beside its rows', and
+        ``store-answer``, the store's answers waited for in order)."""
         with self._threads_lock:
             if name not in self._threads:
                 self._threads[name] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
@@ -638,12 +555,18 @@ class _StoreRefusedError(Exception):
         self.error = error
 
 
-def _records(
-    tenant_id: str, prepared: PreparedItem, *, created: datetime, vectors: list[Embedding]
-) -> list[ChunkRecord]:
-    """The store records of ``prepared``'s chunks, encoded as ``vectors``."""
+def _derived_document(
+    tenant_id: str,
+    prepared: PreparedItem,
+    replaced: Document | None,
+    *,
+    now: datetime,
+    embeddings: list[Embedding],
+    attempts: list[str] | None,
+) -> DerivedDocument:
+    """``prepared``'s document as the derived kinds are told of it."""
     item = prepared.item
-    return chunk_records(
+    return DerivedDocument(
         tenant_id=tenant_id,
         document_id=prepared.document_id,
         external_id=item.external_id,
@@ -652,17 +575,16 @@ def _records(
         lang=item.lang,
         tags=item.tags,
         metadata=item.metadata,
-        created_at=created,
-        chunk_ids=prepared.chunk_ids,
+        content=item.content,
+        created_at=replaced.created_at if replaced is not None else now,
         chunks=prepared.chunks,
         offsets=prepared.offsets,
-        vectors=vectors,
+        chunk_ids=prepared.chunk_ids,
+        embeddings=embeddings,
+        replaced=replaced,
+        item_id=item.id,
+        attempts=frozenset(attempts or ()),
     )
-
-
-def _answer(sent: Future[Callable[[], None]]) -> None:
-    """Wait for the store's answer to the write ``sent`` (raising what it raised)."""
-    sent.result()()
 
 
 def _log_indexed(job_id: uuid.UUID, written: list[tuple[ItemRow, int, int]]) -> None:
