@@ -266,7 +266,11 @@ class Services:
     def reconciler(self) -> Reconciler:
         """Finds and repairs drift between the metadata database and the store."""
         return Reconciler(
-            self.sessions, store=self.store, queue=self.queue, settings=self.settings.ingest
+            self.sessions,
+            store=self.store,
+            queue=self.queue,
+            settings=self.settings.ingest,
+            derived=self.derived,
         )
 
     def sweeper(self) -> JobSweeper:
