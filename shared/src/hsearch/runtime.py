@@ -227,7 +227,6 @@ class Services:
             session_factory=self.sessions,
             embedder=self.embedder,
             store=self.store,
-            statistics=self.statistics,
             derived=self.derived,
             chunker=build_chunker(self.settings, self.embedder),
             batch_documents=self.settings.ingest.batch_documents,
@@ -264,7 +263,8 @@ class Services:
         )
 
     def reconciler(self) -> Reconciler:
-        """Finds and repairs drift between the metadata database and the store."""
+        """Finds and repairs drift between the documents and what is derived from them
+        (every registered kind: the chunks in the store among them)."""
         return Reconciler(
             self.sessions,
             store=self.store,

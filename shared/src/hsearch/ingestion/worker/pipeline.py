@@ -3,11 +3,13 @@ store's writes pipelined with the database's.
 
 Each batch is decided at once (:mod:`hsearch.ingestion.worker.decisions`), then encoded
 (:mod:`hsearch.ingestion.worker.encoding`) and written in groups, so that progress is
-committed about once per group, whatever the documents' size. A group's store write and
-its database rows change in one transaction: a document row (and the tenant's lexical
-statistics) changes only in the transaction that marks its job item done, after the
-store has the new chunks and the stale ones are deleted, and the chunk ids about to be
-written are committed on the items before the store sees them. The job runner
+committed about once per group, whatever the documents' size. What is derived from the
+documents is written by the registered kinds (:mod:`hsearch.ingestion.derived`: the
+chunks in the store, the tenant's lexical statistics and vocabulary, ...) in the
+transaction that writes their rows: a document row (and what is derived from it)
+changes only in the transaction that marks its job item done, after the store has the
+new chunks and the stale ones are deleted, and the chunk ids about to be written are
+committed on the items before the store sees them. The job runner
 (:mod:`hsearch.ingestion.worker.indexer`) calls :meth:`WritePipeline.index_batches` for a
 turn's batches.
 """
