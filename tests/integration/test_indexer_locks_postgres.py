@@ -111,18 +111,19 @@ def test_a_decision_in_a_write_takes_no_document_row(engine: Engine, tenant: str
     a = make_service(
         sessions,
         store,
-        kind=partial(GatedDecision, go),
+        pipeline=partial(GatedDecision, go),
         batch_documents=1,
         groups_per_commit=1,  # one batch decided ahead, in a write
         owner="A",
     )
-    assert isinstance(a, GatedDecision)
+    gated = a.pipeline
+    assert isinstance(gated, GatedDecision)
     b = make_service(sessions, store, owner="B")
     outcome: dict[str, Any] = {}
     worker_a = indexing(outcome, "A", a, job_a)
     # A holds a group's write open (the row of x or y) and decides [d1] in it; B then
     # locks d1 to write it and waits for A's row.
-    assert a.held.wait(20), "A never decided [d1] in a write"
+    assert gated.held.wait(20), "A never decided [d1] in a write"
     worker_b = indexing(outcome, "B", b, job_b)
     wait_for_a_lock_wait(engine, what="B never waited for A's rows")
     go.set()

@@ -30,6 +30,7 @@ UNSCOPED: dict[str, str] = {
     "ApiKeyRepository.touch": _WRITE,
     "AuditRepository.add": _WRITE,
     "DocumentRepository.add": _WRITE,
+    "DocumentRepository.delete_all": _WRITE,
     "DocumentRepository.get": _BY_DOCUMENT_ID,
     "DocumentRepository.get_for_update": _BY_DOCUMENT_ID,
     "DocumentRepository.get_many": _BY_DOCUMENT_ID,

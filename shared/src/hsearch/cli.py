@@ -127,15 +127,21 @@ def reindex(
 @app.command("reconcile")
 def reconcile(
     repair: bool = typer.Option(
-        False, "--repair", help="Delete orphan chunks; submit documents with missing chunks."
+        False,
+        "--repair",
+        help=(
+            "Delete orphan chunks; submit documents with missing chunks; rewrite drifted "
+            "lexical statistics and vocabulary."
+        ),
     ),
     tenant: list[str] = typer.Option(  # noqa: B008 - typer reads options from defaults
         [], "--tenant", help="Only this tenant (repeatable; default: every tenant)."
     ),
 ) -> None:
-    """Report (and with --repair fix) drift between the metadata database and Milvus:
-    orphan chunks, documents with missing chunks. One JSON line per tenant; exits 1 when
-    drift is found and not repaired."""
+    """Report (and with --repair fix) drift between the documents and what is derived
+    from them: orphan chunks, documents with missing chunks (Milvus), lexical statistics
+    and vocabulary. One JSON line per tenant; exits 1 when drift is found and not
+    repaired."""
     import json  # noqa: PLC0415 - keep `--help` fast
 
     from hsearch.errors import HsearchError  # noqa: PLC0415
@@ -164,10 +170,7 @@ def reconcile(
                             {
                                 "tenant": drift.tenant_id,
                                 "documents": drift.documents,
-                                "recorded_chunks": drift.recorded_chunks,
-                                "stored_chunks": drift.stored_chunks,
-                                "orphan_chunks": len(drift.orphans),
-                                "documents_missing_chunks": drift.missing,
+                                **drift.figures(),
                                 "repaired": drift.repaired,
                                 "repair_job": str(drift.repair_job) if drift.repair_job else None,
                             }

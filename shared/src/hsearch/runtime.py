@@ -43,6 +43,8 @@ from hsearch.embedding.factory import UnloadedEmbedder, create_embedder, describ
 from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.api.documents import DocumentService
 from hsearch.ingestion.chunking import Chunker
+from hsearch.ingestion.derived.protocol import DerivedKind
+from hsearch.ingestion.derived.registry import DerivedKinds, standard_kinds
 from hsearch.ingestion.operations.reconcile import Reconciler
 from hsearch.ingestion.operations.reindex import ReindexService
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
@@ -156,6 +158,11 @@ class Services:
     statistics: LexicalStatistics
     search: SearchService
     queue_factory: Callable[[], JobQueue] = field(repr=False)
+    derived: DerivedKinds = field(repr=False)
+    """What is derived from a document (its chunks in the store, the tenant's lexical
+    statistics and vocabulary, then ``extra_derived``): written by indexing, removed by
+    deletes and tenant purges, rebuilt by ``hsearch reindex``, checked by ``hsearch
+    reconcile`` (:mod:`hsearch.ingestion.derived`)."""
     llm: LLM | None = None
     """The model answers are written with (``llm.base_url``); ``None``: none configured."""
     answer_cache: AnswerCache | None = None
@@ -224,7 +231,7 @@ class Services:
             session_factory=self.sessions,
             embedder=self.embedder,
             store=self.store,
-            statistics=self.statistics,
+            derived=self.derived,
             chunker=build_chunker(self.settings, self.embedder),
             batch_documents=self.settings.ingest.batch_documents,
             batch_chunks=self.settings.ingest.batch_chunks,
@@ -241,7 +248,9 @@ class Services:
 
     def documents(self) -> DocumentService:
         """Read, list and delete a tenant's documents."""
-        return DocumentService(self.sessions, store=self.store, statistics=self.statistics)
+        return DocumentService(
+            self.sessions, store=self.store, statistics=self.statistics, derived=self.derived
+        )
 
     def tenant_purge(self) -> TenantPurge:
         """Deletes a tenant with its rows, chunks, statistics and cached data (the
@@ -249,12 +258,23 @@ class Services:
         hooks = list(self.tenant_purge_hooks)
         if self.settings.cache.enabled and self.settings.redis.url is not None:
             hooks.append(_CachedSearches(self.settings))
-        return TenantPurge(self.sessions, store=self.store, tenancy=self.tenancy, hooks=hooks)
+        return TenantPurge(
+            self.sessions,
+            store=self.store,
+            derived=self.derived,
+            tenancy=self.tenancy,
+            hooks=hooks,
+        )
 
     def reconciler(self) -> Reconciler:
-        """Finds and repairs drift between the metadata database and the store."""
+        """Finds and repairs drift between the documents and what is derived from them
+        (every registered kind: the chunks in the store among them)."""
         return Reconciler(
-            self.sessions, store=self.store, queue=self.queue, settings=self.settings.ingest
+            self.sessions,
+            store=self.store,
+            queue=self.queue,
+            settings=self.settings.ingest,
+            derived=self.derived,
         )
 
     def sweeper(self) -> JobSweeper:
@@ -482,6 +502,7 @@ def build_services(
     with_cache: bool = False,
     load_encoder: bool = True,
     extra_sources: Sequence[Source] = (),
+    extra_derived: Sequence[DerivedKind] = (),
     llm: LLM | None = None,
 ) -> Services:
     """Connect to the metadata database and the vector store, load the encoder, check
@@ -495,7 +516,9 @@ def build_services(
 
     Each of ``store``, ``embedder``, ``reranker`` and ``queue`` replaces what the settings
     would build. Searches run the dense and sparse legs over the store, then
-    ``extra_sources`` (:mod:`hsearch.search.sources`). Without ``reranker``, one is
+    ``extra_sources`` (:mod:`hsearch.search.sources`). What is derived from a document
+    is the standard kinds and ``extra_derived`` after them
+    (:mod:`hsearch.ingestion.derived`). Without ``reranker``, one is
     loaded only ``with_reranker`` (the API; the worker and the benchmark never rerank)
     and only when a model path is configured.
     The search caches (result and query embedding) are built ``with_cache`` (the API;
@@ -616,6 +639,9 @@ def build_services(
         statistics=statistics,
         search=search,
         queue_factory=_queue_factory(settings, queue),
+        derived=standard_kinds(store=store, statistics=statistics, encoder=embedder.info).including(
+            extra_derived
+        ),
         cache=guarded,
         cache_counters=counters,
         query_batcher=batcher,
@@ -659,9 +685,12 @@ def reindexing(
     *,
     store: VectorStore | None = None,
     embedder: Embedder | None = None,
+    extra_derived: Sequence[DerivedKind] = (),
 ) -> Iterator[ReindexService]:
     """The rebuild service (``hsearch reindex``) on the configured database, vector store
-    and encoder; everything it opened is closed on exit, the injected parts included.
+    and encoder, rebuilding the standard derived kinds and ``extra_derived`` (as
+    :func:`build_services` registers them); everything it opened is closed on exit, the
+    injected parts included.
 
     Unlike :func:`build_services` it does not check the live collection's encoder: a
     collection built with another encoder is what it is for.
@@ -673,12 +702,16 @@ def reindexing(
             embedder = create_embedder(settings.encoder)
         if store is None:
             store = create_vector_store(settings.milvus, uri=settings.milvus_uri)
+        sessions = create_session_factory(engine)
         try:
             yield ReindexService(
-                session_factory=create_session_factory(engine),
+                session_factory=sessions,
                 embedder=embedder,
                 store=store,
                 chunker=build_chunker(settings, embedder),
+                derived=standard_kinds(
+                    store=store, statistics=LexicalStatistics(sessions), encoder=embedder.info
+                ).including(extra_derived),
             )
         finally:
             store.close()

@@ -43,6 +43,7 @@ from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.ingestion.worker.indexer import IndexingService
+from hsearch.ingestion.worker.pipeline import WritePipeline
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
@@ -201,8 +202,8 @@ def test_the_batch_after_next_is_read_while_a_group_is_stored(
     assert store.count(tenant_id=TENANT) == 5
 
 
-class DecisionHooks(IndexingService):
-    """An indexer that calls :meth:`before_deciding` and :meth:`after_deciding` around
+class DecisionHooks(WritePipeline):
+    """A write pipeline that calls :meth:`before_deciding` and :meth:`after_deciding` around
     each decision of a batch holding ``external_id`` (``in_write``: made in a group's
     write transaction)."""
 
@@ -235,7 +236,7 @@ class DecisionHooks(IndexingService):
         return out
 
 
-class RacedIndexer(DecisionHooks):
+class RacedPipeline(DecisionHooks):
     """Runs ``meanwhile`` once, before writing the group that holds ``before``: what
     another worker commits between two of this job's groups. ``read_early`` records
     whether the batch holding ``external_id`` had chunks read for it before it was
@@ -279,26 +280,27 @@ def test_a_batch_read_ahead_is_decided_as_its_documents_stand_at_its_decision(
     service = make_service(
         sessions,
         store,
-        kind=partial(RacedIndexer, "e", "c"),
+        pipeline=partial(RacedPipeline, "e", "c"),
         batch_documents=2,
         groups_per_commit=1,  # one batch decided ahead at a time
         owner="this",
     )
-    assert isinstance(service, RacedIndexer)
+    raced = service.pipeline
+    assert isinstance(raced, RacedPipeline)
     other = make_service(sessions, store, owner="other")
-    service.meanwhile.append(lambda: other.process_job(older))
+    raced.meanwhile.append(lambda: other.process_job(older))
     assert service.process_job(job_id) is JobStatus.SUCCEEDED
-    assert service.meanwhile == []
+    assert raced.meanwhile == []
     # Read (and "e" chunked) before the other job ran; decided in the second group's
     # write, which leaves the now unchanged "e" to a decision of its own.
-    assert service.read_early == [True, False], "the batch was not read before the other job"
+    assert raced.read_early == [True, False], "the batch was not read before the other job"
     view = get_job(sessions, job_id)
     assert (view.indexed, view.skipped) == (6, 1)
     assert get_job(sessions, older).indexed == 1
     assert store.count(tenant_id=TENANT) == 7
 
 
-class DecisionSignallingIndexer(DecisionHooks):
+class DecisionSignallingPipeline(DecisionHooks):
     """Sets ``decided`` when it decides a batch holding ``external_id``."""
 
     def __init__(self, external_id: str, decided: threading.Event, **kwargs: Any) -> None:
@@ -316,7 +318,10 @@ def test_a_batch_is_decided_while_a_group_is_stored(sessions: sessionmaker[Sessi
     decided = threading.Event()
     store = GatedStore(decided)
     service = make_service(
-        sessions, store, kind=partial(DecisionSignallingIndexer, "e", decided), batch_documents=2
+        sessions,
+        store,
+        pipeline=partial(DecisionSignallingPipeline, "e", decided),
+        batch_documents=2,
     )
     batch = docs(("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"), ("e", "five"))
     job_id = run(sessions, service, batch)

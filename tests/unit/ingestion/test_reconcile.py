@@ -6,17 +6,24 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import IngestSettings
-from hsearch.db.models import Document, JobStatus
+from hsearch.db.models import (
+    Document,
+    JobStatus,
+    LexicalCorpusStats,
+    LexicalTermStats,
+    LexicalVocabulary,
+)
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import TenantNotFoundError
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.operations.reconcile import Reconciler
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
-from tests.unit.ingestion.test_indexing import TENANT, A, B, C, docs, make_service, run
+from tests.unit.ingestion.test_indexing import TENANT, A, B, C, docs, make_service, run, stats
 
 
 def recorded(sessions: sessionmaker[Session], external_id: str) -> list[str]:
@@ -83,3 +90,41 @@ def test_every_registered_tenant_is_checked_and_an_unknown_one_is_refused(
     reconciler.require([TENANT, "empty"])
     with pytest.raises(TenantNotFoundError, match="'nope'"):
         reconciler.require([TENANT, "nope"])
+
+
+def test_drifted_lexical_statistics_and_vocabulary_are_found_and_repaired(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = InMemoryVectorStore()
+    run(sessions, make_service(sessions, store), docs(A, B, C))
+    reconciler = Reconciler(
+        sessions, store=store, queue=InMemoryJobQueue(), settings=IngestSettings()
+    )
+    assert reconciler.check(TENANT).clean
+    expected = stats(sessions)
+    with sessions() as session, session.begin():
+        term = session.scalars(
+            select(LexicalTermStats).where(LexicalTermStats.tenant_id == TENANT)
+        ).first()
+        assert term is not None
+        term.df += 5
+        session.get_one(LexicalCorpusStats, TENANT).chunk_count += 1
+        word = session.scalars(
+            select(LexicalVocabulary).where(LexicalVocabulary.tenant_id == TENANT)
+        ).first()
+        assert word is not None
+        session.delete(word)
+
+    drift = reconciler.check(TENANT)
+    assert {k.kind for k in drift.kinds if not k.clean} == {"lexical_statistics", "vocabulary"}
+    assert drift.figures()["lexical_corpus_differs"] is True
+    assert drift.figures()["lexical_terms_differing"] == 1
+    assert drift.figures()["vocabulary_words_missing"] == 1
+    assert (drift.orphans, drift.missing) == ((), {})
+
+    generation = tenant_generation(sessions)
+    repaired = reconciler.repair(drift)
+    assert (repaired.repaired, repaired.repair_job) == (True, None)
+    assert tenant_generation(sessions) > generation
+    assert reconciler.check(TENANT).clean
+    assert stats(sessions) == expected

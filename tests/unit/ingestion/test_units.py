@@ -1,6 +1,6 @@
 """Groups written together: when the encoder is ahead of the store, up to
 ``groups_per_commit`` groups share a transaction, and each group's rows are read and its
-records made while the store writes the group before (``IndexingService._write_unit``).
+records made while the store writes the group before (``WritePipeline._write_unit``).
 
 The indexers here encode as each group is queued (a synchronous encoder thread), so
 that every group queued is encoded by the time a write begins and the units are the
@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.models import IngestionJob, JobStatus
 from hsearch.ingestion.models import DocumentInput
-from hsearch.ingestion.worker.indexer import IndexingService
+from hsearch.ingestion.worker.pipeline import WritePipeline
 from hsearch.lexical.statistics import LexicalStatistics, WeightedDocument
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
@@ -50,7 +50,7 @@ class _Now(ThreadPoolExecutor):
         return future
 
 
-class EncodedAhead(IndexingService):
+class EncodedAhead(WritePipeline):
     """Encodes each group as it is queued: the encoder is always ahead of the writes."""
 
     def _thread(self, name: str) -> ThreadPoolExecutor:
@@ -111,7 +111,7 @@ def test_groups_encoded_ahead_share_a_transaction(
     service = make_service(
         sessions,
         store,
-        kind=EncodedAhead,
+        pipeline=EncodedAhead,
         batch_documents=16,
         batch_chunks=3,
         groups_per_commit=per_commit,
@@ -143,7 +143,7 @@ def test_a_group_is_weighed_while_the_group_before_is_stored(
     statistics = SignallingStatistics(sessions)
     store = GatedStore(statistics.second)
     service = make_service(
-        sessions, store, kind=EncodedAhead, batch_chunks=3, statistics=statistics
+        sessions, store, pipeline=EncodedAhead, batch_chunks=3, statistics=statistics
     )
     job_id = submit(sessions, BATCH)
     assert service.process_job(job_id) is JobStatus.SUCCEEDED
@@ -167,7 +167,7 @@ def group_by_group_and_in_units(
         service = make_service(
             sessions,
             store,
-            kind=EncodedAhead,
+            pipeline=EncodedAhead,
             batch_chunks=batch_chunks,
             groups_per_commit=per_commit,
         )
@@ -206,7 +206,7 @@ def test_a_document_the_store_refuses_in_a_unit_fails_alone(
     # groups are written one by one, b's document by document.
     batch = docs(("a", "One. " * 30), ("b", "Two."), ("c", "Three."), ("d", "Four. " * 30))
     store = RefusingStore("b")
-    service = make_service(sessions, store, kind=EncodedAhead, batch_chunks=2)
+    service = make_service(sessions, store, pipeline=EncodedAhead, batch_chunks=2)
     job_id = submit(sessions, batch)
     assert service.process_job(job_id) is JobStatus.PARTIAL
     view = get_job(sessions, job_id)
@@ -214,7 +214,7 @@ def test_a_document_the_store_refuses_in_a_unit_fails_alone(
     assert [e.external_id for e in view.errors] == ["b"]
     clean = InMemoryVectorStore()
     others = [d for d in batch if d.external_id != "b"]
-    run_clean = make_service(sessions, clean, kind=EncodedAhead, batch_chunks=2)
+    run_clean = make_service(sessions, clean, pipeline=EncodedAhead, batch_chunks=2)
     assert run_clean.process_job(submit(sessions, others, "t2")) is JobStatus.SUCCEEDED
     assert stats(sessions) == stats(sessions, "t2")
     assert store.count(tenant_id=TENANT) == clean.count(tenant_id="t2")
@@ -278,9 +278,9 @@ def test_a_jobs_first_write_does_not_wait_for_its_second_batch(
     would wait for it."""
     events: list[str] = []
     store = EventStore(events)
-    service = make_service(sessions, store, kind=DecisionsAndWrites, batch_documents=2)
-    assert isinstance(service, DecisionsAndWrites)
-    service.events = events
+    service = make_service(sessions, store, pipeline=DecisionsAndWrites, batch_documents=2)
+    assert isinstance(service.pipeline, DecisionsAndWrites)
+    service.pipeline.events = events
     job_id = submit(sessions, docs(*((f"d{i}", f"Document number {i}.") for i in range(6))))
     assert service.process_job(job_id) is JobStatus.SUCCEEDED
     assert events[:2] == ["decided alone", "write"]

@@ -123,9 +123,12 @@ def json_loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
-def duplicate_row(exc: IntegrityError, *, table: str, constraints: Collection[str]) -> bool:
-    """Whether ``exc`` is a unique violation of ``table`` on one of ``constraints`` (their
-    names, as Postgres reports them; SQLite names the table's columns instead)."""
+def duplicate_row(exc: Exception, *, table: str, constraints: Collection[str]) -> bool:
+    """Whether ``exc`` (one of :data:`CONSTRAINT_VIOLATED`) is a unique violation of
+    ``table`` on one of ``constraints`` (their names, as Postgres reports them; SQLite
+    names the table's columns instead)."""
+    if not isinstance(exc, IntegrityError):
+        return False
     orig = exc.orig
     name = getattr(getattr(orig, "diag", None), "constraint_name", None)
     if name is not None:

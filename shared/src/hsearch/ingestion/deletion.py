@@ -13,25 +13,26 @@ submission would mean evaluating the filter on every document of the tenant in t
 request (the filter language is evaluated in Python, not in SQL), and the count could
 still change before the job starts.
 
-Removing a document takes its row lock (the lock a worker indexing it takes), counts it
-out of the tenant's statistics, deletes its row and its chunks by primary key; the
-chunks go inside the transaction, so if the store fails nothing changes, and if the
-commit fails after it, the row stays and the next attempt finishes (deleting absent
-chunks is a no-op).
+Removing a document takes its row lock (the lock a worker indexing it takes), removes
+what is derived from it (:mod:`hsearch.ingestion.derived`: it is counted out of the
+tenant's statistics, its chunks are deleted by primary key) and deletes its row, in one
+transaction; the chunks go inside the transaction, so if the store fails nothing
+changes, and if the commit fails after it, the row stays and the next attempt finishes
+(deleting absent chunks is a no-op).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy.orm import Session
-
+from hsearch.db.engine import Session
 from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.errors import InvalidFilterError, InvalidRequestError
-from hsearch.lexical.statistics import LexicalContribution, LexicalStatistics, WeightedDocument
+from hsearch.ingestion.derived.protocol import Removal
+from hsearch.ingestion.derived.registry import DerivedKinds
 from hsearch.vectorstore.filters import (
     And,
     Comparison,
@@ -44,9 +45,8 @@ from hsearch.vectorstore.filters import (
     matches,
     parse_filter,
 )
-from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["DocumentDeleter", "document_fields", "parse_delete_filter", "remove_document"]
+__all__ = ["DocumentDeleter", "document_fields", "parse_delete_filter", "remove_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,27 +101,28 @@ def document_fields(doc: Document) -> dict[str, object]:
     }
 
 
-def remove_document(session: Session, doc: Document, *, statistics: LexicalStatistics) -> list[str]:
-    """Count ``doc`` (row-locked by the caller) out of its tenant's statistics and delete
-    its row; returns its chunk ids, which the caller deletes from the store before the
-    transaction commits."""
-    removed = WeightedDocument(
-        weights=(),
-        contribution=LexicalContribution(),
-        replaced=LexicalContribution.of_document(doc),
+def remove_documents(
+    session: Session,
+    documents: Sequence[Document],
+    *,
+    tenant_id: str,
+    derived: DerivedKinds,
+    attempts: Collection[str] = (),
+) -> None:
+    """Remove what every derived kind keeps of ``documents`` (row-locked by the caller,
+    ``tenant_id``'s) and delete their rows, in the caller's transaction; ``attempts``:
+    chunk ids recorded by submissions of them that will never be indexed."""
+    derived.remove(
+        session, Removal(tenant_id=tenant_id, documents=documents, attempts=frozenset(attempts))
     )
-    statistics.record(session, tenant_id=doc.tenant_id, document=removed)
-    chunk_ids = list(doc.chunk_ids)
-    session.delete(doc)
-    return chunk_ids
+    DocumentRepository(session).delete_all(documents)
 
 
 class DocumentDeleter:
     """The worker side of a delete job: select its documents, delete them by batch."""
 
-    def __init__(self, *, store: VectorStore, statistics: LexicalStatistics) -> None:
-        self._store = store
-        self._statistics = statistics
+    def __init__(self, *, derived: DerivedKinds) -> None:
+        self._derived = derived
 
     def plan(self, session: Session, job: IngestionJob) -> int:
         """Write one pending item per document of the job's tenant its filter selects
@@ -155,8 +156,7 @@ class DocumentDeleter:
         """Delete the documents of ``items`` (pending ones) in the caller's transaction;
         returns whether any was deleted. A document already gone counts as skipped."""
         docs = DocumentRepository(session)
-        chunk_ids: list[str] = []
-        deleted = False
+        removed: list[Document] = []
         # Row locks in document-id order, as the indexer takes them.
         for item in sorted(items, key=lambda i: str(i.document_id)):
             if item.status is not JobItemStatus.PENDING or item.document_id is None:
@@ -167,11 +167,11 @@ class DocumentDeleter:
                 item.error = "already deleted"
                 job.skipped += 1
                 continue
-            chunk_ids.extend(remove_document(session, doc, statistics=self._statistics))
+            removed.append(doc)
             item.status = JobItemStatus.DELETED
             job.deleted += 1
-            deleted = True
-        if chunk_ids:
-            self._store.delete_chunks(chunk_ids, tenant_id=job.tenant_id)
+        # What is derived from them removed once for the batch (the statistics: one
+        # change; the chunks: one delete).
+        remove_documents(session, removed, tenant_id=job.tenant_id, derived=self._derived)
         session.flush()
-        return deleted
+        return bool(removed)

@@ -10,12 +10,16 @@ In order, so that nothing of the tenant survives and nothing is written for it m
 2. its data generation is bumped (cached results keyed by it go stale) and its
    unfinished jobs are cancelled (workers check a document's item before writing it),
    in one committed transaction;
-3. its chunks are deleted from the vector store by the tenant condition (the tenant is
+3. what is derived from its documents outside the metadata database is swept
+   (:data:`DerivedData`, the registered kinds of :mod:`hsearch.ingestion.derived`): its
+   chunks are deleted from the vector store by the tenant condition (the tenant is
    Milvus's partition key: only its partition is touched);
-4. its rows are deleted in one transaction: job items, jobs, documents, lexical
-   statistics, keys and the tenant itself; the audit log keeps what was done;
-5. its chunks are deleted again, for whatever a worker already past its check wrote
-   between 3 and 4 (its commit then fails: the tenant's rows are gone);
+4. its rows are deleted in one transaction: the derived kinds' (lexical statistics,
+   vocabulary), job items, jobs, documents, keys and the tenant itself; the audit log
+   keeps what was done;
+5. the derived data is swept again (its chunks deleted again), for whatever a worker
+   already past its check wrote between 3 and 4 (its commit then fails: the tenant's
+   rows are gone);
 6. the purge hooks run (:data:`PurgeHook`): what caches data of the tenant outside
    the metadata database and the vector store (a Redis result cache) registers one on
    :attr:`hsearch.runtime.Services.tenant_purge_hooks` to drop it. A hook that fails is
@@ -31,22 +35,35 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from sqlalchemy.orm import Session, sessionmaker
-
-from hsearch.db.engine import transaction
+from hsearch.db.engine import Session, SessionFactory, transaction
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import TenantNotFoundError
 from hsearch.tenancy.service import TenancyService
 from hsearch.types import TenantStatus
 from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["PurgeHook", "PurgeReport", "TenantPurge"]
+__all__ = ["DerivedData", "PurgeHook", "PurgeReport", "TenantPurge"]
 
 logger = logging.getLogger(__name__)
 
 PurgeHook = Callable[[str], None]
 """Called with the tenant id once its rows and chunks are gone: drop what you cache of it."""
+
+
+class DerivedData(Protocol):
+    """What is derived from the tenant's documents, as the purge removes it: the
+    registered kinds (:class:`hsearch.ingestion.derived.registry.DerivedKinds`, passed
+    in by the wiring; tenancy does not import ingestion)."""
+
+    def sweep_tenant(self, tenant_id: str) -> None:
+        """Remove what is kept of the tenant outside the metadata database."""
+        ...
+
+    def purge_tenant(self, session: Session, tenant_id: str) -> dict[str, int]:
+        """Delete the tenant's rows in ``session``; rows deleted, by table."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +81,18 @@ class PurgeReport:
 class TenantPurge:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         *,
         store: VectorStore,
+        derived: DerivedData,
         tenancy: TenancyService,
         hooks: Sequence[PurgeHook] = (),
     ) -> None:
+        """``store``: where the tenant's chunks are counted for the report; ``derived``:
+        what is derived from its documents, removed with it."""
         self._sessions = sessions
         self._store = store
+        self._derived = derived
         self._tenancy = tenancy
         self._hooks = hooks
 
@@ -110,9 +131,11 @@ class TenantPurge:
                 tenants.bump_generation(tenant_id)
                 cancelled = tenants.cancel_jobs(tenant_id)
         chunks = self._store.count(tenant_id=tenant_id)
-        self._store.delete_tenant(tenant_id=tenant_id)
+        self._derived.sweep_tenant(tenant_id)
         with transaction(self._sessions) as session:
-            rows = TenantRepository(session).purge(tenant_id)
+            # The derived kinds' rows first: they may refer to the documents.
+            rows = self._derived.purge_tenant(session, tenant_id)
+            rows.update(TenantRepository(session).purge(tenant_id))
             self._tenancy.record(
                 session,
                 actor=actor,
@@ -120,7 +143,7 @@ class TenantPurge:
                 tenant_id=tenant_id,
                 detail={"chunks": chunks, "rows": rows, "jobs_cancelled": cancelled},
             )
-        self._store.delete_tenant(tenant_id=tenant_id)
+        self._derived.sweep_tenant(tenant_id)
         self._tenancy.forget_tenant(tenant_id)
         failed: list[str] = []
         for hook in self._hooks:

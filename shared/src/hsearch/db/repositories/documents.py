@@ -55,6 +55,12 @@ class DocumentRepository:
         statement (:func:`~hsearch.db.repositories.bulk.insert_rows`)."""
         insert_rows(self._session, Document, rows)
 
+    def delete_all(self, documents: Sequence[Document]) -> None:
+        """Delete ``documents``' rows (loaded and row-locked by the caller), flushed with
+        the caller's transaction."""
+        for document in documents:
+            self._session.delete(document)
+
     def add(self, document: Document) -> None:
         self._session.add(document)
         self._session.flush()
@@ -130,3 +136,24 @@ class DocumentRepository:
             select(func.count(), func.max(Document.updated_at)).select_from(Document)
         ).one()
         return int(count or 0), latest
+
+    def tenant_ids_all_tenants(self) -> set[str]:
+        """The tenants that have documents."""
+        return set(self._session.scalars(select(Document.tenant_id).distinct()))
+
+    def chunk_ids_by_external_id(self, tenant_id: str) -> list[tuple[str, list[str]]]:
+        """Each of the tenant's documents as ``(external id, chunk ids)``."""
+        rows = self._session.execute(
+            select(Document.external_id, Document.chunk_ids).where(Document.tenant_id == tenant_id)
+        )
+        return [(external_id, list(chunk_ids or ())) for external_id, chunk_ids in rows]
+
+    def by_external_ids(self, tenant_id: str, external_ids: Collection[str]) -> list[Document]:
+        """The tenant's documents of ``external_ids`` that exist."""
+        return list(
+            self._session.scalars(
+                select(Document).where(
+                    Document.tenant_id == tenant_id, Document.external_id.in_(external_ids)
+                )
+            )
+        )

@@ -242,6 +242,20 @@ class JobRepository:
                 out[doc].update(ids)
         return out
 
+    def in_flight_chunk_ids(self, tenant_id: str) -> set[str]:
+        """The chunk ids recorded by the tenant's pending items of unfinished jobs: what
+        their attempts are about to write, or are writing."""
+        rows = self._session.scalars(
+            select(JobItem.chunk_ids)
+            .join(IngestionJob, IngestionJob.id == JobItem.job_id)
+            .where(
+                IngestionJob.tenant_id == tenant_id,
+                IngestionJob.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]),
+                JobItem.status == JobItemStatus.PENDING,
+            )
+        )
+        return {cid for ids in rows if ids for cid in ids}
+
     def stale_all_tenants(
         self, *, now: datetime, unsent_before: datetime, sent_before: datetime, limit: int = 100
     ) -> list[IngestionJob]:

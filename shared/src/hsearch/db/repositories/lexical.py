@@ -135,6 +135,61 @@ class LexicalStatsRepository:
             self._session.execute(insert_into(LexicalTermStats), rows[start : start + 5000])
         self._session.flush()
 
+    def all_document_frequencies(self, tenant_id: str) -> dict[int, int]:
+        """Every term's document frequency in the tenant's statistics (those above 0)."""
+        rows = self._session.execute(
+            select(LexicalTermStats.term_id, LexicalTermStats.df).where(
+                LexicalTermStats.tenant_id == tenant_id, LexicalTermStats.df > 0
+            )
+        )
+        return {int(t): int(df) for t, df in rows}
+
+    def replace_tenant(
+        self,
+        tenant_id: str,
+        *,
+        chunks: int,
+        length: int,
+        document_frequencies: Mapping[int, int],
+    ) -> None:
+        """Replace the tenant's statistics by these (reconcile's repair)."""
+        self.purge_tenant(tenant_id)
+        self._session.execute(
+            insert_into(LexicalCorpusStats),
+            [
+                {
+                    "tenant_id": tenant_id,
+                    "encoder": "",
+                    "chunk_count": chunks,
+                    "total_length": length,
+                }
+            ],
+        )
+        rows = [
+            {"tenant_id": tenant_id, "term_id": term, "df": df}
+            for term, df in sorted(document_frequencies.items())
+            if df > 0
+        ]
+        for start in range(0, len(rows), 5000):
+            self._session.execute(insert_into(LexicalTermStats), rows[start : start + 5000])
+        self._session.flush()
+
+    def purge_tenant(self, tenant_id: str) -> dict[str, int]:
+        """Delete the tenant's statistics; rows deleted, by table."""
+        statements = {
+            "lexical_term_stats": delete(LexicalTermStats).where(
+                LexicalTermStats.tenant_id == tenant_id
+            ),
+            "lexical_corpus_stats": delete(LexicalCorpusStats).where(
+                LexicalCorpusStats.tenant_id == tenant_id
+            ),
+        }
+        return {
+            # A DML statement's result is a CursorResult, which has a rowcount.
+            table: int(self._session.execute(stmt).rowcount or 0)  # type: ignore[attr-defined]
+            for table, stmt in statements.items()
+        }
+
 
 class VocabularyRepository:
     """The words of a tenant's indexed text (:mod:`hsearch.lexical.typos`)."""
@@ -177,6 +232,14 @@ class VocabularyRepository:
     def clear(self) -> None:
         """Every tenant's words out (a rebuild lists them again)."""
         self._session.execute(delete(LexicalVocabulary))
+
+    def purge_tenant(self, tenant_id: str) -> dict[str, int]:
+        """Delete the tenant's words; rows deleted, by table."""
+        result = self._session.execute(
+            delete(LexicalVocabulary).where(LexicalVocabulary.tenant_id == tenant_id)
+        )
+        # A DML statement's result is a CursorResult, which has a rowcount.
+        return {"lexical_vocabulary": int(result.rowcount or 0)}  # type: ignore[attr-defined]
 
 
 @lru_cache(maxsize=4)

@@ -14,9 +14,6 @@ from hsearch.db.models import (
     JobItem,
     JobItemStatus,
     JobStatus,
-    LexicalCorpusStats,
-    LexicalTermStats,
-    LexicalVocabulary,
     SynonymSet,
     Tenant,
 )
@@ -121,15 +118,6 @@ class TenantRepository:
             "job_items": delete(JobItem).where(JobItem.job_id.in_(jobs)),
             "ingestion_jobs": delete(IngestionJob).where(IngestionJob.tenant_id == tenant_id),
             "documents": delete(Document).where(Document.tenant_id == tenant_id),
-            "lexical_term_stats": delete(LexicalTermStats).where(
-                LexicalTermStats.tenant_id == tenant_id
-            ),
-            "lexical_corpus_stats": delete(LexicalCorpusStats).where(
-                LexicalCorpusStats.tenant_id == tenant_id
-            ),
-            "lexical_vocabulary": delete(LexicalVocabulary).where(
-                LexicalVocabulary.tenant_id == tenant_id
-            ),
             "synonym_sets": delete(SynonymSet).where(SynonymSet.tenant_id == tenant_id),
             "api_keys": delete(ApiKey).where(ApiKey.tenant_id == tenant_id),
             "tenants": delete(Tenant).where(Tenant.id == tenant_id),

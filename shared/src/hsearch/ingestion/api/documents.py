@@ -4,8 +4,9 @@ need no re-encoding, delete one.
 A document row exists once a version of it is indexed (:mod:`hsearch.ingestion.worker.indexer`
 writes it in the transaction that marks its job item done). A document can also be
 *pending*: submitted in a job a worker has not finished. Deleting removes its chunks from
-the vector store and its row and statistics from the metadata database together, under
-the document's row lock (the lock a worker indexing the same document takes), and marks
+the vector store and its row and statistics from the metadata database together (what is
+derived from it: :mod:`hsearch.ingestion.derived`), under the document's row lock (the
+lock a worker indexing the same document takes), and marks
 the tenant's data changed (``data_generation``, what caches key on). Versions of it still
 pending in jobs were submitted before the delete, so they are superseded by it: never
 indexed, skipped with the reason, as an older submission is skipped once a newer one
@@ -28,7 +29,8 @@ from hsearch.db.repositories.jobs import JobRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import DocumentNotFoundError, DocumentPendingError, InvalidRequestError
 from hsearch.ingestion.api.jobs import check_page_limit
-from hsearch.ingestion.deletion import remove_document
+from hsearch.ingestion.deletion import remove_documents
+from hsearch.ingestion.derived.registry import DerivedKinds, standard_kinds
 from hsearch.ingestion.ids import content_hash, document_id
 from hsearch.ingestion.merge import merge_patch
 from hsearch.ingestion.storable import unstorable
@@ -121,10 +123,14 @@ class DocumentService:
         *,
         store: VectorStore,
         statistics: LexicalStatistics,
+        derived: DerivedKinds | None = None,
     ) -> None:
+        """``derived``: what is derived from a document, removed with it (default:
+        :func:`~hsearch.ingestion.derived.registry.standard_kinds` on ``store`` and
+        ``statistics``)."""
         self._sessions = sessions
         self._store = store
-        self._statistics = statistics
+        self._derived = derived or standard_kinds(store=store, statistics=statistics)
 
     def get(
         self,
@@ -309,19 +315,20 @@ class DocumentService:
             doc = DocumentRepository(session).get_for_update(doc_id)
             if doc is None and not superseded:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
-            chunk_ids = (
-                [] if doc is None else remove_document(session, doc, statistics=self._statistics)
-            )
-            # What a dead attempt of a skipped submission may have stored: no later write
-            # of the document would know of it. Only under the document's row lock: with
-            # no row there is nothing to lock on Postgres, and a newer submission being
-            # written meanwhile stores chunks of the same ids (those of the same text).
-            # Such leftovers of a document never indexed are orphans for reconcile.
-            gone = sorted(written.difference(chunk_ids)) if doc is not None else []
-            if chunk_ids or gone:
-                self._store.delete_chunks([*chunk_ids, *gone], tenant_id=tenant_id)
+            deleted_chunks = 0
+            if doc is not None:
+                deleted_chunks = len(doc.chunk_ids)
+                # With what a dead attempt of a skipped submission may have stored: no
+                # later write of the document would know of it. Only under the
+                # document's row lock: with no row there is nothing to lock on Postgres,
+                # and a newer submission being written meanwhile stores chunks of the
+                # same ids (those of the same text). Such leftovers of a document never
+                # indexed are orphans for reconcile.
+                remove_documents(
+                    session, [doc], tenant_id=tenant_id, derived=self._derived, attempts=written
+                )
             TenantRepository(session).bump_generation(tenant_id)
-        return DocumentDeletion(deleted_chunks=len(chunk_ids), superseded_jobs=superseded)
+        return DocumentDeletion(deleted_chunks=deleted_chunks, superseded_jobs=superseded)
 
     @staticmethod
     def _supersede_pending(

@@ -1,17 +1,25 @@
-"""Drift between the metadata database and the vector store, found and repaired
+"""Drift between the documents and what is derived from them, found and repaired
 (``hsearch reconcile [--repair]``).
 
-The metadata database records, per indexed document, the ids of its chunks
-(``documents.chunk_ids``); the store should hold exactly those. Per tenant:
+Every registered kind of derived data (:mod:`hsearch.ingestion.derived`) checks a
+tenant and repairs what it found; the report shows each kind's figures. Per tenant:
 
-* **orphans**: chunks the store holds that no document records and no write in flight
-  will record (an item of an unfinished job records the ids it is about to write before
-  it writes them, so those are left alone). They are searchable and belong to nothing:
-  repair deletes them by primary key.
-* **missing**: chunks a document records that the store lacks (a lost write, a restored
-  backup). The document is incomplete or unsearchable: repair submits it again from its
-  stored text, as a job of its own, with its content hash cleared so that the indexer
-  does not skip it as unchanged.
+* **chunks** (the vector store): the metadata database records, per indexed document,
+  the ids of its chunks (``documents.chunk_ids``); the store should hold exactly those.
+
+  * *orphans*: chunks the store holds that no document records and no write in flight
+    will record (an item of an unfinished job records the ids it is about to write
+    before it writes them, so those are left alone). They are searchable and belong to
+    nothing: repair deletes them by primary key.
+  * *missing*: chunks a document records that the store lacks (a lost write, a restored
+    backup). The document is incomplete or unsearchable: repair submits it again from
+    its stored text, as a job of its own, with its content hash cleared so that the
+    indexer does not skip it as unchanged.
+
+* **lexical statistics**: the tenant's BM25 statistics against the sum of its
+  documents' recorded contributions; repair replaces them by that sum.
+* **vocabulary**: the words of the documents' text the tenant's vocabulary lacks;
+  repair lists them.
 
 Run it with ingestion idle for an exact report; a write that finishes during the scan
 can show as drift that is gone on the next run.
@@ -22,20 +30,21 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from dataclasses import dataclass, replace
 
 from hsearch.config import IngestSettings
-from hsearch.db.engine import transaction
-from hsearch.db.models import Document, IngestionJob, JobItem, JobItemStatus, JobStatus
+from hsearch.db.engine import SessionFactory, transaction
+from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import TenantNotFoundError
 from hsearch.ingestion.api.jobs import JobService
+from hsearch.ingestion.derived.chunks import ChunkDrift
+from hsearch.ingestion.derived.protocol import KindDrift
+from hsearch.ingestion.derived.registry import DerivedKinds, standard_kinds
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.models import DocumentInput
 from hsearch.ingestion.queue import JobQueue
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.protocol import VectorStore
 
 __all__ = ["Drift", "Reconciler"]
@@ -45,45 +54,79 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Drift:
-    """One tenant's drift."""
+    """One tenant's drift: what each registered kind found."""
 
     tenant_id: str
     documents: int
-    recorded_chunks: int
-    stored_chunks: int
-    orphans: tuple[str, ...]
-    """Chunk ids in the store that no document records (sorted)."""
-    missing: dict[str, int] = field(default_factory=dict)
-    """Per external id, how many of the document's chunks the store lacks."""
+    kinds: tuple[KindDrift, ...] = ()
+    """Each kind's drift, in registration order."""
     repaired: bool = False
     repair_job: uuid.UUID | None = None
-    """The (first) job that re-indexes the documents with missing chunks."""
+    """The (first) job that re-indexes the documents a repair submitted again."""
 
     @property
     def clean(self) -> bool:
-        return not self.orphans and not self.missing
+        return all(k.clean for k in self.kinds)
+
+    def figures(self) -> dict[str, object]:
+        """Every kind's figures, for the report line."""
+        out: dict[str, object] = {}
+        for kind in self.kinds:
+            out.update(kind.figures())
+        return out
+
+    @property
+    def _chunks(self) -> ChunkDrift | None:
+        return next((k for k in self.kinds if isinstance(k, ChunkDrift)), None)
+
+    @property
+    def orphans(self) -> tuple[str, ...]:
+        """Chunk ids in the store that no document records (sorted)."""
+        chunks = self._chunks
+        return () if chunks is None else chunks.orphans
+
+    @property
+    def missing(self) -> dict[str, int]:
+        """Per external id, how many of the document's chunks the store lacks."""
+        chunks = self._chunks
+        return {} if chunks is None else chunks.missing
+
+    @property
+    def recorded_chunks(self) -> int:
+        chunks = self._chunks
+        return 0 if chunks is None else chunks.recorded_chunks
+
+    @property
+    def stored_chunks(self) -> int:
+        chunks = self._chunks
+        return 0 if chunks is None else chunks.stored_chunks
 
 
 class Reconciler:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         *,
         store: VectorStore,
         queue: JobQueue,
         settings: IngestSettings,
+        derived: DerivedKinds | None = None,
     ) -> None:
+        """``derived``: the kinds checked (default:
+        :func:`~hsearch.ingestion.derived.registry.standard_kinds` on ``store``)."""
         self._sessions = sessions
-        self._store = store
         self._queue = queue
         self._settings = settings
+        self._derived = derived or standard_kinds(
+            store=store, statistics=LexicalStatistics(sessions)
+        )
 
     def tenants(self) -> list[str]:
         """Every tenant, in id order: those registered (a tenant with no document left
         may still have chunks in the store) and those with documents."""
         with self._sessions() as session:
             registered = {t.id for t in TenantRepository(session).list_all_tenants()}
-            holding = set(session.scalars(select(Document.tenant_id).distinct()))
+            holding = DocumentRepository(session).tenant_ids_all_tenants()
         return sorted(registered | holding)
 
     def require(self, tenant_ids: Sequence[str]) -> None:
@@ -95,42 +138,21 @@ class Reconciler:
                 raise TenantNotFoundError(f"tenant {tenant_id!r} not found")
 
     def check(self, tenant_id: str) -> Drift:
-        stored = self._store.tenant_chunk_ids(tenant_id=tenant_id)
+        """Every registered kind's drift for the tenant."""
+        kinds = self._derived.check(self._sessions, tenant_id)
         with self._sessions() as session:
-            rows = session.execute(
-                select(Document.external_id, Document.chunk_ids).where(
-                    Document.tenant_id == tenant_id
-                )
-            ).all()
-            in_flight = _in_flight_chunk_ids(session, tenant_id)
-        recorded: set[str] = set()
-        missing: dict[str, int] = {}
-        for external_id, chunk_ids in rows:
-            ids = set(chunk_ids or ())
-            recorded |= ids
-            if lacking := len(ids - stored):
-                missing[external_id] = lacking
-        orphans = tuple(sorted(stored - recorded - in_flight))
-        return Drift(
-            tenant_id=tenant_id,
-            documents=len(rows),
-            recorded_chunks=len(recorded),
-            stored_chunks=len(stored),
-            orphans=orphans,
-            missing=missing,
-        )
+            documents = DocumentRepository(session).count(tenant_id)
+        return Drift(tenant_id=tenant_id, documents=documents, kinds=kinds)
 
     def repair(self, drift: Drift) -> Drift:
-        """Delete the orphans and submit the documents with missing chunks again."""
-        if drift.orphans:
-            self._store.delete_chunks(list(drift.orphans), tenant_id=drift.tenant_id)
+        """Each kind's drift repaired by the kind (the orphan chunks deleted, ...); the
+        documents a kind asks for are submitted again."""
+        done = self._derived.repair(self._sessions, drift.kinds)
+        if done.changed:
             with transaction(self._sessions) as session:
-                # Searches found the orphans: cached results go stale.
+                # Searches found what changed (the orphans): cached results go stale.
                 TenantRepository(session).bump_generation(drift.tenant_id)
-            logger.warning(
-                "reconcile.orphans_deleted tenant=%s chunks=%d", drift.tenant_id, len(drift.orphans)
-            )
-        job_id = self._resubmit(drift.tenant_id, sorted(drift.missing)) if drift.missing else None
+        job_id = self._resubmit(drift.tenant_id, done.resubmit) if done.resubmit else None
         return replace(drift, repaired=True, repair_job=job_id)
 
     def _resubmit(self, tenant_id: str, external_ids: Sequence[str]) -> uuid.UUID:
@@ -145,13 +167,7 @@ class Reconciler:
 
     def _resubmit_batch(self, tenant_id: str, external_ids: Sequence[str]) -> uuid.UUID:
         with transaction(self._sessions) as session:
-            docs = list(
-                session.scalars(
-                    select(Document).where(
-                        Document.tenant_id == tenant_id, Document.external_id.in_(external_ids)
-                    )
-                )
-            )
+            docs = DocumentRepository(session).by_external_ids(tenant_id, external_ids)
             inputs = [
                 DocumentInput(
                     external_id=d.external_id,
@@ -177,16 +193,3 @@ class Reconciler:
             job.id,
         )
         return job.id
-
-
-def _in_flight_chunk_ids(session: Session, tenant_id: str) -> set[str]:
-    rows = session.scalars(
-        select(JobItem.chunk_ids)
-        .join(IngestionJob, IngestionJob.id == JobItem.job_id)
-        .where(
-            IngestionJob.tenant_id == tenant_id,
-            IngestionJob.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]),
-            JobItem.status == JobItemStatus.PENDING,
-        )
-    )
-    return {cid for ids in rows if ids for cid in ids}

@@ -18,6 +18,10 @@ never asks a client to submit again:
    collection (:meth:`VectorStore.swap_in`, one step for searches) and commit;
 4. drop the previous collection unless asked to keep it.
 
+Everything derived from a document is rebuilt by its kind
+(:mod:`hsearch.ingestion.derived`): each is given the documents re-encoded in step 2 (the
+chunks go to the new collection then) and, in step 3's transaction, the documents as
+their rows will stand and the end (the statistics and the vocabulary are replaced then).
 BM25 document weights are computed as a fresh ingest in the same order would compute
 them (the tenant's running average chunk length). Any failure before step 3 commits
 drops the new collection and leaves the live one, the statistics and the document rows
@@ -29,27 +33,23 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.orm import Session, sessionmaker
-
-from hsearch.db.engine import transaction
+from hsearch.db.engine import Session, SessionFactory, transaction
 from hsearch.db.models import Document
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
-from hsearch.db.repositories.lexical import LexicalStatsRepository, VocabularyRepository
 from hsearch.db.repositories.tenants import TenantRepository
-from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
+from hsearch.embedding.protocol import Embedder, Embedding
 from hsearch.errors import HsearchError, ReindexError
 from hsearch.ingestion.chunking import Chunk, Chunker
+from hsearch.ingestion.derived.protocol import DerivedDocument, DerivedRebuild, RebuildContext
+from hsearch.ingestion.derived.registry import DerivedKinds, standard_kinds
 from hsearch.ingestion.ids import chunk_id
-from hsearch.ingestion.records import chunk_records, embedding_text
-from hsearch.lexical.analyzer import term_frequencies
-from hsearch.lexical.statistics import LexicalContribution, weigh_chunks
-from hsearch.lexical.typos import vocabulary_words
+from hsearch.ingestion.records import embedding_text
+from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.vectorstore.protocol import VectorStore
 
 __all__ = ["ReindexReport", "ReindexService"]
@@ -91,31 +91,23 @@ class _Document:
     created_at: datetime
 
 
-@dataclass(slots=True)
-class _Corpus:
-    """A tenant's corpus as the new collection holds it (running BM25 totals)."""
-
-    chunks: int = 0
-    length: int = 0
-    terms: Counter[int] = field(default_factory=Counter)
-    words: set[str] = field(default_factory=set)
-    """Its vocabulary (:mod:`hsearch.lexical.typos`), listed anew."""
-
-
 class ReindexService:
     """Rebuilds the live collection from the stored documents with ``embedder``."""
 
     def __init__(
         self,
         *,
-        session_factory: sessionmaker[Session],
+        session_factory: SessionFactory,
         embedder: Embedder,
         store: VectorStore,
         chunker: Chunker | None = None,
         batch_documents: int = 32,
+        derived: DerivedKinds | None = None,
     ) -> None:
         """``chunker``: how documents are cut, as the indexer cuts them (default: the
-        encoder's tokenizer at the default chunk sizes)."""
+        encoder's tokenizer at the default chunk sizes); ``derived``: what is derived
+        from the documents, rebuilt with the collection (default:
+        :func:`~hsearch.ingestion.derived.registry.standard_kinds`)."""
         if batch_documents < 1:
             msg = f"batch_documents must be >= 1, got {batch_documents}"
             raise ValueError(msg)
@@ -124,6 +116,9 @@ class ReindexService:
         self._store = store
         self._chunker = chunker or Chunker(embedder.tokenizer)
         self._batch = batch_documents
+        self._derived = derived or standard_kinds(
+            store=store, statistics=LexicalStatistics(session_factory), encoder=embedder.info
+        )
 
     def run(
         self,
@@ -159,12 +154,13 @@ class ReindexService:
         total = state[0]
         built = self._store.new_collection(info)
         logger.info("reindex.started documents=%d encoder=%s", total, info.fingerprint)
+        rebuilds = self._derived.rebuilds(RebuildContext(store=built, encoder=info))
         try:
-            corpora = self._fill(built, total=total, progress=progress)
+            tenants, chunks = self._fill(rebuilds, total=total, progress=progress)
             built.flush()
             if before_swap is not None:
                 before_swap()
-            previous = self._swap(built, expected_state=state, corpora=corpora)
+            previous = self._swap(built, expected_state=state, rebuilds=rebuilds)
         except BaseException:
             self._discard(built)
             raise
@@ -179,8 +175,8 @@ class ReindexService:
             kept_previous=previous is not None and keep_previous,
             encoder=info.fingerprint,
             documents=total,
-            chunks=sum(c.chunks for c in corpora.values()),
-            tenants=len(corpora),
+            chunks=chunks,
+            tenants=len(tenants),
             seconds=time.perf_counter() - started,
         )
         logger.info(
@@ -197,14 +193,15 @@ class ReindexService:
 
     def _fill(
         self,
-        built: VectorStore,
+        rebuilds: Sequence[DerivedRebuild],
         *,
         total: int,
         progress: Callable[[int, int], None] | None,
-    ) -> dict[str, _Corpus]:
-        """Encode every document into ``built``; returns each tenant's running totals."""
-        term_counts = self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY
-        corpora: dict[str, _Corpus] = {}
+    ) -> tuple[set[str], int]:
+        """Encode every document and give it to the kinds' rebuilds (the chunks go to
+        the new collection); returns the tenants seen and the chunks written."""
+        tenants: set[str] = set()
+        chunk_count = 0
         after: tuple[str, uuid.UUID] | None = None
         done = 0
         while True:
@@ -212,34 +209,18 @@ class ReindexService:
                 rows = DocumentRepository(session).page_all_tenants(after=after, limit=self._batch)
                 page = [_detach(row) for row in rows]
             if not page:
-                return corpora
+                return tenants, chunk_count
             after = (page[-1].tenant_id, page[-1].id)
             chunked = [(doc, self._chunks(doc)) for doc in page]
             vectors = self._encode(chunked)
-            for (doc, chunks), encoded in zip(chunked, vectors, strict=True):
-                corpus = corpora.setdefault(doc.tenant_id, _Corpus())
-                if term_counts:
-                    embeddings = _weighted(encoded, corpus)
-                else:
-                    embeddings = encoded
-                    corpus.chunks += len(chunks)
-                built.upsert(
-                    chunk_records(
-                        tenant_id=doc.tenant_id,
-                        document_id=doc.id,
-                        external_id=doc.external_id,
-                        title=doc.title,
-                        source=doc.source,
-                        lang=doc.lang,
-                        tags=doc.tags,
-                        metadata=doc.metadata,
-                        created_at=doc.created_at,
-                        chunk_ids=[chunk_id(doc.id, i, c.text) for i, c in enumerate(chunks)],
-                        chunks=[c.text for c in chunks],
-                        offsets=[(c.start, c.end) for c in chunks],
-                        vectors=embeddings,
-                    )
-                )
+            documents = [
+                _derived(doc, chunks, embeddings=encoded)
+                for (doc, chunks), encoded in zip(chunked, vectors, strict=True)
+            ]
+            for rebuild in rebuilds:
+                rebuild.add(documents)
+            tenants.update(doc.tenant_id for doc in page)
+            chunk_count += sum(len(chunks) for _, chunks in chunked)
             done += len(page)
             if progress is not None:
                 progress(done, max(total, done))
@@ -272,12 +253,12 @@ class ReindexService:
         built: VectorStore,
         *,
         expected_state: tuple[int, datetime | None],
-        corpora: dict[str, _Corpus],
+        rebuilds: Sequence[DerivedRebuild],
     ) -> str | None:
-        """Rewrite the statistics and document rows for the new encoder and switch the
-        live collection, all in one transaction (rolled back if the switch fails)."""
+        """Rewrite the document rows for the new encoder, end the kinds' rebuilds (the
+        statistics and the vocabulary replaced) and switch the live collection, all in
+        one transaction (rolled back if the switch fails)."""
         fingerprint = self._embedder.info.fingerprint
-        term_counts = self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY
         with transaction(self._sessions) as session:
             active = JobRepository(session).active_count_all_tenants()
             if active or DocumentRepository(session).state_all_tenants() != expected_state:
@@ -286,67 +267,41 @@ class ReindexService:
                     "ingestion and run `hsearch reindex` again (nothing was switched)"
                 )
                 raise ReindexError(msg)
-            recounted = self._rewrite_documents(session, fingerprint=fingerprint)
-            if term_counts:
-                for tenant, corpus in corpora.items():
-                    check = recounted.get(tenant, _Corpus())
-                    if (check.chunks, check.length) != (corpus.chunks, corpus.length):
-                        msg = (
-                            f"tenant {tenant!r}: the encoder's term counts ({corpus.chunks} "
-                            f"chunks, {corpus.length} terms) differ from the lexical "
-                            f"analyzer's ({check.chunks}, {check.length})"
-                        )
-                        raise ReindexError(msg)
-                LexicalStatsRepository(session).replace_all(
-                    {t: (c.chunks, c.length, c.terms) for t, c in recounted.items()}
-                )
-            else:
-                LexicalStatsRepository(session).replace_all({})
-            vocabulary = VocabularyRepository(session)
-            vocabulary.clear()
-            for tenant, corpus in sorted(recounted.items()):
-                vocabulary.add(tenant, corpus.words)
-            tenants = TenantRepository(session)
-            for tenant in sorted(recounted):
-                tenants.bump_generation(tenant)  # cached results of the old collection
+            tenants = self._rewrite_documents(session, fingerprint=fingerprint, rebuilds=rebuilds)
+            for rebuild in rebuilds:
+                rebuild.commit(session)
+            repo = TenantRepository(session)
+            for tenant in sorted(tenants):
+                repo.bump_generation(tenant)  # cached results of the old collection
             session.flush()
             return self._store.swap_in(built)
 
-    def _rewrite_documents(self, session: Session, *, fingerprint: str) -> dict[str, _Corpus]:
-        """Record each document's chunks, lexical contribution and encoder as the new
-        collection has them; returns every tenant's statistics recounted from them."""
-        term_counts = self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY
+    def _rewrite_documents(
+        self, session: Session, *, fingerprint: str, rebuilds: Sequence[DerivedRebuild]
+    ) -> set[str]:
+        """Record each document's chunks, encoder and the columns the kinds keep on its
+        row (its lexical contribution) as the new collection has them, each document
+        recounted by every kind's rebuild; returns the tenants that have documents."""
+        tenants: set[str] = set()
         repo = DocumentRepository(session)
-        recounted: dict[str, _Corpus] = {}
         after: tuple[str, uuid.UUID] | None = None
         while rows := repo.page_all_tenants(after=after, limit=256):
             after = (rows[-1].tenant_id, rows[-1].id)
             for row in rows:
-                chunks = self._chunks(_detach(row))
-                contribution = (
-                    LexicalContribution.of_chunks(
-                        [
-                            term_frequencies(embedding_text(row.title, c.text), lang=row.lang)[0]
-                            for c in chunks
-                        ]
-                    )
-                    if term_counts
-                    else LexicalContribution()
-                )
-                corpus = recounted.setdefault(row.tenant_id, _Corpus())
-                corpus.chunks += contribution.chunks
-                corpus.length += contribution.length
-                corpus.terms.update(contribution.terms)
-                corpus.words |= vocabulary_words([row.title, *(c.text for c in chunks)])
-                row.chunk_ids = [chunk_id(row.id, i, c.text) for i, c in enumerate(chunks)]
-                row.chunk_count = len(chunks)
-                row.lexical_terms = contribution.stored_terms()
-                row.lexical_length = contribution.length
+                doc = _detach(row)
+                recounted = _derived(doc, self._chunks(doc))
+                for rebuild in rebuilds:
+                    rebuild.recount(recounted)
+                tenants.add(row.tenant_id)
+                row.chunk_ids = list(recounted.chunk_ids)
+                row.chunk_count = len(recounted.chunks)
+                for column, value in recounted.columns.items():
+                    setattr(row, column, value)
                 row.encoder = fingerprint
             # Written, then let go: the identity map would otherwise hold every row.
             session.flush()
             session.expunge_all()
-        return recounted
+        return tenants
 
     def _discard(self, built: VectorStore) -> None:
         """Drop a collection that never went live (best effort: the error that got us
@@ -375,13 +330,23 @@ def _detach(row: Document) -> _Document:
     )
 
 
-def _weighted(embeddings: list[Embedding], corpus: _Corpus) -> list[Embedding]:
-    """BM25 weights for one document's term counts, with the tenant's average chunk
-    length once this document is counted in (as :meth:`LexicalStatistics.weigh_document`
-    computes it for a new document), and the document counted into ``corpus``."""
-    chunks = [e.sparse for e in embeddings]
-    contribution = LexicalContribution.of_chunks(chunks)
-    corpus.chunks += contribution.chunks
-    corpus.length += contribution.length
-    weights = weigh_chunks(chunks, avg_length=corpus.length / max(corpus.chunks, 1))
-    return [Embedding(dense=e.dense, sparse=w) for e, w in zip(embeddings, weights, strict=True)]
+def _derived(
+    doc: _Document, chunks: list[Chunk], *, embeddings: Sequence[Embedding] = ()
+) -> DerivedDocument:
+    """``doc`` cut into ``chunks`` (encoded as ``embeddings``), as the kinds see it."""
+    return DerivedDocument(
+        tenant_id=doc.tenant_id,
+        document_id=doc.id,
+        external_id=doc.external_id,
+        title=doc.title,
+        source=doc.source,
+        lang=doc.lang,
+        tags=doc.tags,
+        metadata=doc.metadata,
+        content=doc.content,
+        created_at=doc.created_at,
+        chunks=[c.text for c in chunks],
+        offsets=[(c.start, c.end) for c in chunks],
+        chunk_ids=[chunk_id(doc.id, i, c.text) for i, c in enumerate(chunks)],
+        embeddings=embeddings,
+    )
