@@ -1,15 +1,21 @@
-"""Jobs and documents as terminal lines: aligned rows for lists, ``key: value`` lines
-for one; ``--json`` prints what the API sent instead."""
+"""Jobs, documents, search hits and answers as terminal lines: aligned rows for lists,
+``key: value`` lines for one, hits with their snippets; ``--json`` prints what the API
+sent instead."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from hsearch.client.http import Job
+from hsearch_client import Answer, Document, Job
 
-__all__ = ["document_lines", "document_rows", "job_lines", "job_rows"]
+__all__ = [
+    "answer_footer",
+    "document_lines",
+    "document_rows",
+    "job_lines",
+    "job_rows",
+]
 
 JOB_FIELDS = (
     "kind",
@@ -45,11 +51,11 @@ def job_rows(jobs: Iterable[Job]) -> list[str]:
     rows = [
         (
             str(j.id),
-            str(j.raw.get("kind", "ingest")),
+            j.kind,
             str(j.status),
             f"{j.processed}/{'?' if j.total is None else j.total}",
             str(j.failed),
-            _time(j.raw),
+            _time(j),
         )
         for j in jobs
     ]
@@ -57,8 +63,9 @@ def job_rows(jobs: Iterable[Job]) -> list[str]:
 
 
 def job_lines(job: Job) -> list[str]:
-    lines = [f"id: {job.id}"] + [f"{k}: {_value(job.raw.get(k))}" for k in JOB_FIELDS]
-    webhook = job.raw.get("webhook")
+    raw = job.to_json()
+    lines = [f"id: {job.id}"] + [f"{k}: {_value(raw.get(k))}" for k in JOB_FIELDS]
+    webhook = raw.get("webhook")
     if webhook:
         state = (
             f"delivered at {webhook['delivered_at']}"
@@ -72,24 +79,16 @@ def job_lines(job: Job) -> list[str]:
     return lines
 
 
-def document_rows(documents: Iterable[dict[str, Any]]) -> list[str]:
+def document_rows(documents: Iterable[Document]) -> list[str]:
     header = ("EXTERNAL_ID", "STATUS", "CHUNKS", "SOURCE", "TITLE")
-    rows = [
-        (
-            str(d["external_id"]),
-            str(d["status"]),
-            str(d["chunk_count"]),
-            str(d["source"]),
-            str(d["title"]),
-        )
-        for d in documents
-    ]
+    rows = [(d.external_id, d.status, str(d.chunk_count), d.source, d.title) for d in documents]
     return _table(header, rows)
 
 
-def document_lines(document: dict[str, Any]) -> list[str]:
-    lines = [f"external_id: {document['external_id']}"]
-    return lines + [f"{k}: {_value(document.get(k))}" for k in DOCUMENT_FIELDS]
+def document_lines(document: Document) -> list[str]:
+    raw = document.to_json()
+    lines = [f"external_id: {document.external_id}"]
+    return lines + [f"{k}: {_value(raw.get(k))}" for k in DOCUMENT_FIELDS]
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -102,8 +101,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def _time(raw: dict[str, Any]) -> str:
-    return str(raw.get("created_at") or "-")
+def _time(job: Job) -> str:
+    return str(job.to_json().get("created_at") or "-")
 
 
 def _value(value: object) -> str:
@@ -116,24 +115,24 @@ def _value(value: object) -> str:
     return str(value)
 
 
-def answer_footer(answer: dict[str, Any]) -> list[str]:
+def answer_footer(answer: Answer) -> list[str]:
     """What follows a streamed answer in a terminal: its citations, or why there is no
     answer, and which sentences no passage supports."""
     lines = [""]
-    if answer.get("answer") is None:
-        lines.append(f"No answer: {'; '.join(answer.get('degraded') or ['unknown'])}")
+    if answer.answer is None:
+        lines.append(f"No answer: {'; '.join(answer.degraded or ['unknown'])}")
         lines.append("Passages found:")
-        for passage in answer.get("passages", []):
-            lines.append(f"  [{passage['number']}] {passage['title'] or passage['external_id']}")
+        for passage in answer.passages:
+            lines.append(f"  [{passage.number}] {passage.title or passage.external_id}")
         return lines
-    for citation in answer.get("citations", []):
-        quote = " ".join(str(citation["quote"]).split())
+    for citation in answer.citations:
+        quote = " ".join(citation.quote.split())
         if len(quote) > 160:
             quote = quote[:157] + "..."
-        name = citation["title"] or citation["external_id"]
-        lines.append(f'[{citation["number"]}] {name} ({citation["external_id"]}): "{quote}"')
-    unsupported = [s for s in answer.get("sentences", []) if not s["supported"]]
+        name = citation.title or citation.external_id
+        lines.append(f'[{citation.number}] {name} ({citation.external_id}): "{quote}"')
+    unsupported = [s for s in answer.sentences if not s.supported]
     if unsupported:
         lines.append(f"Not supported by the passages ({len(unsupported)}):")
-        lines += [f"  - {s['text']}" for s in unsupported]
+        lines += [f"  - {s.text}" for s in unsupported]
     return lines
