@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hsearch.config import Settings, get_settings
-from hsearch.types import JobStatus, Scope
+from hsearch.types import JobStatus, Scope, SearchMode
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -327,6 +327,69 @@ def ask(
             elif isinstance(event, DoneEvent):
                 for line in answer_footer(event.answer):
                     typer.echo(line)
+
+
+@app.command("search")
+def search(  # noqa: PLR0917 - typer reads a command's options from its parameters
+    query: Annotated[str, typer.Argument(help="What to search for.", show_default=False)],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Hits per page.")] = 10,
+    mode: Annotated[
+        SearchMode | None,
+        typer.Option(
+            "--mode", help="The legs to search with (default: hybrid).", show_default=False
+        ),
+    ] = None,
+    filter_json: Annotated[
+        str | None,
+        typer.Option(
+            "--filter",
+            help="A filter as JSON, in the search filter language (docs/filters.md): "
+            '\'{"source": {"eq": "guide"}}\'.',
+            show_default=False,
+        ),
+    ] = None,
+    chunks: Annotated[
+        bool,
+        typer.Option(
+            "--chunks", help="Every matching passage, not one hit per document (its best)."
+        ),
+    ] = False,
+    cursor: Annotated[
+        str | None,
+        typer.Option(
+            "--cursor", help="The next page: the cursor a page printed last.", show_default=False
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Search the tenant's documents: titles, and snippets with the matches marked (bold
+    on a terminal, [brackets] elsewhere); --json for the API's whole response."""
+    import json  # noqa: PLC0415 - keep `--help` fast
+
+    from hsearch.client.display import search_lines  # noqa: PLC0415
+
+    try:
+        filter_ = None if filter_json is None else json.loads(filter_json)
+    except ValueError as exc:
+        typer.echo(f"error (invalid_request): --filter: not JSON: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    with _api(url, api_key) as client:
+        response = client.search(
+            query,
+            top_k=top_k,
+            mode=mode,
+            filter=filter_,
+            group_by_document=not chunks,
+            cursor=cursor,
+        )
+    if as_json:
+        typer.echo(json.dumps(response.to_json(), ensure_ascii=False))
+        return
+    tty = typer.get_text_stream("stdout").isatty()
+    for line in search_lines(response, tty=tty):
+        typer.echo(line)
 
 
 @jobs_app.command("list")

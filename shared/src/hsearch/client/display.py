@@ -4,10 +4,12 @@ sent instead."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Iterable, Sequence
 
-from hsearch_client import Answer, Document, Job
+from hsearch_client import Answer, Document, Job, SearchResponse
 
 __all__ = [
     "answer_footer",
@@ -15,6 +17,8 @@ __all__ = [
     "document_rows",
     "job_lines",
     "job_rows",
+    "marked",
+    "search_lines",
 ]
 
 JOB_FIELDS = (
@@ -136,3 +140,57 @@ def answer_footer(answer: Answer) -> list[str]:
         lines.append(f"Not supported by the passages ({len(unsupported)}):")
         lines += [f"  - {s.text}" for s in unsupported]
     return lines
+
+
+MARK_TTY = ("\x1b[1m", "\x1b[22m")
+"""A match in a terminal: bold on, bold off (SGR 1 and 22)."""
+MARK_PLAIN = ("[", "]")
+"""A match where there is no terminal (a pipe, a file): brackets around it."""
+_EM = re.compile(r"<em>(.*?)</em>", re.DOTALL)
+
+
+def marked(snippet: str, *, tty: bool) -> str:
+    """A snippet of the API (HTML-escaped text, each match in ``<em>``) as terminal
+    text: the matches bold on a terminal, in brackets elsewhere."""
+    pre, post = MARK_TTY if tty else MARK_PLAIN
+    pieces: list[str] = []
+    cursor = 0
+    for found in _EM.finditer(snippet):
+        pieces.append(html.unescape(snippet[cursor : found.start()]))
+        pieces.append(f"{pre}{html.unescape(found.group(1))}{post}")
+        cursor = found.end()
+    pieces.append(html.unescape(snippet[cursor:]))
+    return "".join(pieces)
+
+
+def search_lines(response: SearchResponse, *, tty: bool) -> list[str]:
+    """A page of hits as a terminal shows it: how many and how fast, then per hit its
+    rank, title (bold on a terminal), external id and score, and its snippet with the
+    matches marked; the cursor of the next page last."""
+    bold, normal = MARK_TTY if tty else ("", "")
+    about = "" if response.total_relation == "eq" else "at least "
+    head = (
+        f"{about}{response.total} results for {response.query!r} "
+        f"({response.mode}, {response.took_ms:.0f} ms)"
+    )
+    if response.degraded:
+        head += f"; degraded: {', '.join(response.degraded)}"
+    lines = [head]
+    if not response.hits:
+        return [*lines, "no hits on this page"]
+    for rank, hit in enumerate(response.hits, start=response.offset + 1):
+        title = hit.title or hit.external_id
+        chunks = f", {hit.matching_chunks} passages" if hit.matching_chunks > 1 else ""
+        lines.append("")
+        lines.append(
+            f"{rank}. {bold}{title}{normal}  ({hit.external_id}, score {hit.score:.4g}{chunks})"
+        )
+        text = marked(hit.snippet, tty=tty) if hit.snippet else " ".join(hit.text.split())
+        lines.append(f"   {_clip(text)}")
+    if response.next_cursor:
+        lines += ["", f"next page: --cursor {response.next_cursor}"]
+    return lines
+
+
+def _clip(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
