@@ -392,6 +392,35 @@ def search(  # noqa: PLR0917 - typer reads a command's options from its paramete
         typer.echo(line)
 
 
+@app.command("mcp")
+def mcp_stdio(url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
+    """Serve hsearch's tools to a model over MCP on stdin and stdout (for a desktop
+    client to start): search, answer, get_document, list_documents, submit_documents,
+    each a request to the API with the key (HSEARCH_API_KEY), which decides the tenant
+    and what the tools may do (docs/mcp.md)."""
+    import anyio  # noqa: PLC0415 - keep `--help` fast
+
+    from hsearch_api.mcp.remote import remote_server  # noqa: PLC0415
+    from hsearch_client import AsyncClient, Retry  # noqa: PLC0415
+
+    settings = get_settings()
+    key = _api_key(settings, api_key)
+    if not key:
+        typer.echo("error: no API key: set HSEARCH_API_KEY (or --api-key)", err=True)
+        raise typer.Exit(2)
+
+    async def serve() -> None:
+        async with AsyncClient(
+            url or settings.client_url,
+            api_key=key,
+            timeout_s=settings.client.timeout_s,
+            retry=Retry(retries=settings.client.retries),
+        ) as client:
+            await remote_server(client).run_stdio_async()
+
+    anyio.run(serve)
+
+
 @jobs_app.command("list")
 def jobs_list(
     status: Annotated[
