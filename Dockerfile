@@ -27,6 +27,10 @@ RUN pip install torch==2.13.0 --index-url "${TORCH_INDEX_URL}"
 # Runtime dependencies only, from the [project] table, so that this layer is rebuilt
 # when the pins change and not when the code does.
 WORKDIR /tmp/hsearch-src
+# The API's Python client (hsearch-client, a dependency of the project) comes from the
+# repository, not a package index: installed first, its own dependencies pinned below.
+COPY clients/python clients/python
+RUN pip install --no-deps ./clients/python
 COPY pyproject.toml ./
 RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(deps))" > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt \

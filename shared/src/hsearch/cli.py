@@ -1,9 +1,11 @@
 """``hsearch``: the operator's command line.
 
 ``db``, ``reindex``, ``reconcile``, ``run``, ``tenants``, ``keys`` and ``operator`` work
-on the services directly (run them on the server, with its settings); ``ingest``,
-``jobs`` and ``documents`` are HTTP clients of the API like any other (``hsearch.client``),
-with its credential (``--api-key`` / ``HSEARCH_API_KEY``), which decides the tenant.
+on the services directly (run them on the server, with its settings); ``search``,
+``ask``, ``ingest``, ``jobs``, ``documents`` and ``mcp`` are HTTP clients of the API like
+any other (the ``hsearch-client`` package, with what only the command line needs in
+``hsearch.client``), with its credential (``--api-key`` / ``HSEARCH_API_KEY``), which
+decides the tenant.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hsearch.config import Settings, get_settings
-from hsearch.types import JobStatus, Scope
+from hsearch.types import JobStatus, Scope, SearchMode
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from hsearch.client.http import ApiClient
     from hsearch.tenancy.service import KeyView, TenancyService, TenantView
+    from hsearch_client import Client
 
 app = typer.Typer(help="hsearch operator commands.", no_args_is_help=True)
 db_app = typer.Typer(help="Metadata database.", no_args_is_help=True)
@@ -257,9 +259,9 @@ def ingest(  # noqa: PLR0917 - typer reads a command's options from its paramete
     job), listing the first errors by external id; 2 when the API cannot
     be used; 130 when interrupted: run it again to resume.
     """
-    from hsearch.client.http import ClientError  # noqa: PLC0415 - keep `--help` fast
     from hsearch.client.progress import create_progress  # noqa: PLC0415
     from hsearch.client.upload import IngestOptions, Uploader  # noqa: PLC0415
+    from hsearch_client import ClientError  # noqa: PLC0415 - keep `--help` fast
 
     settings = get_settings()
     options = IngestOptions(
@@ -313,20 +315,113 @@ def ask(
     import json  # noqa: PLC0415 - keep `--help` fast
 
     from hsearch.client.display import answer_footer  # noqa: PLC0415
+    from hsearch_client import DeltaEvent, DoneEvent, ErrorEvent  # noqa: PLC0415
 
     with _api(url, api_key) as client:
-        for event, data in client.answer_events(question, passages=passages):
+        for event in client.answer_stream(question, passages=passages):
             if as_json:
-                if event == "done":
-                    typer.echo(json.dumps(data, ensure_ascii=False))
+                if isinstance(event, DoneEvent):
+                    typer.echo(json.dumps(event.answer.to_json(), ensure_ascii=False))
                 continue
-            if event == "delta":
-                typer.echo(data["text"], nl=False)
-            elif event == "error":
-                typer.echo(f"\n[the model broke off: {data['error']}: {data['detail']}]", err=True)
-            elif event == "done":
-                for line in answer_footer(data):
+            if isinstance(event, DeltaEvent):
+                typer.echo(event.text, nl=False)
+            elif isinstance(event, ErrorEvent):
+                typer.echo(f"\n[the model broke off: {event.error}: {event.detail}]", err=True)
+            elif isinstance(event, DoneEvent):
+                for line in answer_footer(event.answer):
                     typer.echo(line)
+
+
+@app.command("search")
+def search(  # noqa: PLR0917 - typer reads a command's options from its parameters
+    query: Annotated[str, typer.Argument(help="What to search for.", show_default=False)],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Hits per page.")] = 10,
+    mode: Annotated[
+        SearchMode | None,
+        typer.Option(
+            "--mode", help="The legs to search with (default: hybrid).", show_default=False
+        ),
+    ] = None,
+    filter_json: Annotated[
+        str | None,
+        typer.Option(
+            "--filter",
+            help="A filter as JSON, in the search filter language (docs/filters.md): "
+            '\'{"source": {"eq": "guide"}}\'.',
+            show_default=False,
+        ),
+    ] = None,
+    chunks: Annotated[
+        bool,
+        typer.Option(
+            "--chunks", help="Every matching passage, not one hit per document (its best)."
+        ),
+    ] = False,
+    cursor: Annotated[
+        str | None,
+        typer.Option(
+            "--cursor", help="The next page: the cursor a page printed last.", show_default=False
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Search the tenant's documents: titles, and snippets with the matches marked (bold
+    on a terminal, [brackets] elsewhere); --json for the API's whole response."""
+    import json  # noqa: PLC0415 - keep `--help` fast
+
+    from hsearch.client.display import search_lines  # noqa: PLC0415
+
+    try:
+        filter_ = None if filter_json is None else json.loads(filter_json)
+    except ValueError as exc:
+        typer.echo(f"error (invalid_request): --filter: not JSON: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    with _api(url, api_key) as client:
+        response = client.search(
+            query,
+            top_k=top_k,
+            mode=mode,
+            filter=filter_,
+            group_by_document=not chunks,
+            cursor=cursor,
+        )
+    if as_json:
+        typer.echo(json.dumps(response.to_json(), ensure_ascii=False))
+        return
+    tty = typer.get_text_stream("stdout").isatty()
+    for line in search_lines(response, tty=tty):
+        typer.echo(line)
+
+
+@app.command("mcp")
+def mcp_stdio(url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
+    """Serve hsearch's tools to a model over MCP on stdin and stdout (for a desktop
+    client to start): search, answer, get_document, list_documents, submit_documents,
+    each a request to the API with the key (HSEARCH_API_KEY), which decides the tenant
+    and what the tools may do (docs/mcp.md)."""
+    import anyio  # noqa: PLC0415 - keep `--help` fast
+
+    from hsearch_api.mcp.remote import remote_server  # noqa: PLC0415
+    from hsearch_client import AsyncClient, Retry  # noqa: PLC0415
+
+    settings = get_settings()
+    key = _api_key(settings, api_key)
+    if not key:
+        typer.echo("error: no API key: set HSEARCH_API_KEY (or --api-key)", err=True)
+        raise typer.Exit(2)
+
+    async def serve() -> None:
+        async with AsyncClient(
+            url or settings.client_url,
+            api_key=key,
+            timeout_s=settings.client.timeout_s,
+            retry=Retry(retries=settings.client.retries),
+        ) as client:
+            await remote_server(client).run_stdio_async()
+
+    anyio.run(serve)
 
 
 @jobs_app.command("list")
@@ -345,8 +440,8 @@ def jobs_list(
     from hsearch.client.display import job_rows  # noqa: PLC0415
 
     with _api(url, api_key) as client:
-        jobs = list(client.jobs(status=status, limit=limit))
-    for line in [json.dumps(j.raw) for j in jobs] if as_json else job_rows(jobs):
+        jobs = list(client.list_jobs(status=status, limit=limit))
+    for line in [json.dumps(j.to_json()) for j in jobs] if as_json else job_rows(jobs):
         typer.echo(line)
 
 
@@ -363,8 +458,8 @@ def jobs_show(
     from hsearch.client.display import job_lines  # noqa: PLC0415
 
     with _api(url, api_key) as client:
-        job = client.job(job_id)
-    for line in [json.dumps(job.raw, indent=2)] if as_json else job_lines(job):
+        job = client.get_job(job_id)
+    for line in [json.dumps(job.to_json(), indent=2)] if as_json else job_lines(job):
         typer.echo(line)
 
 
@@ -397,8 +492,9 @@ def documents_list(
     from hsearch.client.display import document_rows  # noqa: PLC0415
 
     with _api(url, api_key) as client:
-        documents = list(client.documents(source=source, limit=limit))
-    for line in [json.dumps(d) for d in documents] if as_json else document_rows(documents):
+        documents = list(client.list_documents(source=source, limit=limit))
+    rows = [json.dumps(d.to_json()) for d in documents] if as_json else document_rows(documents)
+    for line in rows:
         typer.echo(line)
 
 
@@ -415,8 +511,9 @@ def documents_show(
     from hsearch.client.display import document_lines  # noqa: PLC0415
 
     with _api(url, api_key) as client:
-        document = client.document(external_id)
-    for line in [json.dumps(document, indent=2)] if as_json else document_lines(document):
+        document = client.get_document(external_id)
+    raw = [json.dumps(document.to_json(), indent=2)]
+    for line in raw if as_json else document_lines(document):
         typer.echo(line)
 
 
@@ -433,8 +530,8 @@ def documents_delete(
         typer.confirm(f"delete document {external_id!r}?", abort=True)
     with _api(url, api_key) as client:
         deleted = client.delete_document(external_id)
-    line = f"deleted {deleted['external_id']!r} ({deleted['deleted_chunks']} chunks)"
-    superseded = deleted.get("superseded_jobs") or []
+    line = f"deleted {deleted.external_id!r} ({deleted.deleted_chunks} chunks)"
+    superseded = [str(job) for job in deleted.superseded_jobs]
     if superseded:
         line += f"; its pending version skipped in job {', '.join(superseded)}"
     typer.echo(line)
@@ -691,18 +788,17 @@ def _api_key(settings: Settings, given: str | None) -> str | None:
 
 def _client(
     settings: Settings, url: str | None, api_key: str | None, *, retry_for_s: float | None = None
-) -> ApiClient:
+) -> Client:
     """A client of the API; with ``retry_for_s``, a request the API does not answer (or
     answers 429) is tried for that long (else ``client.retries`` times), each wait said
     on stderr."""
-    from hsearch.client.http import ApiClient  # noqa: PLC0415 - keep `--help` fast
+    from hsearch_client import Client, Retry  # noqa: PLC0415 - keep `--help` fast
 
-    return ApiClient(
-        (url or settings.client_url).rstrip("/"),
+    return Client(
+        url or settings.client_url,
         api_key=api_key,
         timeout_s=settings.client.timeout_s,
-        retries=settings.client.retries,
-        retry_for_s=retry_for_s,
+        retry=Retry(retries=settings.client.retries, retry_for_s=retry_for_s),
         on_retry=_say_waiting,
     )
 
@@ -712,15 +808,22 @@ def _say_waiting(text: str) -> None:
 
 
 @contextmanager
-def _api(url: str | None, api_key: str | None) -> Iterator[ApiClient]:
-    """A client of the API; an error answer exits 1 with its code and detail, no answer
-    exits 2."""
-    from hsearch.client.http import ApiError, ClientError  # noqa: PLC0415 - keep `--help` fast
+def _api(url: str | None, api_key: str | None) -> Iterator[Client]:
+    """A client of the API; an error answer exits 1 with its code and detail, no usable
+    answer (none, or 502/503/504 after the retries) exits 2."""
+    from hsearch_client import (  # noqa: PLC0415 - keep `--help` fast
+        ApiError,
+        ApiUnavailableError,
+        ClientError,
+    )
 
     settings = get_settings()
     try:
         with _client(settings, url, _api_key(settings, api_key)) as client:
             yield client
+    except ApiUnavailableError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     except ApiError as exc:
         typer.echo(f"error ({exc.code}): {exc.detail}", err=True)
         raise typer.Exit(1) from exc

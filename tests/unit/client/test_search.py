@@ -1,33 +1,33 @@
-"""The client's search: one hit per document unless told otherwise, the other request
-fields sent as given; and a document read with its text. Against the real app (served
-by uvicorn in a thread) and over a scripted transport for what is sent."""
+"""``hsearch search``: one hit per document by default, titles and snippets with the
+matches marked (bold on a terminal, brackets in a pipe), ``--chunks`` for every
+passage, ``--cursor`` for the next page, ``--json`` for the API's response; a refused
+search exits 1 with the error."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from hsearch.client.http import ApiClient, ApiError
+from hsearch.client.display import MARK_TTY, marked, search_lines
 from hsearch.config import IngestSettings
-from hsearch.local.processes import wait_until
+from hsearch_client import SearchResponse
 from tests.unit.api.conftest import api_settings
-from tests.unit.client.conftest import LiveApi, live_api
+from tests.unit.client.conftest import Cli, cli_for, live_api
 
 LONG = " ".join(f"The river {i} floods the valley in spring." for i in range(40))
 DOCS = [
-    {"external_id": "long", "text": LONG, "metadata": {"year": 2001}},
-    {"external_id": "short", "text": "A river floods.", "metadata": {"year": 2020}},
+    {"external_id": "long", "title": "Floods", "text": LONG},
+    {"external_id": "short", "title": "Rivers & seas", "text": "A river floods the plain."},
+    {"external_id": "desert", "title": "Deserts", "text": "Deserts get very little rain."},
 ]
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[LiveApi]:
-    """The live API, with chunks small enough that the long document has several."""
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    """The command line against the live API, the documents indexed in small chunks."""
     settings = api_settings(tmp_path / "server").model_copy(
         update={
             "ingest": IngestSettings(
@@ -35,61 +35,100 @@ def api(tmp_path: Path) -> Iterator[LiveApi]:
             )
         }
     )
-    with live_api(settings) as served:
-        yield served
+    with live_api(settings) as api:
+        run = cli_for(api, tmp_path)
+        docs = tmp_path / "docs.jsonl"
+        docs.write_text("\n".join(json.dumps(d) for d in DOCS) + "\n")
+        assert run("ingest", str(docs), "--wait").exit_code == 0
+        yield run
 
 
-def upload(client: ApiClient, api: LiveApi) -> None:
-    accepted = client.upload("".join(json.dumps(d) + "\n" for d in DOCS).encode())
-    wait_until(lambda: client.job(accepted.job_id).finished, timeout=30, what="the job")
-    assert client.job(accepted.job_id).status == "succeeded"
+def test_search_prints_titles_and_marked_snippets(cli: Cli) -> None:
+    result = cli("search", "river floods", "--mode", "keyword")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("2 results for 'river floods' (keyword, ")
+    titles = [line for line in lines if line[:2] in ("1.", "2.")]
+    assert {t.split("  ")[0][3:] for t in titles} == {"Floods", "Rivers & seas"}
+    assert any("passages" in t for t in titles), "the long document matched in several"
+    # Not a terminal: the matches in brackets, the text unescaped.
+    assert "   A [river] [floods] the plain." in lines
+    assert "\x1b[" not in result.output
 
 
-def test_search_groups_by_document_unless_told_not_to(api: LiveApi) -> None:
-    with ApiClient(api.url, api_key=api.key) as client:
-        upload(client, api)
-        grouped = client.search("river floods", top_k=50)
-        names = [h["external_id"] for h in grouped["hits"]]
-        assert sorted(names) == ["long", "short"]  # one hit per document
-        long_hit = next(h for h in grouped["hits"] if h["external_id"] == "long")
-        assert long_hit["matching_chunks"] > 1
-
-        chunks = client.search("river floods", top_k=50, group_by_document=False)
-        assert len(chunks["hits"]) == long_hit["matching_chunks"] + 1
-        assert all(h["matching_chunks"] == 1 for h in chunks["hits"])
-
-        newest = client.search("river floods", sort=["metadata.year:desc"], mode="keyword")
-        assert [h["external_id"] for h in newest["hits"]] == ["short", "long"]
-        assert newest["sort"]["basis"] == "window"
-
-        with pytest.raises(ApiError) as refused:
-            client.search("river", sort=["body"])
-        assert (refused.value.status, refused.value.code) == (422, "invalid_request")
-        assert refused.value.errors[0].field == "sort[0].field"
-
-
-def test_a_document_with_its_text(api: LiveApi) -> None:
-    with ApiClient(api.url, api_key=api.key) as client:
-        upload(client, api)
-        assert client.document("long")["text"] is None
-        assert client.document("long", include_text=True)["text"] == LONG
+def test_search_chunks_and_pages(cli: Cli) -> None:
+    every = cli("search", "river floods", "--mode", "keyword", "--chunks", "--top-k", "3")
+    assert every.exit_code == 0, every.output
+    lines = every.output.splitlines()
+    assert lines[0].startswith("14 results")
+    assert lines[-1].startswith("next page: --cursor ")
+    cursor = lines[-1].removeprefix("next page: --cursor ")
+    following = cli(
+        "search",
+        "river floods",
+        "--mode",
+        "keyword",
+        "--chunks",
+        "--top-k",
+        "3",
+        "--cursor",
+        cursor,
+    )
+    assert following.exit_code == 0, following.output
+    assert any(line.startswith("4. ") for line in following.output.splitlines())
 
 
-def test_what_the_search_sends() -> None:
-    sent: list[httpx.Request] = []
+def test_search_json_is_the_api_s_response(cli: Cli) -> None:
+    result = cli("search", "deserts", "--mode", "keyword", "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert body["hits"][0]["external_id"] == "desert"
+    assert body["hits"][0]["snippet"] == "<em>Deserts</em> get very little rain."
+    assert SearchResponse.model_validate(body).total == 1
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
-        return httpx.Response(200, json={"hits": []})
 
-    client = ApiClient("http://api.test", api_key="k", transport=httpx.MockTransport(handler))
-    client.search("q")
-    client.search("q", top_k=3, group_by_document=False, filter={"source": {"eq": "a"}})
-    bodies: list[dict[str, Any]] = [json.loads(r.content) for r in sent]
-    assert bodies == [
-        {"query": "q", "top_k": 10, "group_by_document": True},
-        {"query": "q", "top_k": 3, "group_by_document": False, "filter": {"source": {"eq": "a"}}},
-    ]
-    assert {(r.method, r.url.path, r.headers["content-type"]) for r in sent} == {
-        ("POST", "/v1/search", "application/json")
-    }
+def test_a_refused_search_exits_1_with_its_error(cli: Cli) -> None:
+    refused = cli("search", "river", "--top-k", "100000")
+    assert refused.exit_code == 1
+    assert "error (invalid_request): top_k" in refused.output
+    bad = cli("search", "river", "--filter", "{source")
+    assert bad.exit_code == 1
+    assert "--filter: not JSON" in bad.output
+    invalid = cli("search", "river", "--filter", '{"color": {"eq": "red"}}')
+    assert invalid.exit_code == 1
+    assert "error (invalid_filter)" in invalid.output
+
+
+def test_matches_are_bold_on_a_terminal_and_bracketed_elsewhere() -> None:
+    snippet = "Fish &amp; <em>chips</em> by the <em>sea</em>…"
+    on, off = MARK_TTY
+    assert marked(snippet, tty=True) == f"Fish & {on}chips{off} by the {on}sea{off}…"
+    assert marked(snippet, tty=False) == "Fish & [chips] by the [sea]…"
+    response = SearchResponse.model_validate(
+        {
+            "query": "chips",
+            "mode": "hybrid",
+            "method": "rrf",
+            "top_k": 1,
+            "total": 2,
+            "total_relation": "gte",
+            "degraded": ["dense"],
+            "next_cursor": "c1",
+            "hits": [
+                {
+                    "chunk_id": "c",
+                    "document_id": "d",
+                    "external_id": "menu",
+                    "title": "Menu",
+                    "text": "Fish & chips by the sea",
+                    "snippet": snippet,
+                    "score": 0.5,
+                }
+            ],
+        }
+    )
+    lines = search_lines(response, tty=True)
+    assert lines[0] == "at least 2 results for 'chips' (hybrid, 0 ms); degraded: dense"
+    assert lines[2] == f"1. {on}Menu{off}  (menu, score 0.5)"
+    assert lines[3] == f"   Fish & {on}chips{off} by the {on}sea{off}…"
+    assert lines[-1] == "next page: --cursor c1"

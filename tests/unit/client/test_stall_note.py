@@ -6,12 +6,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from hsearch.client.http import Job
 from hsearch.client.upload import _encoding, _stall_note
+from hsearch_client import Job
 
 
 def job(status: str, encoding: dict[str, Any] | None = None) -> Job:
-    return Job.from_json(
+    return Job.model_validate(
         {
             "id": str(uuid.uuid4()),
             "status": status,

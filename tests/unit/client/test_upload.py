@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from hsearch.client.http import ApiClient, ApiError
 from hsearch.client.state import UploadState
 from hsearch.client.upload import IngestOptions, IngestReport, Uploader
+from hsearch_client import ApiError, Client, Retry
 from tests.unit.client.clock import Clock
 from tests.unit.client.documents import write_jsonl
 
@@ -134,12 +134,12 @@ def uploader(
     wait: bool = True,
     retry_for_s: float = 120,
     handler: Callable[[httpx.Request], httpx.Response] | None = None,
-) -> tuple[Uploader, ApiClient, list[str]]:
+) -> tuple[Uploader, Client, list[str]]:
     said: list[str] = []
-    client = ApiClient(
+    client = Client(
         URL,
         api_key="k",
-        retry_for_s=retry_for_s,
+        retry=Retry(retry_for_s=retry_for_s),
         on_retry=said.append,
         transport=httpx.MockTransport(handler or api.handler),
         sleep=api.clock.sleep,

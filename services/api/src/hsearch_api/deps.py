@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, cast
@@ -42,7 +42,7 @@ from hsearch.tenancy.sessions import (
 from hsearch.tenancy.tokens import SearchToken
 from hsearch.types import CredentialRole, Scope
 from hsearch.vectorstore.filters import FilterNode
-from hsearch_api.limits import get_api_limits
+from hsearch_api.limits import ApiLimits, get_api_limits
 from hsearch_api.schemas.ndjson import NDJSON_MEDIA_TYPES
 
 # Dependencies that only read the app's state are coroutines: FastAPI runs a plain
@@ -135,11 +135,7 @@ async def get_principal(
     Raises AuthenticationError (401) for a missing, unknown, expired or revoked key."""
     if credentials is None:
         raise AuthenticationError("no API key: send Authorization: Bearer <key>")
-    key = credentials.credentials
-    principal = tenancy.cached(key)
-    if principal is None:
-        principal = await anyio.to_thread.run_sync(tenancy.authenticate, key)
-    return principal
+    return await authenticate(tenancy, credentials.credentials)
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -179,42 +175,81 @@ async def get_tenant(
     tenancy: TenancyDep,
     named_tenant: _NamedTenant = None,
 ) -> str:
-    """The tenant of the request, from its credential only (never from a body): a
-    tenant key's own tenant, if it holds one of the scopes the route accepts (any of
-    ``security_scopes``) and its tenant is active; for an operator credential, the
-    tenant it names, once the request is in the audit log. A scoped search token is
-    accepted only by routes listing :data:`TOKEN_SCOPE` (search, document reads); its
-    restriction is left on the request for :func:`caller` (403 elsewhere). Then the
-    request is counted against the key's rate limit (429 ``rate_limited`` past it).
+    """The tenant of the request, from its credential only (never from a body), as
+    :func:`admit` decides it for the route's scopes (any of ``security_scopes``); a
+    scoped search token's restriction is left on the request for :func:`caller`.
 
     Tests that run the app as a given tenant override this dependency."""
-    accepted = [Scope(s) for s in security_scopes.scopes if s != TOKEN_SCOPE]
+    tenant, token = await admit(
+        principal,
+        scopes=security_scopes.scopes,
+        tenancy=tenancy,
+        limits=get_api_limits(request),
+        named_tenant=named_tenant,
+        action=f"{request.method} {request.url.path}",
+    )
+    if token is not None:
+        # In the request's own scope: request.state is the lifespan's, shared by requests.
+        request.scope[_TOKEN_KEY] = token
+    return tenant
+
+
+async def admit(
+    principal: Principal,
+    *,
+    scopes: Sequence[str],
+    tenancy: TenancyService,
+    limits: ApiLimits,
+    named_tenant: str | None,
+    action: str,
+) -> tuple[str, SearchToken | None]:
+    """Let ``principal`` do what needs one of ``scopes``: the tenant it acts for, and its
+    scoped search token if it is one. A tenant key's own tenant, if it holds one of the
+    scopes and its tenant is active; for an operator credential, the tenant it names,
+    once ``action`` is in the audit log. A scoped search token is accepted only where
+    ``scopes`` list :data:`TOKEN_SCOPE` (search, document reads). Then the request is
+    counted against the key's rate limit (429 ``rate_limited`` past it). The one
+    admission of ``/v1`` and of the MCP tools (``hsearch_api.mcp``)."""
+    accepted = [Scope(s) for s in scopes if s != TOKEN_SCOPE]
+    token: SearchToken | None = None
     if principal.role is CredentialRole.OPERATOR:
-        action = f"{request.method} {request.url.path}"
         act = partial(tenancy.act_for, principal, named_tenant=named_tenant, action=action)
         tenant = await anyio.to_thread.run_sync(act)
     else:
         if principal.token is not None:
-            if TOKEN_SCOPE not in security_scopes.scopes:
+            if TOKEN_SCOPE not in scopes:
                 raise InsufficientScopeError(
                     NOT_FOR_SEARCH_TOKENS, required=[s.value for s in accepted]
                 )
-            # In the request's own scope: request.state is the lifespan's, shared by
-            # requests.
-            request.scope[_TOKEN_KEY] = principal.token
+            token = principal.token
         tenant = tenancy.authorize(principal, accepted=accepted, named_tenant=named_tenant)
     # Counted once the credential is let in: a refused one costs its key nothing.
     scope = charged_scope(accepted, principal.scopes)
-    await get_api_limits(request).rates.hit(scope=scope, key_prefix=principal.prefix)
-    return tenant
+    await limits.rates.hit(scope=scope, key_prefix=principal.prefix)
+    return tenant, token
+
+
+async def authenticate(tenancy: TenancyService, key: str) -> Principal:
+    """Who ``key`` speaks for: from the process's cache of verified keys with no I/O
+    (the usual case), else checked against the database in a worker thread. Raises
+    AuthenticationError (401) for an unknown, expired or revoked key."""
+    principal = tenancy.cached(key)
+    if principal is None:
+        principal = await anyio.to_thread.run_sync(tenancy.authenticate, key)
+    return principal
+
+
+def caller_of(tenant: str, token: SearchToken | None) -> Caller:
+    """The :class:`Caller` of a tenant, restricted by its scoped search token if any."""
+    if token is None:
+        return Caller(tenant)
+    return Caller(tenant, restriction=token.filter, max_top_k=token.limits.max_top_k)
 
 
 def caller(request: Request, tenant: str) -> Caller:
     """The :class:`Caller` of a route that accepts tokens, once :func:`get_tenant` ran."""
     token: SearchToken | None = request.scope.get(_TOKEN_KEY)
-    if token is None:
-        return Caller(tenant)
-    return Caller(tenant, restriction=token.filter, max_top_k=token.limits.max_top_k)
+    return caller_of(tenant, token)
 
 
 async def get_search_caller(

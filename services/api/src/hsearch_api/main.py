@@ -14,6 +14,7 @@ from hsearch_api.cors import CorsMiddleware
 from hsearch_api.errors import install_error_handlers
 from hsearch_api.lifespan import make_lifespan
 from hsearch_api.limits import ApiLimits, BodySizeLimit, with_limits
+from hsearch_api.mcp.local import local_server
 from hsearch_api.observability import RequestObserver
 from hsearch_api.params import refuse_unknown_query_parameters
 from hsearch_api.routers import (
@@ -23,12 +24,15 @@ from hsearch_api.routers import (
     documents,
     health,
     keys,
+    mcp,
     metrics,
     pages,
     search,
     stats,
     synonyms,
 )
+from hsearch_api.schemas.answers import answer_request_model
+from hsearch_api.schemas.search import search_request_model
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -53,11 +57,16 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     lifespan = make_lifespan(
         settings, migrate=settings.api.migrate_on_start, services=services, legs=legs
     )
+    # The MCP tools take the request models this app serves, with its limits.
+    mcp_server = local_server(
+        search_request=search_request_model(settings.search, legs),
+        answer_request=answer_request_model(legs),
+    )
     app = FastAPI(
         title="hsearch",
         version=__version__,
         description="Hybrid dense + sparse search on Milvus.",
-        lifespan=with_limits(lifespan, limits),
+        lifespan=with_limits(mcp.with_mcp(lifespan, mcp_server), limits),
         dependencies=[Depends(refuse_unknown_query_parameters)],
         # Served by routers/docs.py with their assets: the defaults load them from a CDN.
         docs_url=None,
@@ -90,4 +99,5 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(metrics.router)
     app.include_router(stats.router)
     app.include_router(pages.create_router(settings.search, settings.ops, legs=legs))
+    app.include_router(mcp.create_router(mcp_server))
     return app

@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from hsearch.client.files import FILE_FORMATS, ReadFailure, SourceDocument, read_documents
-from hsearch.client.http import ApiClient, ApiError, Job, JobEncoding
 from hsearch.client.progress import Progress
 from hsearch.client.state import UploadState
-from hsearch.types import JobStatus
+from hsearch_client import ApiError, Client, Job, JobStatus
+from hsearch_client.models import Encoding
 
 __all__ = ["Failure", "IngestOptions", "IngestReport", "Uploader"]
 
@@ -202,7 +202,7 @@ class Uploader:
 
     def __init__(
         self,
-        client: ApiClient,
+        client: Client,
         *,
         state_dir: Path,
         api_key: str | None,
@@ -311,7 +311,7 @@ class Uploader:
         (``unconfirmed``); once the answer is read, it waits until both records agree."""
         recorded = False
         try:
-            accepted = self._client.upload(b"".join(p.line for p in batch))
+            accepted = self._client.upload_ndjson(b"".join(p.line for p in batch))
             with _interrupts_deferred():
                 self._accepted(batch, accepted.job_id)
                 recorded = True
@@ -413,7 +413,9 @@ class Uploader:
             return {job_id: self._read_job(job_id) for job_id in job_ids}
         found: dict[uuid.UUID, Job | None] = {}
         for status in UNFINISHED:
-            found |= {job.id: job for job in self._client.jobs(status=status) if job.id in job_ids}
+            found |= {
+                job.id: job for job in self._client.list_jobs(status=status) if job.id in job_ids
+            }
         for job_id in job_ids - found.keys():
             found[job_id] = self._read_job(job_id)
         return found
@@ -423,7 +425,7 @@ class Uploader:
             self.report.failures.append(Failure(error.external_id, "failed", error.error))
         self.report.unlisted_failures += max(0, job.failed - len(job.errors))
         left = (job.total or 0) - job.processed  # never reached by a worker
-        if job.status is JobStatus.CANCELLED:
+        if job.status == JobStatus.CANCELLED:
             self.report.cancelled += left
         elif left:
             self.report.unlisted_failures += left
@@ -432,7 +434,7 @@ class Uploader:
 
     def _read_job(self, job_id: uuid.UUID) -> Job | None:
         try:
-            return self._client.job(job_id)
+            return self._client.get_job(job_id)
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -489,12 +491,12 @@ def _ndjson_line(document: dict[str, Any]) -> bytes:
     return (text + "\n").encode()
 
 
-def _encoding(jobs: list[Job]) -> JobEncoding | None:
+def _encoding(jobs: list[Job]) -> Encoding | None:
     """The large document a worker reports encoding for one of ``jobs``, if any."""
     return next((job.encoding for job in jobs if job.encoding is not None), None)
 
 
-def _stall_note(stalled_s: float, encoding: JobEncoding | None, jobs: list[Job | None]) -> str:
+def _stall_note(stalled_s: float, encoding: Encoding | None, jobs: list[Job | None]) -> str:
     """What the command says when no document has finished for ``stalled_s``: what
     the worker is doing, when it reports it (a document of thousands of chunks takes
     minutes), else whether a worker has the jobs at all."""
@@ -505,6 +507,6 @@ def _stall_note(stalled_s: float, encoding: JobEncoding | None, jobs: list[Job |
             f"{head}: the worker is encoding document {encoding.document!r}: "
             f"{encoding.done:,}/{encoding.total:,} chunks {waiting}"
         )
-    if any(job is not None and job.status is JobStatus.RUNNING for job in jobs):
+    if any(job is not None and job.status == JobStatus.RUNNING for job in jobs):
         return f"{head}: a worker is running the job {waiting}"
     return f"{head}: is an ingest worker running? {waiting}"

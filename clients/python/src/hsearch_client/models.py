@@ -1,0 +1,481 @@
+"""The API's answers as typed values: search, answers and their stream, documents, jobs.
+
+Each model mirrors a response schema of the API's OpenAPI document (``HitRead`` is
+:class:`Hit` here, ``JobRead`` :class:`Job`); the repository's tests compare their
+fields. Fields the API may add within ``/v1`` are kept (``extra="allow"``) and come back
+in :meth:`ApiModel.to_json`, so a newer server's answer still reads; a value of a closed
+vocabulary (a job's ``status``, a leg's name) is a plain ``str``, as the API may add
+values too (the known ones are the ``StrEnum`` classes below).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Answer",
+    "AnswerEvent",
+    "AnswerLeg",
+    "AnswerTimings",
+    "AnswerTokens",
+    "ApiModel",
+    "Citation",
+    "CitationEvent",
+    "ContextPassage",
+    "DeltaEvent",
+    "Document",
+    "DocumentDeleted",
+    "DocumentInput",
+    "DocumentPage",
+    "DoneEvent",
+    "Encoding",
+    "ErrorEvent",
+    "Explanation",
+    "Facet",
+    "FacetBasis",
+    "FacetBucket",
+    "Hit",
+    "Job",
+    "JobAccepted",
+    "JobItemError",
+    "JobPage",
+    "JobStatus",
+    "LegReport",
+    "LegScore",
+    "RetrievalEvent",
+    "SearchMode",
+    "SearchResponse",
+    "Sentence",
+    "SortClause",
+    "SortInfo",
+    "Support",
+    "TermMatch",
+    "Timings",
+    "Webhook",
+]
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINISHED_STATUSES = frozenset(
+    {JobStatus.SUCCEEDED, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED}
+)
+"""A job in one of these has ended and changes no more."""
+
+
+class SearchMode(StrEnum):
+    HYBRID = "hybrid"
+    SEMANTIC = "semantic"
+    KEYWORD = "keyword"
+
+
+class ApiModel(BaseModel):
+    """A body the API sent: unknown fields kept, names as the API spells them."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The body as JSON values, named as the API names them (``from``, not
+        ``from_``), with any field this version does not know."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# Search.
+
+
+class LegScore(ApiModel):
+    rank: int | None = None
+    """1-based rank in the leg; ``None``: not returned by it."""
+    score: float | None = None
+
+
+class TermMatch(ApiModel):
+    query: str
+    matched: str
+    kind: str
+    """``typo``, ``prefix`` or ``synonym``."""
+    typos: int = 0
+
+
+class Explanation(ApiModel):
+    method: str
+    fused_score: float
+    legs: dict[str, LegScore] = Field(default_factory=dict)
+    dense_rank: int | None = None
+    sparse_rank: int | None = None
+    dense_score: float | None = None
+    sparse_score: float | None = None
+    rerank_score: float | None = None
+    matches: list[TermMatch] = Field(default_factory=list)
+
+
+class Hit(ApiModel):
+    chunk_id: str
+    document_id: str
+    external_id: str
+    title: str = ""
+    text: str = ""
+    char_start: int | None = None
+    char_end: int | None = None
+    snippet: str | None = None
+    """The text around the query's terms, each in ``<em>…</em>`` (with ``highlight``)."""
+    score: float
+    matching_chunks: int = 1
+    source: str = ""
+    lang: str = ""
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    explanation: Explanation | None = None
+
+
+class LegReport(ApiModel):
+    leg: str
+    status: str
+    """``ok``, ``timeout``, ``error`` or ``skipped``."""
+    took_ms: float = 0.0
+    candidates: int = 0
+    error: str | None = None
+
+
+class FacetBucket(ApiModel):
+    value: str | int | float | bool
+    count: int
+    from_: float | None = Field(default=None, alias="from")
+    to: float | None = None
+
+
+class Facet(ApiModel):
+    field: str
+    buckets: list[FacetBucket] = Field(default_factory=list)
+    missing: int = 0
+    other: int = 0
+
+
+class FacetBasis(ApiModel):
+    unit: str
+    scope: str
+    exact: bool
+
+
+class SortClause(ApiModel):
+    field: str
+    order: str
+
+
+class SortInfo(ApiModel):
+    by: list[SortClause]
+    basis: str
+    window: int
+
+
+class Timings(ApiModel):
+    plan_ms: float = 0.0
+    cache_ms: float = 0.0
+    encode_ms: float = 0.0
+    statistics_ms: float = 0.0
+    retrieval_ms: float = 0.0
+    fusion_ms: float = 0.0
+    facets_ms: float = 0.0
+    rerank_ms: float = 0.0
+    hydrate_ms: float = 0.0
+
+
+class SearchResponse(ApiModel):
+    """One page of a search (``POST /v1/search``)."""
+
+    query: str
+    mode: str
+    method: str
+    offset: int = 0
+    top_k: int
+    total: int
+    total_exact: bool = True
+    total_relation: str = "eq"
+    """``eq``: ``total`` is the count; ``gte``: a lower bound."""
+    total_basis: str = "matches"
+    window: int = 0
+    total_candidates: int = 0
+    """Deprecated by the API: the same as ``window``."""
+    degraded: list[str] = Field(default_factory=list)
+    legs: list[LegReport] = Field(default_factory=list)
+    took_ms: float = 0.0
+    rerank_ms: float | None = None
+    timings: Timings = Field(default_factory=Timings)
+    cached: bool = False
+    next_cursor: str | None = None
+    """Send it as ``cursor`` with the same search for the next page."""
+    weights: dict[str, float] = Field(default_factory=dict)
+    applied_weights: dict[str, float] = Field(default_factory=dict)
+    expansions: list[TermMatch] = Field(default_factory=list)
+    hits: list[Hit]
+    facets: list[Facet] = Field(default_factory=list)
+    facet_basis: FacetBasis | None = None
+    sort: SortInfo | None = None
+
+
+# Answers.
+
+
+class Support(ApiModel):
+    passage: int
+    score: float
+
+
+class Sentence(ApiModel):
+    index: int
+    text: str
+    start: int
+    end: int
+    citations: list[int] = Field(default_factory=list)
+    supported: bool
+    support: list[Support] = Field(default_factory=list)
+
+
+class Citation(ApiModel):
+    number: int
+    """The marker ``[number]`` in the answer."""
+    chunk_id: str
+    document_id: str
+    external_id: str
+    title: str = ""
+    quote: str
+    """The passage's sentence that supports the citing sentence."""
+    char_start: int | None = None
+    char_end: int | None = None
+
+
+class ContextPassage(ApiModel):
+    number: int
+    chunk_id: str
+    document_id: str
+    external_id: str
+    title: str = ""
+    text: str
+    score: float
+    rank: int
+    char_start: int | None = None
+    char_end: int | None = None
+    truncated: bool = False
+
+
+class AnswerLeg(ApiModel):
+    leg: str
+    status: str
+    took_ms: float = 0.0
+    candidates: int = 0
+    error: str | None = None
+
+
+class AnswerTimings(ApiModel):
+    retrieval_ms: float = 0.0
+    packing_ms: float = 0.0
+    first_token_ms: float | None = None
+    generation_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class AnswerTokens(ApiModel):
+    prompt: int | None = None
+    completion: int | None = None
+    context: int = 0
+    calls: int = 0
+
+
+class Answer(ApiModel):
+    """An answer (``POST /v1/answer``): ``answer`` is ``None`` when none could be written
+    (``degraded`` says why), and the passages found are there either way."""
+
+    query: str
+    standalone_query: str
+    answer: str | None
+    sentences: list[Sentence] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
+    unsupported_sentences: int = 0
+    passages: list[ContextPassage] = Field(default_factory=list)
+    legs: list[AnswerLeg] = Field(default_factory=list)
+    degraded: list[str] = Field(default_factory=list)
+    model: str | None = None
+    prompt_version: str | None = None
+    timings: AnswerTimings = Field(default_factory=AnswerTimings)
+    tokens: AnswerTokens = Field(default_factory=AnswerTokens)
+    cached: bool = False
+
+
+class RetrievalEvent(ApiModel):
+    """The stream's first event: the passages the answer is written from."""
+
+    event: Literal["retrieval"] = "retrieval"
+    standalone_query: str
+    passages: list[ContextPassage] = Field(default_factory=list)
+
+
+class DeltaEvent(ApiModel):
+    """More of the answer's text, as the model writes it."""
+
+    event: Literal["delta"] = "delta"
+    text: str
+
+
+class CitationEvent(ApiModel):
+    """A sentence of the answer checked against the passages, with its citations."""
+
+    event: Literal["citation"] = "citation"
+    sentence: Sentence
+    citations: list[Citation] = Field(default_factory=list)
+
+
+class ErrorEvent(ApiModel):
+    """The model broke off (``error`` is a stable code); ``done`` still follows."""
+
+    event: Literal["error"] = "error"
+    error: str
+    detail: str = ""
+
+
+class DoneEvent(ApiModel):
+    """The last event: the whole answer, as without streaming."""
+
+    event: Literal["done"] = "done"
+    answer: Answer
+
+
+AnswerEvent = RetrievalEvent | DeltaEvent | CitationEvent | ErrorEvent | DoneEvent
+"""One event of an answer's stream; ``event`` names which."""
+
+
+# Documents and jobs.
+
+
+class DocumentInput(ApiModel):
+    """A document to submit (``DocumentCreate`` in the API)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    external_id: str
+    text: str
+    title: str = ""
+    source: str = ""
+    lang: str = ""
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Document(ApiModel):
+    external_id: str
+    status: str
+    """``indexed``, or ``pending`` when only an unfinished job holds it."""
+    title: str = ""
+    source: str = ""
+    lang: str = ""
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    chunk_count: int = 0
+    pending_jobs: list[uuid.UUID] = Field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    text: str | None = None
+    """The full text as submitted: only when asked for (``include_text``)."""
+
+
+class DocumentPage(ApiModel):
+    documents: list[Document]
+    next_cursor: str | None = None
+
+
+class DocumentDeleted(ApiModel):
+    external_id: str
+    deleted_chunks: int
+    superseded_jobs: list[uuid.UUID] = Field(default_factory=list)
+
+
+class JobItemError(ApiModel):
+    ordinal: int = 0
+    external_id: str
+    error: str
+
+
+class Webhook(ApiModel):
+    url: str
+    attempts: int = 0
+    delivered_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    error: str | None = None
+
+
+class Encoding(ApiModel):
+    """A large document a worker is encoding for the job, and how far it has got."""
+
+    document: str
+    done: int
+    total: int
+    updated_at: datetime | None = None
+
+
+class Job(ApiModel):
+    id: uuid.UUID
+    kind: str = "ingest"
+    """``ingest`` or ``delete``."""
+    status: str
+    """A :class:`JobStatus` value."""
+    total: int | None = None
+    """``None`` for a delete job not started yet (its documents are selected then)."""
+    indexed: int = 0
+    skipped: int = 0
+    failed: int = 0
+    deleted: int = 0
+    error: str | None = None
+    attempts: int = 0
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    searchable_at: datetime | None = None
+    errors: list[JobItemError] = Field(default_factory=list)
+    """The first failed documents (up to 100; none in a list of jobs)."""
+    webhook: Webhook | None = None
+    request_id: str | None = None
+    encoding: Encoding | None = None
+    processed: int = 0
+    """Documents the job is done with, whatever became of them (counted from the others
+    when a server does not send it)."""
+
+    @model_validator(mode="after")
+    def _count_processed(self) -> Job:
+        if "processed" not in self.model_fields_set:
+            self.processed = self.indexed + self.skipped + self.failed + self.deleted
+        return self
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def failed_ids(self) -> frozenset[str] | None:
+        """The external ids of its failed documents, or ``None`` when the API listed
+        only some of them."""
+        if len(self.errors) < self.failed:
+            return None
+        return frozenset(e.external_id for e in self.errors)
+
+
+class JobAccepted(ApiModel):
+    job_id: uuid.UUID
+    status: str = JobStatus.QUEUED.value
+    total: int | None = None
+    status_url: str = ""
+
+
+class JobPage(ApiModel):
+    jobs: list[Job]
+    next_cursor: str | None = None

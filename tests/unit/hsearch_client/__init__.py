@@ -1,0 +1,1 @@
+"""The hsearch-client package (clients/python): against the live API, and alone."""
