@@ -215,6 +215,7 @@ async def run_queries(
         for n, qid in enumerate(query_ids, 1):
             qrels = dataset.qrels[qid]
             legs: dict[str, list[list[Any]]] = {}
+            failed = False
             for mode in modes:
                 run = runs[mode]
                 t0 = time.perf_counter()
@@ -230,6 +231,7 @@ async def run_queries(
                         )
                     )
                 except HsearchError as exc:
+                    failed = True
                     run.errors += 1
                     run.per_query.append(evaluate_ranking([], qrels))
                     if run.errors <= MAX_LOGGED_FAILURES:
@@ -244,7 +246,9 @@ async def run_queries(
                 run.per_query.append(evaluate_ranking([h.external_id for h in result.hits], qrels))
                 if mode in SINGLE_LEG_MODES:
                     legs[SINGLE_LEG_MODES[mode]] = leg_candidates(result)
-            if save_legs is not None:
+            # A failed search has no candidates to replay: recorded, it would replay as
+            # a miss of every design (the run's failed_searches says how many there were).
+            if save_legs is not None and not failed:
                 record = leg_record(
                     dataset,
                     qid,

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
+import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from bench.datasets import Dataset
 from bench.relevance import _parse_args
+from bench.runner import run_queries
+
+from hsearch.config import Settings
+from hsearch.errors import SearchUnavailableError
 
 
 def test_save_legs_needs_both_single_leg_modes(
@@ -19,3 +29,43 @@ def test_save_legs_needs_both_single_leg_modes(
     args = _parse_args(["--all", "--modes", "semantic,keyword", "--save-legs", legs])
     assert args.modes == ("semantic", "keyword")
     assert args.save_legs == tmp_path / "legs.jsonl"
+
+
+def test_a_failed_search_records_no_legs(tmp_path: Path) -> None:
+    """A query whose search failed is left out of --save-legs (replayed, its empty legs
+    would score as a miss of every design) and counted as an error of its mode."""
+
+    class Store:
+        async def aclose(self) -> None:
+            return None
+
+    class Search:
+        async def search(self, query: Any) -> Any:
+            if query.query == "broken":
+                raise SearchUnavailableError("every search leg failed")
+            return SimpleNamespace(hits=[], degraded=(), method="rrf")
+
+    dataset = Dataset(
+        name="set",
+        corpus=[],
+        queries={"q1": "fine", "q2": "broken"},
+        qrels={"q1": {"d1": 1.0}, "q2": {"d1": 1.0}},
+    )
+    resources = SimpleNamespace(
+        search=Search(),
+        store=Store(),
+        settings=Settings(_env_file=None),
+        embedder=SimpleNamespace(info=SimpleNamespace(dense_scripts=None)),
+    )
+    out = io.StringIO()
+    runs = asyncio.run(
+        run_queries(
+            resources,  # type: ignore[arg-type]
+            dataset,
+            ["q1", "q2"],
+            ["semantic", "keyword"],
+            save_legs=out,
+        )
+    )
+    assert [json.loads(line)["query_id"] for line in out.getvalue().splitlines()] == ["q1"]
+    assert runs["semantic"].errors == runs["keyword"].errors == 1
