@@ -368,6 +368,47 @@ def with_intervals(
     ]
 
 
+@dataclass(frozen=True)
+class DefaultRow:
+    """One set under the recording encoder's current default (the service's fusion)."""
+
+    dataset: str
+    design: str
+    hybrid: float
+    legs: Legs
+    interval: tuple[float, float]
+
+    @property
+    def margin(self) -> float:
+        return self.hybrid - self.legs.best
+
+
+def current_default(
+    queries: Sequence[QueryLegs], table: Table, settings: SearchSettings
+) -> list[DefaultRow]:
+    """Per set: the default the service runs today (no override, as a search that names
+    no fusion), its nDCG@10, margin over the better leg and the margin's interval."""
+    replay = Replay(settings=settings)
+    by_set: dict[str, list[QueryLegs]] = {}
+    for q in queries:
+        by_set.setdefault(q.dataset, []).append(q)
+    rows = []
+    for name, items in by_set.items():
+        leg_mode = "semantic" if table.legs[name].best_leg == "dense" else "keyword"
+        hybrid = [evaluate_ranking(replay.rank(q, "hybrid"), q.qrels)["ndcg@10"] for q in items]
+        best = [evaluate_ranking(replay.rank(q, leg_mode), q.qrels)["ndcg@10"] for q in items]
+        rows.append(
+            DefaultRow(
+                name,
+                replay.resolved(items[0]).describe(),
+                math.fsum(hybrid) / len(hybrid),
+                table.legs[name],
+                bootstrap_interval([h - b for h, b in zip(hybrid, best, strict=True)]),
+            )
+        )
+    return rows
+
+
 # -- output -----------------------------------------------------------------------------
 
 
@@ -467,9 +508,35 @@ NOTABLE = (
 default, weighted and unweighted RRF, min-max at equal weights, BGE-M3's rule."""
 
 
-def render_markdown(table: Table, folds: Sequence[Fold], chosen: Choice, out: TextIO) -> None:
+def render_markdown(
+    table: Table,
+    folds: Sequence[Fold],
+    chosen: Choice,
+    out: TextIO,
+    defaults: Sequence[DefaultRow] = (),
+) -> None:
     """The tables of docs/fusion.md."""
     names = list(table.legs)
+    if defaults:
+        print(
+            f"The default today (`{defaults[0].design}`) on each set:\n\n"
+            "| set | queries | dense | sparse | default | margin | 95% interval | pass |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | :---: | :---: |",
+            file=out,
+        )
+        for row in defaults:
+            leg = {"dense": row.legs.dense, "sparse": row.legs.sparse}
+            cells = " | ".join(
+                f"**{v:.4f}**" if n == row.legs.best_leg else f"{v:.4f}" for n, v in leg.items()
+            )
+            low, high = row.interval
+            print(
+                f"| {row.dataset} | {row.legs.queries} | {cells} | {row.hybrid:.4f} | "
+                f"{row.margin:+.5f} | [{low:+.4f}, {high:+.4f}] | "
+                f"{'✓' if row.margin >= -TOLERANCE else '✗'} |",
+                file=out,
+            )
+        print(file=out)
     print(
         "| left out | queries | chosen on the other sets | hybrid | dense | sparse | margin "
         "| 95% interval | pass |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | :---: | :---: |",
@@ -560,7 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report(table, folds, chosen), ensure_ascii=False))
     elif args.markdown:
-        render_markdown(table, folds, chosen, sys.stdout)
+        render_markdown(table, folds, chosen, sys.stdout, current_default(queries, table, settings))
     else:
         render(table, folds, chosen, sys.stdout, args.top)
     return 0

@@ -14,6 +14,7 @@ from bench.fusion_lodo import (
     Legs,
     Table,
     bootstrap_interval,
+    current_default,
     default_grid,
     leave_one_out,
     main,
@@ -304,3 +305,21 @@ def test_main_reports_an_interval_per_left_out_set(
         low, high = fold["margin_interval"]
         assert low <= fold["margin"] <= high
     assert "95% interval" in run_main([str(path), "--markdown"], capsys)
+
+
+def test_the_current_default_is_reported_per_set_with_its_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=2)
+    queries = list(read_legs(path))
+    table = measure(queries, DESIGNS, SearchSettings())
+    rows = current_default(queries, table, SearchSettings())
+    replay = evaluate(queries, Replay(settings=SearchSettings()))
+    assert [r.dataset for r in rows] == ["d1", "s1"]
+    for row, result in zip(rows, replay, strict=True):
+        assert row.hybrid == result["modes"]["hybrid"]["ndcg@10"]
+        assert row.design == result["fusion_setting"]
+        assert row.interval[0] <= row.margin <= row.interval[1]
+    markdown = run_main([str(path), "--markdown"], capsys)
+    assert f"The default today (`{rows[0].design}`)" in markdown
+    assert "| d1 | 2 |" in markdown
