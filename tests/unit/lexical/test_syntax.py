@@ -16,13 +16,33 @@ def test_plain_words_are_left_as_they_are() -> None:
     assert parsed.words == ("hypersonic", "boundary", "layer")
 
 
-def test_a_phrase_is_required_and_searched() -> None:
-    parsed = parse_query('"flat plate" heat')
-    assert parsed.text == "flat plate heat"
+def test_a_phrase_alone_is_required_and_searched() -> None:
+    parsed = parse_query('"flat plate"')
+    assert parsed.text == "flat plate"
     assert parsed.required == ((Clause("flat plate", phrase=True),),)
     assert parsed.admits("heat on a Flat Plates edge")  # stems, case
     assert not parsed.admits("the plate was flat")
     assert not parsed.admits("flat, but a plate")
+
+
+def test_a_phrase_beside_plain_words_is_searched_not_required() -> None:
+    """As simple_query_string's OR operator reads it: a hit may match the plain words
+    instead; a long question that quotes a few words keeps every candidate."""
+    parsed = parse_query('"flat plate" heat')
+    assert parsed.text == "flat plate heat"
+    assert parsed.required == ()
+    assert not parsed.constrained
+    assert parsed.admits("heat transfer in the wake")
+    question = parse_query('the role of a "linguistic filter" for incorrect queries')
+    assert not question.constrained
+    assert question.text == "the role of a linguistic filter for incorrect queries"
+
+
+def test_a_phrase_beside_plain_words_still_honours_exclusions() -> None:
+    parsed = parse_query('"flat plate" heat -turbulent')
+    assert parsed.required == ()
+    assert not parsed.admits("turbulent heat on a flat plate")
+    assert parsed.admits("heat on a curved plate")
 
 
 def test_punctuation_between_the_words_of_a_phrase_does_not_break_it() -> None:

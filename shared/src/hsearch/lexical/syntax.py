@@ -4,9 +4,13 @@ Elasticsearch's ``simple_query_string`` is the yardstick, with its default opera
 (OR): plain words are optional and ranked by the legs as before; the syntax adds
 conditions a hit must meet.
 
-* ``"flat plate"``: a **phrase**. A hit must hold its words adjacent and in order (as the
-  analyzer reads words: ``"flat plates"`` matches *flat plate*, a stop word inside a
-  phrase stands for any one word). Its words are searched as well.
+* ``"flat plate"``: a **phrase**. In a query of phrases (and exclusions), a hit must hold
+  its words adjacent and in order (as the analyzer reads words: ``"flat plates"``
+  matches *flat plate*, a stop word inside a phrase stands for any one word). Beside
+  plain words (``"flat plate" heat transfer``) a phrase is not a condition: a hit may
+  match the plain words instead, as with the OR operator; its words are searched as
+  any others. A long question that quotes a few words (``the role of a "linguistic
+  filter" in ...``) thus keeps every candidate that answers it.
 * ``-turbulent``, ``-"boundary layer"``: **excluded**. No hit holds the word (any of its
   forms) or the phrase. The word is not searched: the dense leg never sees it either.
 * ``a | b``: **either**. Alternatives joined by ``|`` form one condition met by any of
@@ -191,7 +195,11 @@ def parse_query(query: str) -> ParsedQuery:
         # Nothing left to rank by: the query is read as plain words.
         plain = " ".join(p.clause.text for p in parts if p is not None) or query
         return ParsedQuery(raw=query, text=plain, words=_words([Clause(plain)]))
-    required = tuple(tuple(group) for group in kept if any(c.phrase for c in group))
+    # As simple_query_string's OR reads them: beside a plain word (a clause a hit may
+    # match instead), a phrase is one more way to match, not a condition; its words are
+    # searched as any others. Only a query of phrases (and exclusions) requires them.
+    free = any(not any(c.phrase for c in group) for group in kept)
+    required = () if free else tuple(tuple(group) for group in kept)
     text = " ".join(c.text for c in positive)
     return ParsedQuery(
         raw=query,
