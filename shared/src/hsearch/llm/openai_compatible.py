@@ -142,10 +142,23 @@ class OpenAICompatibleLLM:
                     yield str(delta)
 
     async def ping(self, *, timeout_s: float) -> None:
-        try:
-            await self._client.models.list(timeout=timeout_s)
-        except openai.OpenAIError as exc:
-            raise ModelError(f"the model's endpoint does not answer: {_describe(exc)}") from exc
+        """Whether the endpoint answers (readiness). A connection that breaks is tried
+        once more: after the server restarted, the pool may hand out a kept-alive
+        connection the old server closed, and the next one is new. A timeout is not
+        tried again (the probe's time is spent)."""
+        for attempt in (1, 2):
+            try:
+                await self._client.models.list(timeout=timeout_s)
+            except openai.APITimeoutError as exc:
+                raise ModelError(f"the model's endpoint does not answer: {_describe(exc)}") from exc
+            except openai.APIConnectionError as exc:
+                if attempt == 2:
+                    msg = f"the model's endpoint does not answer: {_describe(exc)}"
+                    raise ModelError(msg) from exc
+            except openai.OpenAIError as exc:
+                raise ModelError(f"the model's endpoint does not answer: {_describe(exc)}") from exc
+            else:
+                return
 
     async def aclose(self) -> None:
         await self._client.close()
