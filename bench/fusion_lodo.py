@@ -216,13 +216,7 @@ def _measure_group(
     memo: dict[tuple[Any, ...], list[str]] = {}
     hybrid = {}
     for design in group:
-        replay = Replay(
-            settings=settings,
-            fusion=design.method.value,
-            weights={leg.value: w for leg, w in design.weights},
-            k=design.k,
-            memo=memo,
-        )
+        replay = design_replay(design, settings, memo=memo)
         results = evaluate(queries, replay, modes=("hybrid",))
         hybrid[design] = {r["dataset"]: r["modes"]["hybrid"]["ndcg@10"] for r in results}
     return hybrid
@@ -326,32 +320,55 @@ def bootstrap_interval(
     return float(low), float(high)
 
 
+def design_replay(
+    design: FusionDefault,
+    settings: SearchSettings,
+    *,
+    memo: dict[tuple[Any, ...], list[str]] | None = None,
+) -> Replay:
+    """A replay that fuses as ``design`` (method, weights and ``k`` set, as a request's
+    ``fusion``, ``weights`` and ``rrf_k`` would)."""
+    return Replay(
+        settings=settings,
+        fusion=design.method.value,
+        weights={leg.value: w for leg, w in design.weights},
+        k=design.k,
+        memo=memo,
+    )
+
+
+def _by_set(queries: Iterable[QueryLegs]) -> dict[str, list[QueryLegs]]:
+    by_set: dict[str, list[QueryLegs]] = {}
+    for q in queries:
+        by_set.setdefault(q.dataset, []).append(q)
+    return by_set
+
+
+def _per_query(
+    queries: Sequence[QueryLegs], replay: Replay, best_leg: str
+) -> tuple[list[float], list[float]]:
+    """Per query of one set: hybrid nDCG@10 under ``replay``, and the nDCG@10 of the set's
+    better leg (``best_leg``, ``dense`` or ``sparse``, the leg with the better mean)."""
+    leg_mode = "semantic" if best_leg == "dense" else "keyword"
+    hybrid = [evaluate_ranking(replay.rank(q, "hybrid"), q.qrels)["ndcg@10"] for q in queries]
+    best = [evaluate_ranking(replay.rank(q, leg_mode), q.qrels)["ndcg@10"] for q in queries]
+    return hybrid, best
+
+
 def per_query_margins(
     queries: Sequence[QueryLegs], design: FusionDefault, best_leg: str, settings: SearchSettings
 ) -> list[float]:
     """Per query of one set: hybrid nDCG@10 under ``design`` minus the set's better leg's
     (``best_leg``, ``dense`` or ``sparse``, the leg with the better mean on the set)."""
-    replay = Replay(
-        settings=settings,
-        fusion=design.method.value,
-        weights={leg.value: w for leg, w in design.weights},
-        k=design.k,
-    )
-    leg_mode = "semantic" if best_leg == "dense" else "keyword"
-    return [
-        evaluate_ranking(replay.rank(q, "hybrid"), q.qrels)["ndcg@10"]
-        - evaluate_ranking(replay.rank(q, leg_mode), q.qrels)["ndcg@10"]
-        for q in queries
-    ]
+    hybrid, best = _per_query(queries, design_replay(design, settings), best_leg)
+    return [h - b for h, b in zip(hybrid, best, strict=True)]
 
 
 def with_intervals(
     queries: Sequence[QueryLegs], table: Table, folds: Sequence[Fold], settings: SearchSettings
 ) -> list[Fold]:
     """``folds`` with the bootstrap interval of each left-out set's margin."""
-    by_set: dict[str, list[QueryLegs]] = {}
-    for q in queries:
-        by_set.setdefault(q.dataset, []).append(q)
+    by_set = _by_set(queries)
     return [
         Fold(
             f.dataset,
@@ -389,14 +406,9 @@ def current_default(
     """Per set: the default the service runs today (no override, as a search that names
     no fusion), its nDCG@10, margin over the better leg and the margin's interval."""
     replay = Replay(settings=settings)
-    by_set: dict[str, list[QueryLegs]] = {}
-    for q in queries:
-        by_set.setdefault(q.dataset, []).append(q)
     rows = []
-    for name, items in by_set.items():
-        leg_mode = "semantic" if table.legs[name].best_leg == "dense" else "keyword"
-        hybrid = [evaluate_ranking(replay.rank(q, "hybrid"), q.qrels)["ndcg@10"] for q in items]
-        best = [evaluate_ranking(replay.rank(q, leg_mode), q.qrels)["ndcg@10"] for q in items]
+    for name, items in _by_set(queries).items():
+        hybrid, best = _per_query(items, replay, table.legs[name].best_leg)
         rows.append(
             DefaultRow(
                 name,
