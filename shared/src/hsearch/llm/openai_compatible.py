@@ -149,14 +149,13 @@ class OpenAICompatibleLLM:
         for attempt in (1, 2):
             try:
                 await self._client.models.list(timeout=timeout_s)
-            except openai.APITimeoutError as exc:
-                raise ModelError(f"the model's endpoint does not answer: {_describe(exc)}") from exc
-            except openai.APIConnectionError as exc:
-                if attempt == 2:
+            except openai.OpenAIError as exc:
+                broken = isinstance(exc, openai.APIConnectionError) and not isinstance(
+                    exc, openai.APITimeoutError
+                )
+                if not (broken and attempt == 1):
                     msg = f"the model's endpoint does not answer: {_describe(exc)}"
                     raise ModelError(msg) from exc
-            except openai.OpenAIError as exc:
-                raise ModelError(f"the model's endpoint does not answer: {_describe(exc)}") from exc
             else:
                 return
 
