@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from hsearch.db.models import (
     ApiKey,
     Document,
+    DocumentLink,
     IngestionJob,
     LexicalTermStats,
     LexicalVocabulary,
@@ -26,7 +27,14 @@ from hsearch.ingestion.models import DocumentInput
 from hsearch.types import TenantStatus
 from tests.unit.api.conftest import Api
 
-DOCS = [{"external_id": f"d{i}", "text": f"document {i} about rivers"} for i in range(3)]
+DOCS = [
+    {
+        "external_id": f"d{i}",
+        "text": f"document {i} about rivers",
+        "links": [{"target": f"d{(i + 1) % 3}"}],
+    }
+    for i in range(3)
+]
 
 
 async def ingest(api: Api, key: str) -> None:
@@ -48,6 +56,7 @@ def rows(api: Api, tenant: str) -> dict[str, int]:
             )
             for model in (
                 Document,
+                DocumentLink,
                 IngestionJob,
                 ApiKey,
                 LexicalTermStats,

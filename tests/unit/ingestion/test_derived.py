@@ -216,7 +216,13 @@ def counts(services: Services, tenant: str = TENANT) -> dict[str, int]:
 
 
 def test_a_registered_kind_is_maintained_by_every_maintainer(services: Services) -> None:
-    assert services.derived.names == ("lexical_statistics", "vocabulary", "chunks", "word_counts")
+    assert services.derived.names == (
+        "lexical_statistics",
+        "vocabulary",
+        "chunks",
+        "links",
+        "word_counts",
+    )
 
     # Indexing writes it, in the transaction that writes the documents; a new version
     # replaces its count.

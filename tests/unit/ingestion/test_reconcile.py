@@ -17,8 +17,10 @@ from hsearch.db.models import (
     LexicalTermStats,
     LexicalVocabulary,
 )
+from hsearch.db.repositories.links import LinkRepository, StoredLink
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import TenantNotFoundError
+from hsearch.graph.links import Link
 from hsearch.ingestion.ids import document_id
 from hsearch.ingestion.operations.reconcile import Reconciler
 from hsearch.ingestion.queue import InMemoryJobQueue
@@ -128,3 +130,46 @@ def test_drifted_lexical_statistics_and_vocabulary_are_found_and_repaired(
     assert tenant_generation(sessions) > generation
     assert reconciler.check(TENANT).clean
     assert stats(sessions) == expected
+
+
+def test_links_of_a_deleted_document_are_found_and_deleted_and_resubmissions_keep_links(
+    sessions: sessionmaker[Session],
+) -> None:
+    store = InMemoryVectorStore()
+    service = make_service(sessions, store)
+    linked = [dataclasses.replace(d, links=(Link("b"), Link("c", "cites", 2.0))) for d in docs(A)]
+    run(sessions, service, [*linked, *docs(B, C)])
+    queue = InMemoryJobQueue()
+    reconciler = Reconciler(sessions, store=store, queue=queue, settings=IngestSettings())
+    assert reconciler.check(TENANT).clean
+
+    # Drift: b's row deleted by hand (its links left behind), a's chunks lost.
+    with sessions() as session, session.begin():
+        LinkRepository(session).replace(
+            TENANT,
+            [document_id(TENANT, "b")],
+            [
+                StoredLink(
+                    document_id(TENANT, "b"), document_id(TENANT, "c"), "c", "link", 1.0, "given"
+                )
+            ],
+        )
+        session.delete(session.get_one(Document, document_id(TENANT, "b")))
+    store.delete_chunks(recorded(sessions, "a"), tenant_id=TENANT)
+    drift = reconciler.check(TENANT)
+    [links] = [k for k in drift.kinds if k.kind == "links"]
+    assert links.figures() == {"links_of_deleted_documents": 1}
+
+    repaired = reconciler.repair(drift)
+    assert service.process_job(queue.sent[0]) is JobStatus.SUCCEEDED
+    assert reconciler.check(TENANT).clean
+    with sessions() as session:
+        repo = LinkRepository(session)
+        assert repo.out_links(TENANT, document_id(TENANT, "b")) == []
+        # a was indexed again from what was stored: with the links it was given.
+        out = repo.out_links(TENANT, document_id(TENANT, "a"))
+        assert [(r.external_id, r.type, r.weight) for r in out] == [
+            ("c", "cites", 2.0),
+            ("b", "link", 1.0),
+        ]
+    assert repaired.repaired

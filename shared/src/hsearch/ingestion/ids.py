@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 _NAMESPACE = uuid.UUID("5b0e7c1e-7d0f-4c59-9d7e-4f0b8f3a9e21")
@@ -29,17 +29,26 @@ def content_hash(
     lang: str,
     tags: list[str],
     metadata: Mapping[str, Any],
+    links: Sequence[Mapping[str, Any]] = (),
+    text_links: Sequence[str] | None = None,
 ) -> str:
-    """Hash of everything that ends up in the index: equal hash = nothing to do."""
+    """Hash of everything that ends up in the index: equal hash = nothing to do. Links
+    and the choice of links from the text count only when given, so the hash of a
+    document without them is the one it had before links existed."""
+    fields: dict[str, Any] = {
+        "title": title,
+        "text": text,
+        "source": source,
+        "lang": lang,
+        "tags": tags,
+        "metadata": metadata,
+    }
+    if links:
+        fields["links"] = list(links)
+    if text_links is not None:
+        fields["text_links"] = sorted(text_links)
     payload = json.dumps(
-        {
-            "title": title,
-            "text": text,
-            "source": source,
-            "lang": lang,
-            "tags": tags,
-            "metadata": metadata,
-        },
+        fields,
         sort_keys=True,
         ensure_ascii=False,
         separators=(",", ":"),

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from hsearch.db.models import JobStatus
+from hsearch.graph.links import Link, TextLinks
 from hsearch.types import SEARCHABLE_JOB_STATUSES, JobKind
 
 
@@ -20,6 +21,9 @@ class DocumentInput:
     lang: str = ""
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    links: tuple[Link, ...] = ()
+    text_links: frozenset[TextLinks] | None = None
+    """Which links to find in the text; ``None``: the tenant's setting."""
 
 
 @dataclass(frozen=True, slots=True)

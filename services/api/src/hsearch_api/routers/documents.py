@@ -5,7 +5,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from hsearch.ingestion.api.documents import DocumentView, parse_include
+from hsearch.ingestion.api.documents import DocumentView, LinkedDocument, parse_include
 from hsearch.ingestion.api.jobs import MAX_PAGE
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.types import JobStatus
@@ -21,6 +21,7 @@ from hsearch_api.schemas.documents import (
     DocumentCreate,
     DocumentDeleteByFilter,
     DocumentDeleted,
+    DocumentLinksRead,
     DocumentPageRead,
     DocumentPatch,
     DocumentRead,
@@ -29,6 +30,7 @@ from hsearch_api.schemas.documents import (
     JobAccepted,
     JobPageRead,
     JobRead,
+    LinkedDocumentRead,
     WebhookRead,
 )
 from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
@@ -110,6 +112,30 @@ def list_documents(
     )
 
 
+@router.get("/documents/{external_id:path}/links", responses=error_responses(404))
+def read_document_links(
+    external_id: str,
+    caller: ReadCallerDep,
+    documents: DocumentServiceDep,
+    types: Annotated[
+        list[str] | None,
+        Query(alias="type", description="Only links of these types (repeat the parameter)."),
+    ] = None,
+) -> DocumentLinksRead:
+    """An indexed document's links: out (resolved or not) and back, by type."""
+    links = documents.links(
+        tenant_id=caller.tenant_id,
+        external_id=external_id,
+        types=types,
+        restriction=caller.restriction,
+    )
+    return DocumentLinksRead(
+        external_id=links.external_id,
+        out=[linked_read(x) for x in links.out],
+        back=[linked_read(x) for x in links.back],
+    )
+
+
 @router.get("/documents/{external_id:path}", responses=error_responses(404))
 def read_document(
     external_id: str,
@@ -145,6 +171,7 @@ def update_document(
         source=body.source,
         tags=body.tags,
         metadata=body.metadata,
+        links=None if body.links is None else [x.link() for x in body.links],
     )
     return document_read(view)
 
@@ -197,6 +224,19 @@ def document_input(d: DocumentCreate) -> DocumentInput:
         lang=d.lang,
         tags=tuple(d.tags),
         metadata=d.metadata,
+        links=tuple(x.link() for x in d.links),
+        text_links=None if d.text_links is None else frozenset(d.text_links),
+    )
+
+
+def linked_read(x: LinkedDocument) -> LinkedDocumentRead:
+    return LinkedDocumentRead(
+        external_id=x.external_id,
+        title=x.title,
+        type=x.type,
+        weight=x.weight,
+        direction=x.direction,
+        origin=x.origin,
     )
 
 

@@ -6,10 +6,50 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from hsearch.graph.links import (
+    DEFAULT_LINK_TYPE,
+    MAX_LINK_TYPE_LENGTH,
+    MAX_LINK_WEIGHT,
+    MAX_LINKS,
+    Link,
+    TextLinks,
+)
 from hsearch.types import JobKind, JobStatus
 from hsearch.vectorstore.schema import TITLE_MAX_LENGTH
 
 Tag = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class LinkCreate(BaseModel):
+    """A link to another document of the tenant (docs/graph.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str = Field(
+        min_length=1,
+        max_length=512,
+        description="The linked document's external id; it need not be ingested yet "
+        "(the link resolves when it is).",
+    )
+    type: str = Field(
+        default=DEFAULT_LINK_TYPE,
+        min_length=1,
+        max_length=MAX_LINK_TYPE_LENGTH,
+        description="What the link is (a free name): a search can follow only some types.",
+        examples=["link", "mention", "cites"],
+    )
+    weight: float = Field(
+        default=1.0,
+        gt=0,
+        le=MAX_LINK_WEIGHT,
+        description="How much the link counts in the graph leg (1 unless given).",
+    )
+
+    def link(self) -> Link:
+        return Link(self.target, self.type, self.weight)
+
+
+Links = Annotated[list[LinkCreate], Field(max_length=MAX_LINKS)]
 
 
 class DocumentCreate(BaseModel):
@@ -37,6 +77,17 @@ class DocumentCreate(BaseModel):
     )
     tags: list[Tag] = Field(default_factory=list, max_length=64)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    links: Links = Field(
+        default_factory=list,
+        description=f"Links to other documents of the tenant (at most {MAX_LINKS}); a "
+        "(target, type) pair given twice counts once, with its larger weight.",
+    )
+    text_links: list[TextLinks] | None = Field(
+        default=None,
+        description="Links to find in the text: `hyperlinks` (Markdown, HTML and "
+        "[[wiki]] links naming a document by external id, path or title) and `mentions` "
+        "(other documents' titles named in the text). Null: the tenant's setting.",
+    )
 
 
 class DocumentBatchCreate(BaseModel):
@@ -241,6 +292,11 @@ class DocumentPatch(BaseModel):
 
     source: str | None = Field(default=None, max_length=512)
     tags: list[Tag] | None = Field(default=None, max_length=64)
+    links: Links | None = Field(
+        default=None,
+        description="Replace the links the document was given (links found in its text "
+        "stay); `[]` removes them. A later submission of the document replaces them again.",
+    )
     metadata: dict[str, Any] | None = Field(
         default=None,
         description="A JSON Merge Patch (RFC 7396) of the stored metadata: a key set here "
@@ -248,4 +304,28 @@ class DocumentPatch(BaseModel):
         "merged key by key at any depth (other values, lists included, replace). "
         "`source` and `tags` are replaced whole.",
         examples=[{"rank": None, "reviewed": True}],
+    )
+
+
+class LinkedDocumentRead(BaseModel):
+    external_id: str
+    title: str | None = Field(
+        description="Null: no document of that external id is indexed (the link is "
+        "unresolved until one is)."
+    )
+    type: str
+    weight: float
+    direction: str = Field(description="`out`: this document links to it; `in`: it links here.")
+    origin: str = Field(
+        description="`given` (submitted or set by PATCH) or `text` (found in the text)."
+    )
+
+
+class DocumentLinksRead(BaseModel):
+    external_id: str
+    out: list[LinkedDocumentRead] = Field(
+        description="Its links, resolved or not, by type then target."
+    )
+    back: list[LinkedDocumentRead] = Field(
+        description="The indexed documents linking to it, by type then source."
     )

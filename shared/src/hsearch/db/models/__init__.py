@@ -9,6 +9,7 @@ from hsearch.db.models.lexical import (
     LexicalVocabulary,
     SynonymSet,
 )
+from hsearch.db.models.link import DocumentLink
 from hsearch.db.models.tenant import ApiKey, AuditEvent, Tenant
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "AuditEvent",
     "DatabaseIdentity",
     "Document",
+    "DocumentLink",
     "IngestionJob",
     "JobItem",
     "JobItemStatus",

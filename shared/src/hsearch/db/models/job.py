@@ -120,6 +120,10 @@ class JobItem(Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     content: Mapped[str] = mapped_column(Text)
     content_hash: Mapped[str] = mapped_column(String(64))
+    # The links submitted with the document ({"target", "type", "weight"} each; None:
+    # none) and the kinds of links to find in its text (None: the tenant's setting).
+    links: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType, default=None)
+    text_links: Mapped[list[str] | None] = mapped_column(JSONType, default=None)
     status: Mapped[JobItemStatus] = mapped_column(
         _enum(JobItemStatus, "job_item_status"), default=JobItemStatus.PENDING
     )

@@ -33,6 +33,8 @@ class ItemRow:
     content_hash: str
     status: JobItemStatus
     chunk_ids: list[str] | None
+    links: list[dict[str, Any]] | None
+    text_links: list[str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,8 @@ _ITEM_COLUMNS = (
     JobItem.content_hash,
     JobItem.status,
     JobItem.chunk_ids,
+    JobItem.links,
+    JobItem.text_links,
 )
 
 

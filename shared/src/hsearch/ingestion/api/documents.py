@@ -26,8 +26,10 @@ from hsearch.db.engine import Session, SessionFactory, transaction
 from hsearch.db.models import Document, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
+from hsearch.db.repositories.links import LinkRepository, LinkRow, StoredLink
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import DocumentNotFoundError, DocumentPendingError, InvalidRequestError
+from hsearch.graph.links import Link, LinkOrigin, link_problems, merged
 from hsearch.ingestion.api.jobs import check_page_limit
 from hsearch.ingestion.deletion import remove_documents
 from hsearch.ingestion.derived.registry import DerivedKinds, standard_kinds
@@ -43,9 +45,11 @@ __all__ = [
     "DELETED_AFTER_SUBMISSION",
     "DocumentDeletion",
     "DocumentInclude",
+    "DocumentLinks",
     "DocumentPage",
     "DocumentService",
     "DocumentView",
+    "LinkedDocument",
     "document_fields",
     "parse_include",
 ]
@@ -99,6 +103,30 @@ class DocumentView:
     text: str | None = None
     """The indexed version's full text, when asked for (``None``: not asked, or only
     pending)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkedDocument:
+    """A document at the other end of a link."""
+
+    external_id: str
+    title: str | None
+    """``None``: no document of that external id is indexed (the link is unresolved)."""
+    type: str
+    weight: float
+    direction: str
+    """``out``: the document links to it; ``in``: it links to the document."""
+    origin: str
+    """``given`` (submitted, or set by ``PATCH``) or ``text`` (found in the text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentLinks:
+    external_id: str
+    out: tuple[LinkedDocument, ...]
+    """Its links, resolved or not, by type then target."""
+    back: tuple[LinkedDocument, ...]
+    """The indexed documents linking to it, by type then source."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +190,41 @@ class DocumentService:
             if doc is None and not pending:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
             return _view(doc, external_id=external_id, pending=pending, text=text)
+
+    def links(
+        self,
+        *,
+        tenant_id: str,
+        external_id: str,
+        types: Collection[str] | None = None,
+        restriction: FilterNode | None = None,
+    ) -> DocumentLinks:
+        """The indexed document's links out (resolved or not) and back (from indexed
+        documents), of ``types`` only when given; raises DocumentNotFoundError (404)
+        when the document is not indexed. With ``restriction`` (a token's filter) the
+        document must pass it, and so must every document listed: an unresolved link
+        is not listed then (what it would name is unknown)."""
+        doc_id = document_id(tenant_id, external_id)
+        with self._sessions() as session:
+            doc = DocumentRepository(session).get(doc_id)
+            if doc is None or doc.tenant_id != tenant_id:
+                raise DocumentNotFoundError(f"document {external_id!r} not found")
+            if restriction is not None and not matches(restriction, document_fields(doc)):
+                raise DocumentNotFoundError(f"document {external_id!r} not found")
+            repo = LinkRepository(session)
+            out = repo.out_links(tenant_id, doc_id, types=types)
+            back = repo.back_links(tenant_id, doc_id, types=types)
+            if restriction is not None:
+                visible = _passing(
+                    session, tenant_id, {r.external_id for r in (*out, *back)}, restriction
+                )
+                out = [r for r in out if r.external_id in visible]
+                back = [r for r in back if r.external_id in visible]
+        return DocumentLinks(
+            external_id=external_id,
+            out=tuple(_linked(r, "out") for r in out),
+            back=tuple(_linked(r, "in") for r in back),
+        )
 
     def list(
         self,
@@ -237,6 +300,7 @@ class DocumentService:
         source: str | None = None,
         tags: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        links: Sequence[Link] | None = None,
     ) -> DocumentView:
         """Change the indexed document's ``source``, ``tags`` or ``metadata`` (the fields
         given) on its row and its chunks, without re-encoding it: filters and facets see
@@ -244,12 +308,17 @@ class DocumentService:
 
         ``source`` and ``tags`` replace the stored values; ``metadata`` is a JSON Merge
         Patch (RFC 7396, :func:`~hsearch.ingestion.merge.merge_patch`) applied to the
-        stored metadata under the row lock, so two patches of different keys both hold."""
+        stored metadata under the row lock, so two patches of different keys both hold.
+        ``links`` replace the links the document was given (those found in its text
+        stay): the graph sees them at once, and a later submission of the document
+        replaces them again."""
         problems = [
             problem
             for name, value in (("source", source), ("tags", tags), ("metadata", metadata))
             for problem in unstorable(value, name)
         ]
+        if links is not None:
+            problems.extend(link_problems(links, source=external_id))
         if problems:
             raise InvalidRequestError.of(problems)
         changes: dict[str, Any] = {}
@@ -292,6 +361,27 @@ class DocumentService:
                     tags=list(doc.tags),
                     metadata=doc.metadata_,
                 )
+                TenantRepository(session).bump_generation(tenant_id)
+            if links is not None:
+                LinkRepository(session).replace(
+                    tenant_id,
+                    [doc.id],
+                    [
+                        StoredLink(
+                            source_id=doc.id,
+                            target_id=document_id(tenant_id, link.target),
+                            target_external_id=link.target,
+                            type=link.type,
+                            weight=link.weight,
+                            origin=LinkOrigin.GIVEN.value,
+                        )
+                        for link in merged(links)
+                    ],
+                    origins=(LinkOrigin.GIVEN.value,),
+                )
+                # Links are not in the row: the same submission as before must be
+                # indexed again (it puts its own links back), not found "unchanged".
+                doc.content_hash = ""
                 TenantRepository(session).bump_generation(tenant_id)
             session.flush()
             held = JobRepository(session).pending_jobs(tenant_id, [external_id])
@@ -357,6 +447,25 @@ class DocumentService:
                 superseded.append(job_id)
         session.flush()
         return tuple(superseded), written
+
+
+def _linked(row: LinkRow, direction: str) -> LinkedDocument:
+    return LinkedDocument(
+        external_id=row.external_id,
+        title=row.title,
+        type=row.type,
+        weight=row.weight,
+        direction=direction,
+        origin=row.origin,
+    )
+
+
+def _passing(
+    session: Session, tenant_id: str, external_ids: Collection[str], restriction: FilterNode
+) -> set[str]:
+    """Which of ``external_ids`` are indexed documents passing ``restriction``."""
+    docs = DocumentRepository(session).by_external_ids(tenant_id, list(external_ids))
+    return {d.external_id for d in docs if matches(restriction, document_fields(d))}
 
 
 def document_fields(doc: Document) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from hsearch.errors import (
     JobNotFoundError,
     PayloadTooLargeError,
 )
+from hsearch.graph.links import link_problems, merged
 from hsearch.ingestion.api.quotas import check_submission
 from hsearch.ingestion.deletion import parse_delete_filter
 from hsearch.ingestion.dispatch import UnitOfWork
@@ -145,6 +146,8 @@ class JobService:
                 tags=list(doc.tags),
                 metadata_=dict(doc.metadata),
                 content=doc.text,
+                links=[link.as_json() for link in merged(doc.links)] or None,
+                text_links=None if doc.text_links is None else sorted(doc.text_links),
                 content_hash=content_hash(
                     title=doc.title,
                     text=doc.text,
@@ -152,6 +155,8 @@ class JobService:
                     lang=doc.lang,
                     tags=list(doc.tags),
                     metadata=doc.metadata,
+                    links=[link.as_json() for link in merged(doc.links)],
+                    text_links=None if doc.text_links is None else list(doc.text_links),
                 ),
                 status=JobItemStatus.PENDING,
             )
@@ -327,6 +332,7 @@ def _field_problems(doc: DocumentInput) -> Iterator[FieldError]:
     lang = lang_problem(doc.lang)
     if lang is not None:
         yield FieldError(field="lang", message=lang)
+    yield from link_problems(doc.links, source=doc.external_id)
 
 
 def _view(job: IngestionJob, *, errors: tuple[ItemError, ...] = ()) -> JobView:

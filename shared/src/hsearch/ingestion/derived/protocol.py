@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from hsearch.db.engine import Session, SessionFactory
 from hsearch.db.models import Document
 from hsearch.embedding.protocol import Embedding, EncoderInfo
+from hsearch.graph.links import Link, TextLinks
 from hsearch.vectorstore.protocol import VectorStore
 
 __all__ = [
@@ -76,6 +77,11 @@ class DerivedDocument:
     """The chunks' texts, in order (verbatim slices of :attr:`content`)."""
     offsets: Sequence[tuple[int, int]]
     chunk_ids: Sequence[str]
+    links: Sequence[Link] = ()
+    """The links submitted with this version (recounted: none; links are kept as they
+    are by a rebuild)."""
+    text_links: frozenset[TextLinks] | None = None
+    """The kinds of links to find in its text (``None``: the tenant's setting)."""
     embeddings: Sequence[Embedding] = ()
     """The encoder's vectors, one per chunk (none when recounted)."""
     replaced: Document | None = None

@@ -9,6 +9,7 @@ from hsearch.db.engine import Session, SessionFactory
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.ingestion.derived.chunks import StoredChunks
 from hsearch.ingestion.derived.lexical import LexicalStatisticsKind, VocabularyKind
+from hsearch.ingestion.derived.links import LinksKind
 from hsearch.ingestion.derived.protocol import (
     DerivedKind,
     DerivedRebuild,
@@ -99,14 +100,15 @@ def standard_kinds(
 ) -> DerivedKinds:
     """What every deployment derives from a document, in order: the tenant's BM25
     statistics (they weigh the chunks' term counts), its vocabulary for typo tolerance,
-    and the chunks in ``store``. ``encoder``: the configured encoder, whose sparse side
-    says whether the statistics are kept (``None``: term counts, as the offline and
-    fake encoders have)."""
+    the chunks in ``store``, and the documents' links. ``encoder``: the configured
+    encoder, whose sparse side says whether the statistics are kept (``None``: term
+    counts, as the offline and fake encoders have)."""
     term_counts = encoder is None or encoder.sparse_kind is SparseKind.TERM_FREQUENCY
     return DerivedKinds(
         [
             LexicalStatisticsKind(statistics, term_counts=term_counts),
             VocabularyKind(),
             StoredChunks(store),
+            LinksKind(),
         ]
     )

@@ -35,8 +35,10 @@ from dataclasses import dataclass, replace
 from hsearch.config import IngestSettings
 from hsearch.db.engine import SessionFactory, transaction
 from hsearch.db.repositories.documents import DocumentRepository
+from hsearch.db.repositories.links import LinkRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import TenantNotFoundError
+from hsearch.graph.links import Link, LinkOrigin
 from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.derived.chunks import ChunkDrift
 from hsearch.ingestion.derived.protocol import KindDrift
@@ -168,6 +170,7 @@ class Reconciler:
     def _resubmit_batch(self, tenant_id: str, external_ids: Sequence[str]) -> uuid.UUID:
         with transaction(self._sessions) as session:
             docs = DocumentRepository(session).by_external_ids(tenant_id, external_ids)
+            given = LinkRepository(session)
             inputs = [
                 DocumentInput(
                     external_id=d.external_id,
@@ -177,6 +180,13 @@ class Reconciler:
                     lang=d.lang,
                     tags=tuple(d.tags),
                     metadata=dict(d.metadata_),
+                    # Its links as they stand (unresolved ones too); those found in the
+                    # text are found again.
+                    links=tuple(
+                        Link(r.external_id, r.type, r.weight)
+                        for r in given.out_links(tenant_id, d.id)
+                        if r.origin == LinkOrigin.GIVEN.value
+                    ),
                 )
                 for d in docs
             ]

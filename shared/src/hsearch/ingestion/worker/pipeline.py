@@ -32,6 +32,7 @@ from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import ItemRow, JobRepository
 from hsearch.embedding.protocol import Embedder, Embedding
 from hsearch.errors import BackendError, HsearchError, InvalidRequestError, JobNotFoundError
+from hsearch.graph.links import TextLinks, links_from_json
 from hsearch.ingestion.chunking import Chunk, Chunker
 from hsearch.ingestion.derived.protocol import DerivedDocument, DerivedWriter, WriteUnit
 from hsearch.ingestion.derived.registry import DerivedKinds
@@ -575,6 +576,8 @@ def _derived_document(
         lang=item.lang,
         tags=item.tags,
         metadata=item.metadata,
+        links=links_from_json(item.links),
+        text_links=None if item.text_links is None else frozenset(map(TextLinks, item.text_links)),
         content=item.content,
         created_at=replaced.created_at if replaced is not None else now,
         chunks=prepared.chunks,

@@ -1,0 +1,1 @@
+"""The document graph: links between a tenant's documents, and ranking along them."""
