@@ -358,7 +358,9 @@ class LinkGraph:
         if tid.size and not checked_types:
             msg = "types must name the link types the type_ids point at (got none)"
             raise InvalidGraphError(msg)
-        w = raw_weights.astype(np.float32)
+        with np.errstate(over="ignore", under="ignore"):
+            # Out of float32's range: inf or 0, refused just below with the value given.
+            w = raw_weights.astype(np.float32)
         bad = ~(np.isfinite(w) & (w > 0))
         if bad.any():
             at = int(np.flatnonzero(bad)[0])
