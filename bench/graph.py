@@ -16,11 +16,16 @@ few documents are linked to by many: hubs), three link types (``link`` 70 %,
   following links both ways, all types; each query runs :func:`proximity` at depth 1, 2
   and 3 and :func:`personalized_pagerank` at its defaults, in an order that rotates from
   query to query so load on the machine falls on every configuration alike; p50 and p95
-  in milliseconds, and the mean number of results and of hops of the last one.
+  in milliseconds, and the mean number of results and of hops of the last one;
+* **PPR accuracy**: on ``--accuracy-queries`` of those queries, the share of the top 10
+  and top 100 of a converged push (``epsilon`` 1e-9, within 1e-9 of the power
+  iteration's top 100 on these graphs) that :func:`personalized_pagerank` returns at
+  several ``epsilon`` (``--epsilons``), and its p50 there: what the default's choice
+  trades.
 
 Each section is a function returning a dict (:func:`build_section`,
-:func:`scoring_section`), so another (a whole HTTP search with the graph leg on) can be
-added beside them.
+:func:`scoring_section`, :func:`accuracy_section`), so another (a whole HTTP search
+with the graph leg on) can be added beside them.
 
 Usage (from the repository root)::
 
@@ -151,15 +156,13 @@ def scoring_section(
     graph: LinkGraph, *, queries: int, seeds: int, limit: int, warmup: int, seed: int
 ) -> dict[str, Any]:
     """p50/p95 of each scoring call over the same seeded queries, interleaved."""
-    rng = np.random.default_rng(seed)
     calls = scorers(limit)
     names = list(calls)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     returned: dict[str, list[int]] = {name: [] for name in names}
     last_hops: dict[str, list[int]] = {name: [] for name in names}
-    for q in range(warmup + queries):
-        chosen = rng.choice(graph.n, size=seeds, replace=False).tolist()
-        query = {node: 1.0 / (rank + 1) for rank, node in enumerate(chosen)}
+    asked = seed_queries(graph, count=warmup + queries, seeds=seeds, seed=seed)
+    for q, query in enumerate(asked):
         rotated = names[q % len(names) :] + names[: q % len(names)]
         for name in rotated:
             started = time.perf_counter()
@@ -187,6 +190,51 @@ def scoring_section(
     }
 
 
+REFERENCE_EPSILON = 1e-9
+
+
+def seed_queries(graph: LinkGraph, *, count: int, seeds: int, seed: int) -> list[dict[int, float]]:
+    """``count`` queries of ``seeds`` distinct nodes weighted ``1 / (rank + 1)``."""
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            node: 1.0 / (rank + 1)
+            for rank, node in enumerate(rng.choice(graph.n, size=seeds, replace=False).tolist())
+        }
+        for _ in range(count)
+    ]
+
+
+def accuracy_section(
+    graph: LinkGraph, *, queries: int, seeds: int, limit: int, epsilons: Sequence[float], seed: int
+) -> dict[str, Any]:
+    """Top-10 and top-``limit`` overlap of PPR at each epsilon with a converged push."""
+    asked = seed_queries(graph, count=queries, seeds=seeds, seed=seed)
+    reference = [
+        [r.node for r in personalized_pagerank(graph, q, epsilon=REFERENCE_EPSILON, limit=limit)]
+        for q in asked
+    ]
+    rows: dict[str, Any] = {}
+    for epsilon in epsilons:
+        ms: list[float] = []
+        top10: list[float] = []
+        top: list[float] = []
+        for query, exact in zip(asked, reference, strict=True):
+            started = time.perf_counter()
+            found = [
+                r.node for r in personalized_pagerank(graph, query, epsilon=epsilon, limit=limit)
+            ]
+            ms.append((time.perf_counter() - started) * 1000)
+            top10.append(len(set(found[:10]) & set(exact[:10])) / max(len(exact[:10]), 1))
+            top.append(len(set(found) & set(exact)) / max(len(exact), 1))
+        rows[f"{epsilon:g}"] = {
+            "p50_ms": round(percentile(ms, 50), 2),
+            "overlap_at_10": round(sum(top10) / queries, 3),
+            f"overlap_at_{limit}": round(sum(top) / queries, 3),
+        }
+    return {"queries": queries, "reference_epsilon": REFERENCE_EPSILON, "epsilons": rows}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()
     sizes: list[dict[str, Any]] = []
@@ -203,7 +251,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             seed=args.seed,
         )
         progress(f"{links} links: {scoring['calls']}")
-        sizes.append({"links_requested": links, "build": build, "scoring": scoring})
+        entry = {"links_requested": links, "build": build, "scoring": scoring}
+        if args.accuracy_queries:
+            entry["ppr_accuracy"] = accuracy_section(
+                graph,
+                queries=args.accuracy_queries,
+                seeds=args.seeds,
+                limit=args.limit,
+                epsilons=args.epsilons,
+                seed=args.seed + 1,
+            )
+            progress(f"{links} links: {entry['ppr_accuracy']['epsilons']}")
+        sizes.append(entry)
     return {
         "benchmark": "graph",
         "links_per_node": args.links_per_node,
@@ -250,6 +309,26 @@ def markdown(result: dict[str, Any]) -> str:
             )
             + " |"
         )
+    accuracy = [size for size in result["sizes"] if "ppr_accuracy" in size]
+    if accuracy:
+        first_accuracy = accuracy[0]["ppr_accuracy"]
+        epsilons = list(first_accuracy["epsilons"])
+        lines += [
+            "",
+            f"PPR against a converged push (epsilon {first_accuracy['reference_epsilon']:g}), "
+            f"{first_accuracy['queries']} queries: share of its top 10 / top "
+            f"{first['limit']} returned, p50 ms",
+            "",
+            "| links | " + " | ".join(f"epsilon {e}" for e in epsilons) + " |",
+            "| ---: " + "| ---: " * len(epsilons) + "|",
+        ]
+        for size in accuracy:
+            shown: list[str] = []
+            for e in epsilons:
+                row = size["ppr_accuracy"]["epsilons"][e]
+                top = row[f"overlap_at_{first['limit']}"]
+                shown.append(f"{row['overlap_at_10']:.2f} / {top:.2f}, {row['p50_ms']:.1f}")
+            lines.append(f"| {size['build']['links']:,} | " + " | ".join(shown) + " |")
     return "\n".join(lines)
 
 
@@ -268,6 +347,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=10, help="seed nodes per query")
     parser.add_argument("--limit", type=int, default=100, help="results per call")
+    parser.add_argument(
+        "--accuracy-queries", type=int, default=20, help="PPR accuracy queries (0: skip)"
+    )
+    parser.add_argument(
+        "--epsilons",
+        type=lambda s: [float(v) for v in s.split(",")],
+        default=[1e-5, DEFAULT_EPSILON, 1e-6],
+        help="PPR epsilons compared with a converged push",
+    )
     parser.add_argument("--builds", type=int, default=3, help="builds timed, best kept")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
