@@ -11,6 +11,7 @@ carries the HTTP status the API answers with and a stable machine-readable
     │   ├── UnsupportedMediaTypeError 415 unsupported_media_type
     │   ├── InvalidFilterError        422 invalid_filter
     │   ├── InvalidFusionError        422 invalid_fusion
+    │   ├── InvalidGraphError         422 invalid_graph         (a link graph or a graph query)
     │   └── TenantRequiredError       422 tenant_required       (an operator named no tenant)
     ├── AuthenticationError           401 unauthenticated       (no credential: WWW-Authenticate)
     │   ├── InvalidCredentialError    401 invalid_api_key       (malformed, unknown, wrong secret)
@@ -133,6 +134,14 @@ class InvalidFilterError(InvalidRequestError):
 
 class InvalidFusionError(InvalidRequestError):
     code = "invalid_fusion"
+
+
+class InvalidGraphError(InvalidRequestError):
+    """A link graph that cannot be built (edges out of range, bad weights) or a graph
+    query that cannot be run (depth, limit, seeds, walk parameters); the message names
+    what is allowed."""
+
+    code = "invalid_graph"
 
 
 class TenantRequiredError(InvalidRequestError):
