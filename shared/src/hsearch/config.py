@@ -17,7 +17,7 @@ from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType, UnionType
-from typing import Annotated, Union, get_args, get_origin
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import (
@@ -410,6 +410,40 @@ class SearchSettings(BaseModel):
             weights = dict(FALLBACK_WEIGHTS[chosen])
         k = self.rrf_k or (encoder.k if own else DEFAULT_RRF_K)
         return FusionDefault.of(chosen, weights, k)
+
+
+class GraphSettings(BaseModel):
+    """The document graph's leg (docs/graph.md): a tenant's links held in memory per
+    API process, ranked from the other legs' best documents."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Register the graph leg (`weights.graph` then selects it per request).",
+    )
+    weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Its fusion weight when a request names no weights (0: only requests "
+        "that weigh it run it; the measured choice, docs/graph.md).",
+    )
+    scoring: Literal["proximity", "pagerank"] = Field(
+        default="proximity",
+        description="Default scoring: 1/hops proximity, or personalised PageRank.",
+    )
+    depth: int = Field(default=2, ge=1, le=3, description="Default hops (proximity).")
+    seeds: int = Field(
+        default=10, ge=1, le=100, description="Each other leg's best documents seeding it."
+    )
+    max_links: int = Field(
+        default=20_000_000,
+        ge=1,
+        description="A tenant with more links gets no graph leg (degraded, named): memory "
+        "is about 30 bytes a link (docs/graph.md, Scale).",
+    )
+    cached_tenants: int = Field(
+        default=64, ge=1, description="Tenants' graphs kept in memory per process (LRU)."
+    )
 
 
 class LlmSettings(BaseModel):
@@ -939,6 +973,7 @@ class Settings(BaseSettings):
     search: SearchSettings = SearchSettings()
     rerank: RerankSettings = RerankSettings()
     llm: LlmSettings = LlmSettings()
+    graph: GraphSettings = GraphSettings()
     ingest: IngestSettings = IngestSettings()
     api: ApiSettings = ApiSettings()
     webhooks: WebhookSettings = WebhookSettings()

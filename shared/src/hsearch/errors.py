@@ -47,6 +47,7 @@ carries the HTTP status the API answers with and a stable machine-readable
         ├── SearchUnavailableError    503 search_unavailable    (every search leg failed)
         ├── CacheUnavailableError     503 cache_unavailable     (never sent: the cache is bypassed)
         ├── MetadataUnavailableError  503 metadata_unavailable  (database down: ``retry_after``)
+        ├── GraphUnavailableError     503 graph_unavailable     (the graph leg degrades)
         ├── ModelError                503 model_unavailable     (the model failed: answers degrade)
         │   └── ModelTimeoutError     503 model_timeout         (no token, or no end, in time)
         └── OverloadedError           503 overloaded            (``retry_after``: seconds)
@@ -381,6 +382,13 @@ class CacheUnavailableError(BackendError):
     (:mod:`hsearch.cache.guard`): a search never fails because of its cache."""
 
     code = "cache_unavailable"
+
+
+class GraphUnavailableError(BackendError):
+    """A tenant's document graph could not be read or built in time, or holds more
+    links than ``graph.max_links``: the graph leg is degraded, the search goes on."""
+
+    code = "graph_unavailable"
 
 
 class MetadataUnavailableError(BackendError):

@@ -41,6 +41,9 @@ from hsearch.db.repositories.jobs import JobRepository
 from hsearch.embedding.batching import QueryBatcher
 from hsearch.embedding.factory import UnloadedEmbedder, create_embedder, describe_encoder
 from hsearch.embedding.protocol import Embedder
+from hsearch.graph.params import GraphParams, GraphScoring
+from hsearch.graph.source import GraphSource
+from hsearch.graph.store import GraphStore, LinkedPages
 from hsearch.ingestion.api.documents import DocumentService
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.derived.protocol import DerivedKind
@@ -614,6 +617,25 @@ def build_services(
                 identity=_server_identity(settings, embedder, reranker),
                 counters=counters,
             )
+    graphs: GraphStore | None = None
+    sources = list(extra_sources)
+    if settings.graph.enabled:
+        graphs = GraphStore(
+            sessions,
+            max_links=settings.graph.max_links,
+            cached_tenants=settings.graph.cached_tenants,
+        )
+        defaults = GraphParams(
+            scoring=GraphScoring(settings.graph.scoring),
+            depth=settings.graph.depth,
+            seeds=settings.graph.seeds,
+        )
+        sources.insert(
+            0,
+            GraphSource(
+                graphs, generations, defaults=defaults, default_weight=settings.graph.weight
+            ),
+        )
     search = SearchService(
         embedder=embedder,
         store=store,
@@ -626,10 +648,11 @@ def build_services(
         snapshots=snapshots,
         generations=generations,
         settle_s=settings.cache.settle_s,
-        extra_sources=extra_sources,
+        extra_sources=sources,
         expander=QueryExpander(sessions),
+        linked=LinkedPages(sessions),
     )
-    return Services(
+    services = Services(
         settings=settings,
         engine=engine,
         sessions=sessions,
@@ -648,6 +671,9 @@ def build_services(
         llm=llm if llm is not None else create_llm(settings.llm),
         answer_cache=answer_cache,
     )
+    if graphs is not None:
+        services.tenant_purge_hooks.append(graphs.forget)
+    return services
 
 
 def keep_startup_heap() -> None:
@@ -674,6 +700,7 @@ def _server_identity(
     return {
         "encoder": embedder.info.fingerprint,
         "search": settings.search.model_dump(mode="json"),
+        "graph": settings.graph.model_dump(mode="json"),
         "rerank": settings.rerank.model_dump(mode="json"),
         "reranker": None if reranker is None else type(reranker).__qualname__,
     }

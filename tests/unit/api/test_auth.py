@@ -42,6 +42,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, set[str]]] = [
     ("POST", "/v1/documents:ndjson", None, {Scope.INGEST}),
     ("GET", "/v1/documents", None, {Scope.SEARCH, Scope.INGEST, TOKEN}),
     ("GET", "/v1/documents/a", None, {Scope.SEARCH, Scope.INGEST, TOKEN}),
+    ("GET", "/v1/documents/a/links", None, {Scope.SEARCH, Scope.INGEST, TOKEN}),
     ("PATCH", "/v1/documents/a", {"tags": ["t"]}, {Scope.INGEST}),
     ("DELETE", "/v1/documents/a", None, {Scope.INGEST}),
     ("GET", "/v1/jobs", None, {Scope.INGEST}),

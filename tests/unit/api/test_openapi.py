@@ -36,8 +36,10 @@ def refs(schema: object) -> set[str]:
 
 async def test_enums_list_their_values(api: Api) -> None:
     schemas = (await openapi(api))["components"]["schemas"]
-    for enum in (FusionMethod, SearchMode, Leg, LegStatus, TotalTracking, TotalRelation):
+    for enum in (FusionMethod, SearchMode, LegStatus, TotalTracking, TotalRelation):
         assert schemas[enum.__name__]["enum"] == [member.value for member in enum]
+    # The registered sources: the store's legs, then the graph leg.
+    assert schemas["Leg"]["enum"] == [*(member.value for member in Leg), "graph"]
     request = schemas["SearchRequest"]["properties"]
     # A tracking by name, or a boolean as before the default changed; the default bound.
     assert refs(request["track_total"]) == {"TotalTracking"}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from hsearch.config import GraphSettings, Settings
 from hsearch.errors import BackendError
 from hsearch.ingestion.ids import document_id
 from hsearch.search.sources import Level, Need, SourceQuery
@@ -68,11 +69,17 @@ class FixedChunks:
         return [StoredHit(c, 1.0, {}) for c in self.chunk_ids]
 
 
+def without_graph(tmp_path: Path) -> Settings:
+    """The embedded settings without the graph leg: the toy sources come right after the
+    store's legs."""
+    return api_settings(tmp_path).model_copy(update={"graph": GraphSettings(enabled=False)})
+
+
 async def test_a_registered_document_source_is_fused_explained_timed_and_hydrated(
     tmp_path: Path,
 ) -> None:
     toy = FixedDocuments(["owl", "fox"])
-    async with serve(api_settings(tmp_path), extra_sources=[toy]) as api:
+    async with serve(without_graph(tmp_path), extra_sources=[toy]) as api:
         await ingest(api, DOCS)
         # The OpenAPI document names it wherever a leg is named.
         schemas = (await api.client.get("/openapi.json")).json()["components"]["schemas"]
@@ -98,13 +105,13 @@ async def test_a_registered_document_source_is_fused_explained_timed_and_hydrate
         assert owl["text"] == DOCS[2]["text"]
         assert (owl["char_start"], owl["char_end"]) == (0, len(DOCS[2]["text"]))
         assert owl["explanation"]["legs"] == {
-            "sparse": {"rank": None, "score": None},
-            "toy": {"rank": 1, "score": 1.0},
+            "sparse": {"rank": None, "score": None, "detail": None},
+            "toy": {"rank": 1, "score": 1.0, "detail": None},
         }
         assert owl["explanation"]["sparse_rank"] is None
         milvus = hits["milvus"]["explanation"]["legs"]
         assert milvus["sparse"]["rank"] == 1
-        assert milvus["toy"] == {"rank": None, "score": None}
+        assert milvus["toy"] == {"rank": None, "score": None, "detail": None}
         # The search's filter applies to what the source found: fox alone passes.
         filtered = await api.client.post(
             "/v1/search", json={**body, "filter": {"source": {"eq": "en-wiki"}}}
@@ -143,7 +150,7 @@ async def test_a_registered_document_source_is_fused_explained_timed_and_hydrate
 
 async def test_bare_chunk_ids_are_hydrated_only_within_the_tenant(tmp_path: Path) -> None:
     chunks = FixedChunks()
-    async with serve(api_settings(tmp_path), extra_sources=[chunks]) as api:
+    async with serve(without_graph(tmp_path), extra_sources=[chunks]) as api:
         await ingest(api, DOCS)
         tenant = api.services.settings.api.default_tenant
         other = api.services.tenancy.ensure_tenant("other", actor="test").id
@@ -176,7 +183,7 @@ async def test_bare_chunk_ids_are_hydrated_only_within_the_tenant(tmp_path: Path
 
 @pytest.mark.parametrize("mode", ["semantic"])
 async def test_a_source_outside_the_mode_is_not_listed(tmp_path: Path, mode: str) -> None:
-    async with serve(api_settings(tmp_path), extra_sources=[FixedDocuments(["owl"])]) as api:
+    async with serve(without_graph(tmp_path), extra_sources=[FixedDocuments(["owl"])]) as api:
         await ingest(api, DOCS)
         result = (await api.client.post("/v1/search", json={"query": "owl", "mode": mode})).json()
         assert [leg["leg"] for leg in result["legs"]] == ["dense"]

@@ -100,7 +100,7 @@ async def test_unknown_fusion_and_leg_list_what_is_allowed(api: Api) -> None:
     assert resp.status_code == 422
     detail = resp.json()["detail"]
     assert all(method in detail for method in ("rrf", "score", "adaptive")), detail
-    resp = await api.client.post("/v1/search", json={"query": "x", "weights": {"graph": 1}})
+    resp = await api.client.post("/v1/search", json={"query": "x", "weights": {"colour": 1}})
     assert resp.status_code == 422
     detail = resp.json()["detail"]
     assert "'dense'" in detail

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -25,13 +26,40 @@ from hsearch.vectorstore.protocol import StoredHit
 MULTILINGUAL = EncoderInfo("enc", 8, "1", SparseKind.TERM_FREQUENCY)
 LATIN_ONLY = dataclasses.replace(MULTILINGUAL, dense_scripts=frozenset({"LATIN"}))
 BASE: dict[str, Any] = {"tenant_id": "t", "query": "rivers and the sea"}
+
+
+class Tuned:
+    """A source that takes parameters (as the graph leg does), checked at planning."""
+
+    name = "tuned"
+    needs = frozenset({Need.HITS})
+    level = Level.DOCUMENT
+    modes = frozenset(SearchMode)
+    default_weight = 0.0
+
+    def parse_params(self, raw: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+        if raw and set(raw) - {"k"}:
+            raise InvalidRequestError(f"tuned.{sorted(set(raw) - {'k'})[0]}: unknown field")
+        return tuple(sorted((raw or {}).items()))
+
+    async def search(self, query: SourceQuery, *, timeout: float) -> Sequence[StoredHit]:
+        return []
+
+
 SOURCES = store_sources(InMemoryVectorStore())
+TUNED = store_sources(InMemoryVectorStore(), Tuned())
 
 
 def planner(encoder: EncoderInfo = MULTILINGUAL, **settings: Any) -> QueryPlanner:
     return QueryPlanner(
         SearchSettings(**settings), encoder=encoder, can_rerank=True, sources=SOURCES
     )
+
+
+def tuned(**query: Any) -> SearchPlan:
+    """The plan of ``query`` by a planner whose sources take parameters (:class:`Tuned`)."""
+    planning = QueryPlanner(SearchSettings(), encoder=MULTILINGUAL, can_rerank=True, sources=TUNED)
+    return planning.plan(SearchQuery(**query))
 
 
 def plan(encoder: EncoderInfo = MULTILINGUAL, **query: Any) -> SearchPlan:
@@ -71,11 +99,13 @@ FULL: dict[str, Any] = {
     "prefix": True,
     "required_filter": parse_filter({"tags": {"contains": "team-a"}}),
     "sort": (SortClause("metadata.year", SortOrder.DESC), SortClause(SCORE, SortOrder.DESC)),
+    "leg_params": {"tuned": {"k": 1}},
+    "include_linked": True,
 }
 
 
 def test_equal_queries_give_equal_plans_with_equal_hashes() -> None:
-    first, second = plan(**FULL), plan(**FULL)
+    first, second = tuned(**FULL), tuned(**FULL)
     assert first == second
     assert hash(first) == hash(second)
     assert first is not second
@@ -107,6 +137,8 @@ CHANGES: list[tuple[str, object]] = [
     ("prefix", False),
     ("required_filter", parse_filter({"tags": {"contains": "team-b"}})),
     ("sort", (SortClause("metadata.year", SortOrder.ASC), SortClause(SCORE, SortOrder.DESC))),
+    ("leg_params", {"tuned": {"k": 2}}),
+    ("include_linked", False),
 ]
 VALIDATION_ONLY = {"max_top_k"}  # refuses a request, never changes a result
 
@@ -119,6 +151,17 @@ def test_every_field_of_a_query_is_probed() -> None:
     fields = {f.name for f in dataclasses.fields(SearchQuery)}
     fields -= VALIDATION_ONLY | RESOLVED_BEFORE_PLANNING
     assert fields == {f for f, _ in CHANGES} == set(FULL)
+
+
+def test_a_sources_parameters_are_checked_by_it_and_unknown_legs_refused() -> None:
+    with pytest.raises(InvalidRequestError, match=r"tuned\.depth: unknown field"):
+        tuned(**BASE, leg_params={"tuned": {"depth": 2}})
+    with pytest.raises(InvalidRequestError, match="dense: no such leg on this server takes"):
+        tuned(**BASE, leg_params={"dense": {"k": 2}})
+    with pytest.raises(InvalidRequestError, match="graph: no such leg"):
+        tuned(**BASE, leg_params={"graph": {}})
+    assert tuned(**BASE, leg_params={"tuned": {"k": 3}}).params_of("tuned") == (("k", 3),)
+    assert tuned(**BASE).params_of("tuned") is None
 
 
 def test_a_required_filter_is_anded_with_the_request_filter() -> None:
@@ -140,9 +183,9 @@ def test_a_token_limit_on_top_k_refuses_larger_pages() -> None:
 @pytest.mark.parametrize(("field", "value"), CHANGES)
 def test_every_field_that_changes_the_result_changes_the_plan(field: str, value: object) -> None:
     assert FULL[field] != value
-    changed = plan(**{**FULL, field: value})
-    assert changed != plan(**FULL)
-    assert hash(changed) != hash(plan(**FULL))
+    changed = tuned(**{**FULL, field: value})
+    assert changed != tuned(**FULL)
+    assert hash(changed) != hash(tuned(**FULL))
 
 
 def test_requests_with_the_same_result_give_the_same_plan() -> None:

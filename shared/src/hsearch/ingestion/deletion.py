@@ -90,15 +90,7 @@ def _field_names(node: FilterNode | None) -> Iterator[str]:
 
 def document_fields(doc: Document) -> dict[str, object]:
     """A document's filterable fields, as its chunks carry them in the store."""
-    return {
-        "document_id": str(doc.id),
-        "external_id": doc.external_id,
-        "source": doc.source,
-        "lang": doc.lang,
-        "tags": list(doc.tags),
-        "created_at": int(doc.created_at.timestamp()),
-        "metadata": dict(doc.metadata_),
-    }
+    return doc.filter_fields()
 
 
 def remove_documents(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,10 @@ class SearchQuery:
     (``offset`` is then the cursor's)."""
     sort: tuple[SortClause, ...] = ()
     """How the window is ordered (:mod:`~hsearch.search.sorting`); empty: by relevance."""
+    leg_params: dict[str, dict[str, Any]] | None = None
+    """Per source name, what the request asks of it (the graph leg's ``graph``)."""
+    include_linked: bool = False
+    """Each hit lists the documents it links to and from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,9 @@ class LegScore:
 
     rank: int | None
     score: float | None
+    detail: Mapping[str, Any] | None = None
+    """How the leg found the hit, when it says (the graph leg: ``seed``, ``hops``,
+    ``path`` and ``via``, the link types along it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,16 @@ class Explanation:
 
 
 @dataclass(frozen=True, slots=True)
+class LinkedPage:
+    """A document a hit links to (``out``) or from (``in``), by a link of ``type``."""
+
+    external_id: str
+    title: str
+    type: str
+    direction: str
+
+
+@dataclass(frozen=True, slots=True)
 class SearchHit:
     chunk_id: str
     document_id: str
@@ -104,6 +122,9 @@ class SearchHit:
     lang: str = ""
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    linked_pages: tuple[LinkedPage, ...] | None = None
+    """The documents its document links to and from (asked for with
+    ``include_linked``; ``None``: not asked, or they could not be read)."""
 
 
 @dataclass(frozen=True, slots=True)

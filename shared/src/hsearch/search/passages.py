@@ -259,7 +259,7 @@ def passage(fused: Fused, hit: FusedHit, *, rank: int, matching: int, text: str)
         chunk_id=hit.id,
         text=text,
         score=hit.score,
-        explanation=explain(hit, plan=fused.plan),
+        explanation=explain(hit, plan=fused.plan, outcomes=fused.outcomes),
         matching_chunks=matching,
         **stored_fields(fused.ranked.fields[hit.id]),
     )
@@ -280,14 +280,31 @@ def stored_fields(stored: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def explain(hit: FusedHit, *, plan: SearchPlan, rerank_score: float | None = None) -> Explanation:
+def explain(
+    hit: FusedHit,
+    *,
+    plan: SearchPlan,
+    outcomes: Sequence[LegOutcome] = (),
+    rerank_score: float | None = None,
+) -> Explanation:
     """Why ``hit`` ranks where it does: each leg of the plan's mode with its rank and
-    score (``None`` for a leg that did not return it), and the fused score."""
+    score (``None`` for a leg that did not return it), what a leg said of how it found
+    it (``detail``: the graph leg's path), and the fused score."""
+    details = {
+        o.leg: h.detail
+        for o in outcomes
+        for h in o.hits or ()
+        if h.detail is not None and h.chunk_id == hit.id
+    }
     return Explanation(
         method=plan.ranking.method,
         fused_score=hit.score,
         legs={
-            p.leg: LegScore(rank=hit.ranks.get(p.leg), score=hit.scores.get(p.leg))
+            p.leg: LegScore(
+                rank=hit.ranks.get(p.leg),
+                score=hit.scores.get(p.leg),
+                detail=details.get(p.leg) if p.leg in hit.ranks else None,
+            )
             for p in plan.legs
         },
         rerank_score=rerank_score,

@@ -47,7 +47,7 @@ from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
 from hsearch.search.models import SearchQuery
 from hsearch.search.ranking import RankingSpec, dense_cannot_read
 from hsearch.search.sorting import validate_sort
-from hsearch.search.sources import Need, SourceRegistry
+from hsearch.search.sources import Need, ParameterisedSource, SourceRegistry
 from hsearch.types import Leg, SearchMode, TotalTracking
 from hsearch.vectorstore.filters import And, FilterNode, parse_filter
 
@@ -129,6 +129,15 @@ class SearchPlan:
     depth: int = 0
     """How many candidates each leg fetches: :attr:`candidates`, or more when the
     syntax's conditions will drop some (0: :attr:`candidates`)."""
+    leg_params: tuple[tuple[str, object], ...] = ()
+    """What the request asks of particular sources, as each source checked it
+    (:meth:`~hsearch.search.sources.ParameterisedSource.parse_params`), by name."""
+    include_linked: bool = False
+    """Each hit lists the documents it links to and from."""
+
+    def params_of(self, leg: str) -> object:
+        """The request's parameters of ``leg`` (``None``: its defaults)."""
+        return dict(self.leg_params).get(leg)
 
     @property
     def text(self) -> str:
@@ -227,6 +236,16 @@ class QueryPlanner:
             raise InvalidRequestError(
                 f"weights: at least one leg of mode {query.mode.value!r} needs a weight above 0"
             )
+        seeded = [leg for leg in mode_legs if Need.HITS in self._sources[leg].needs]
+        seeding = [leg for leg in mode_legs if leg not in seeded]
+        if not any(weights[leg] > 0 for leg in seeding):
+            raise InvalidRequestError(
+                f"weights: {', '.join(map(repr, seeded))} start from the other legs' hits: "
+                f"weigh at least one of {', '.join(map(repr, seeding))} above 0"
+            )
+        # A leg seeded by the others and not weighed takes no part: it is not planned
+        # (were every other leg to fail, it would have nothing to start from).
+        mode_legs = tuple(leg for leg in mode_legs if leg in seeding or weights[leg] > 0)
         rrf_k = query.rrf_k or fusion.k
         if not MIN_RRF_K <= rrf_k <= MAX_RRF_K:
             msg = f"rrf_k: must be an integer between {MIN_RRF_K} and {MAX_RRF_K} (got {rrf_k})"
@@ -275,7 +294,19 @@ class QueryPlanner:
             ),
             prefix=query.prefix,
             depth=depth,
+            leg_params=self._leg_params(query),
+            include_linked=query.include_linked,
         )
+
+    def _leg_params(self, query: SearchQuery) -> tuple[tuple[str, object], ...]:
+        """Each named source's parameters, checked by the source (a 422 naming them)."""
+        checked: list[tuple[str, object]] = []
+        for name, raw in sorted((query.leg_params or {}).items()):
+            source = self._sources.get(name)
+            if not isinstance(source, ParameterisedSource):
+                raise InvalidRequestError(f"{name}: no such leg on this server takes parameters")
+            checked.append((name, source.parse_params(raw)))
+        return tuple(checked)
 
     def at_offset(self, plan: SearchPlan, offset: int) -> SearchPlan:
         """``plan`` with its page starting at ``offset`` (a cursor's), validated as

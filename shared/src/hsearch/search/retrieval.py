@@ -493,6 +493,7 @@ class Retriever:
                 dense=vectors.dense if Need.DENSE in wanted else None,
                 sparse=vectors.sparse if Need.SPARSE in wanted else None,
                 earlier=dict(earlier or {}) if Need.HITS in wanted else {},
+                params=plan.params_of(leg),
             )
             runnable.append(LegRequest(leg, query, budget.deadline))
         results = await asyncio.gather(
@@ -588,7 +589,7 @@ class Retriever:
             if chunk is None or chunk.chunk_id in seen:
                 continue
             seen.add(chunk.chunk_id)
-            hits.append(StoredHit(chunk.chunk_id, hit.score, chunk.fields))
+            hits.append(StoredHit(chunk.chunk_id, hit.score, chunk.fields, hit.detail))
         return _with_hits(outcome, hits)
 
 

@@ -34,6 +34,7 @@ from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import SearchSettings
 from hsearch.embedding.protocol import Embedder
 from hsearch.errors import BackendError, InvalidRequestError, SearchUnavailableError
+from hsearch.graph.store import LinkedPages
 from hsearch.lexical.additions import TermExpansion
 from hsearch.lexical.expansion import QueryExpander
 from hsearch.lexical.statistics import LexicalStatistics
@@ -48,7 +49,7 @@ from hsearch.search.caching import (
     search_id,
 )
 from hsearch.search.highlight import highlighted_query, make_snippet, term_matches
-from hsearch.search.models import SearchHit, SearchQuery, SearchResult
+from hsearch.search.models import LinkedPage, SearchHit, SearchQuery, SearchResult
 from hsearch.search.passages import DEGRADED, Fused, RetrievalService, explain, stored_fields
 from hsearch.search.planner import QueryPlanner, SearchPlan
 from hsearch.search.ranking import Ranked, Unit, page, rerank
@@ -79,7 +80,11 @@ class SearchService:
         settle_s: float = 0.0,
         extra_sources: Sequence[Source] = (),
         expander: QueryExpander | None = None,
+        linked: LinkedPages | None = None,
     ) -> None:
+        """``linked``: reads the documents hits link to and from (``include_linked``;
+        ``None``: a request asking for them gets none)."""
+        self._linked = linked
         sources = store_sources(store, *extra_sources)
         self._planner = QueryPlanner(
             settings, encoder=embedder.info, can_rerank=reranker is not None, sources=sources
@@ -126,6 +131,37 @@ class SearchService:
 
     async def search(self, query: SearchQuery) -> SearchResult:
         """Run ``query``; raises InvalidRequestError (422) or SearchUnavailableError (503)."""
+        result, plan = await self._search(query)
+        return await self._with_linked(plan, result)
+
+    async def _with_linked(self, plan: SearchPlan, result: SearchResult) -> SearchResult:
+        """The hits with the documents they link to and from, when the plan asks (read
+        on the tenant's data as it is now: a cached page's too). When they cannot be
+        read the hits come without them (``linked_pages`` stays ``None``), logged."""
+        if not plan.include_linked or self._linked is None or not result.hits:
+            return result
+        try:
+            pages = await self._linked.read(
+                plan.tenant_id, {h.document_id for h in result.hits}, filter=plan.filter
+            )
+        except BackendError as exc:
+            logger.warning("search.linked_pages.unavailable error=%s", exc.message)
+            return result
+        return replace(
+            result,
+            hits=tuple(
+                replace(
+                    h,
+                    linked_pages=tuple(
+                        LinkedPage(p.external_id, p.title, p.type, p.direction)
+                        for p in pages.get(h.document_id, ())
+                    ),
+                )
+                for h in result.hits
+            ),
+        )
+
+    async def _search(self, query: SearchQuery) -> tuple[SearchResult, SearchPlan]:
         clock = StageClock()
         cursor = Cursor.decode(query.cursor) if query.cursor is not None else None
         if cursor is None:
@@ -147,16 +183,16 @@ class SearchService:
                     _record(plan, (), outcome="error")
                     raise
                 _record(plan, (), outcome="ok")
-                return served
+                return served, plan
             logger.info("search.snapshot.gone: the page is cut from the live list")
         if self._results is None:
-            return await self._compute(plan, clock, await self._version(plan))
+            return await self._compute(plan, clock, await self._version(plan)), plan
         result = await self._results.serve(
             plan, clock=clock, compute=partial(self._compute, plan, clock)
         )
         if result.cached:  # a computed search was counted as it finished
             _record(plan, (), outcome="ok")
-        return result
+        return result, plan
 
     async def _version(self, plan: SearchPlan) -> DataVersion | None:
         """The tenant's data version, for reusing counts (no result cache read it); read
@@ -415,7 +451,7 @@ def _hydrate(
     hit, matching = unit
     plan = fused.plan
     rerank_score = rerank_scores.get(hit.id)
-    explanation = explain(hit, plan=plan, rerank_score=rerank_score)
+    explanation = explain(hit, plan=plan, outcomes=fused.outcomes, rerank_score=rerank_score)
     if expansions and text:
         explanation = replace(explanation, matches=term_matches(text, expansions))
     marked = highlighted_query(plan.text, expansions)

@@ -19,11 +19,11 @@ source the document's id (the retriever then brings the document's best chunk,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hsearch.types import DenseVector, Leg, SearchMode, SparseVector
 from hsearch.vectorstore.filters import FilterNode
@@ -34,6 +34,7 @@ __all__ = [
     "DenseSource",
     "Level",
     "Need",
+    "ParameterisedSource",
     "Source",
     "SourceQuery",
     "SourceRegistry",
@@ -77,6 +78,20 @@ class SourceQuery:
     )
     """For a source that needs :attr:`Need.HITS`: each first-round leg's candidates
     (what they were given, not part of the query's identity)."""
+    params: object = None
+    """What the request asks of this source in particular (the plan's
+    ``leg_params[name]``, checked by the planner: the graph leg's
+    :class:`~hsearch.graph.params.GraphParams`); ``None``: its defaults."""
+
+
+@runtime_checkable
+class ParameterisedSource(Protocol):
+    """A source a request can pass parameters to (``"graph": {...}``)."""
+
+    def parse_params(self, raw: Mapping[str, Any] | None) -> Hashable:
+        """The request's parameters, checked (a frozen value, part of the plan);
+        raises :class:`~hsearch.errors.InvalidRequestError` naming the field."""
+        ...
 
 
 class Source(Protocol):
@@ -198,6 +213,9 @@ class SourceRegistry:
 
     def __getitem__(self, name: str) -> Source:
         return self._by_name[name]
+
+    def get(self, name: str) -> Source | None:
+        return self._by_name.get(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name

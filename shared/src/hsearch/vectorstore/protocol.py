@@ -79,6 +79,9 @@ class StoredHit:
     chunk_id: str
     score: float
     fields: Mapping[str, Any]
+    detail: Mapping[str, Any] | None = None
+    """How a leg that is not a store's found it, for the hit's explanation (the graph
+    leg: the path from a seed); JSON values."""
 
 
 class VectorStore(Protocol):

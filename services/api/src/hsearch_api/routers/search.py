@@ -29,6 +29,7 @@ from hsearch_api.schemas.search import (
     HitRead,
     LegRead,
     LegScoreRead,
+    LinkedPageRead,
     SearchRequest,
     SearchResponse,
     SortClauseRead,
@@ -99,6 +100,8 @@ async def run_search(
             facet_unit=body.facet_unit,
             cursor=body.cursor,
             sort=parse_sort(body.sort),
+            leg_params=None if body.graph is None else {"graph": body.graph},
+            include_linked=body.include_linked,
         )
     )
     return search_response(result)
@@ -178,7 +181,11 @@ def search_response(result: SearchResult) -> SearchResponse:
                     method=h.explanation.method,
                     fused_score=h.explanation.fused_score,
                     legs={
-                        name: LegScoreRead(rank=leg.rank, score=leg.score)
+                        name: LegScoreRead(
+                            rank=leg.rank,
+                            score=leg.score,
+                            detail=None if leg.detail is None else dict(leg.detail),
+                        )
                         for name, leg in h.explanation.legs.items()
                     },
                     dense_rank=h.explanation.rank_of("dense"),
@@ -188,6 +195,14 @@ def search_response(result: SearchResult) -> SearchResponse:
                     rerank_score=h.explanation.rerank_score,
                     matches=[term_match(m) for m in h.explanation.matches],
                 ),
+                linked_pages=None
+                if h.linked_pages is None
+                else [
+                    LinkedPageRead(
+                        external_id=p.external_id, title=p.title, type=p.type, direction=p.direction
+                    )
+                    for p in h.linked_pages
+                ],
             )
             for h in result.hits
         ],

@@ -204,6 +204,22 @@ class SearchRequest(BaseModel):
         examples=[[{"field": "metadata.year", "order": "desc"}, "_score"]],
         json_schema_extra={"items": SORT_CLAUSE_SCHEMA},
     )
+    # Checked by the graph leg (hsearch.graph.params), which names the field it refuses.
+    graph: dict[str, Any] | None = Field(
+        default=None,
+        description="What the graph leg follows (run it with `weights.graph` > 0, or a "
+        "server default): `scoring` (`proximity`: the sum over seeds of 1/hops, or "
+        "`pagerank`: personalised PageRank), `depth` (hops, 1 to 3), `types` (link types "
+        "to follow; null: all), `direction` (`out`, `in`, `both`), `seeds` (each other "
+        "leg's best documents that seed it, 1 to 100), `include_seeds`, `alpha` "
+        "(PageRank's restart probability). docs/graph.md.",
+        examples=[{"scoring": "proximity", "depth": 2, "types": ["link"]}],
+    )
+    include_linked: StrictBool = Field(
+        default=False,
+        description="Each hit lists the indexed documents it links to and from "
+        "(`linked_pages`), those the search's filter (and a search token's) allows.",
+    )
 
 
 def leg_enum(legs: Sequence[str]) -> type[StrEnum]:
@@ -253,6 +269,12 @@ def max_leg_timeout_ms(settings: SearchSettings) -> int:
 class LegScoreRead(BaseModel):
     rank: int | None = Field(description="1-based rank in the leg; null: not returned by it.")
     score: float | None = Field(description="The leg's raw score; null: not returned by it.")
+    detail: dict[str, Any] | None = Field(
+        default=None,
+        description="How the leg found the hit, when it says: the graph leg gives the "
+        "`seed` (external id), `hops`, the `path` of external ids from the seed and the "
+        "link types along it (`via`, with `directions`: `out` along a link, `in` back).",
+    )
 
 
 class TermMatchRead(BaseModel):
@@ -281,6 +303,13 @@ class ExplanationRead(BaseModel):
     )
 
 
+class LinkedPageRead(BaseModel):
+    external_id: str
+    title: str
+    type: str = Field(description="The link's type (`link`, `mention`, ...).")
+    direction: str = Field(description="`out`: the hit links to it; `in`: it links to the hit.")
+
+
 class HitRead(BaseModel):
     chunk_id: str
     document_id: str
@@ -302,6 +331,12 @@ class HitRead(BaseModel):
     tags: list[str]
     metadata: dict[str, Any]
     explanation: ExplanationRead
+    linked_pages: list[LinkedPageRead] | None = Field(
+        default=None,
+        description="With `include_linked`: the indexed documents this hit's document "
+        "links to (`out`) and from (`in`) that the search's filter allows; null when not "
+        "asked for (or when they could not be read).",
+    )
 
 
 class LegRead(BaseModel):

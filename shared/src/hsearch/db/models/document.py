@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, ForeignKey, Integer, String, Text, UniqueConstraint
@@ -40,3 +40,19 @@ class Document(Base):
     version: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    def filter_fields(self) -> dict[str, Any]:
+        """Its filterable fields as its chunks carry them in the store (what a search
+        filter or a search token's reads)."""
+        created = self.created_at
+        if created.tzinfo is None:  # SQLite hands naive UTC back
+            created = created.replace(tzinfo=UTC)
+        return {
+            "document_id": str(self.id),
+            "external_id": self.external_id,
+            "source": self.source,
+            "lang": self.lang,
+            "tags": list(self.tags),
+            "created_at": int(created.timestamp()),
+            "metadata": dict(self.metadata_),
+        }

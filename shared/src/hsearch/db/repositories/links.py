@@ -53,6 +53,8 @@ class GraphEdge:
     target: str
     type: str
     weight: float
+    source_external_id: str
+    target_external_id: str
 
 
 class LinkRepository:
@@ -161,37 +163,27 @@ class LinkRepository:
 
     def linked(
         self, tenant_id: str, document_ids: Collection[uuid.UUID]
-    ) -> dict[uuid.UUID, list[tuple[str, LinkRow]]]:
+    ) -> dict[uuid.UUID, list[tuple[str, str, float, Document]]]:
         """For each of ``document_ids``, the indexed documents it links to (``out``)
-        and from (``in``), as ``(direction, row)``."""
+        and from (``in``), as ``(direction, type, weight, document)``, by direction,
+        type and external id."""
         if not document_ids:
             return {}
         ids = {"ids": list(document_ids)}
-        found: dict[uuid.UUID, list[tuple[str, LinkRow]]] = {}
+        found: dict[uuid.UUID, list[tuple[str, str, float, Document]]] = {}
         other = aliased(Document)
-        columns = (other.external_id, other.title, DocumentLink.type, DocumentLink.weight)
-        outgoing = (
-            select(DocumentLink.source_id, *columns, DocumentLink.origin)
-            .join(other, other.id == DocumentLink.target_id)
-            .where(DocumentLink.tenant_id == tenant_id, in_values(DocumentLink.source_id, "ids"))
-            .order_by(DocumentLink.source_id, DocumentLink.type, other.external_id)
-        )
-        for source_id, external_id, title, type_, weight, origin in self._session.execute(
-            outgoing, ids
+        for direction, near, far in (
+            ("out", DocumentLink.source_id, DocumentLink.target_id),
+            ("in", DocumentLink.target_id, DocumentLink.source_id),
         ):
-            row = LinkRow(external_id, title, type_, weight, origin)
-            found.setdefault(source_id, []).append(("out", row))
-        incoming = (
-            select(DocumentLink.target_id, *columns, DocumentLink.origin)
-            .join(other, other.id == DocumentLink.source_id)
-            .where(DocumentLink.tenant_id == tenant_id, in_values(DocumentLink.target_id, "ids"))
-            .order_by(DocumentLink.target_id, DocumentLink.type, other.external_id)
-        )
-        for target_id, external_id, title, type_, weight, origin in self._session.execute(
-            incoming, ids
-        ):
-            row = LinkRow(external_id, title, type_, weight, origin)
-            found.setdefault(target_id, []).append(("in", row))
+            stmt = (
+                select(near, DocumentLink.type, DocumentLink.weight, other)
+                .join(other, other.id == far)
+                .where(DocumentLink.tenant_id == tenant_id, in_values(near, "ids"))
+                .order_by(near, DocumentLink.type, other.external_id)
+            )
+            for document_id, type_, weight, document in self._session.execute(stmt, ids):
+                found.setdefault(document_id, []).append((direction, type_, weight, document))
         return found
 
     def graph_edges(self, tenant_id: str, *, batch: int = 50_000) -> Iterator[GraphEdge]:
@@ -204,14 +196,20 @@ class LinkRepository:
                 DocumentLink.target_id,
                 DocumentLink.type,
                 DocumentLink.weight,
+                source.external_id,
+                target.external_id,
             )
             .join(source, source.id == DocumentLink.source_id)
             .join(target, target.id == DocumentLink.target_id)
             .where(DocumentLink.tenant_id == tenant_id)
             .execution_options(yield_per=batch)
         )
-        for source_id, target_id, type_, weight in self._session.execute(stmt):
-            yield GraphEdge(str(source_id), str(target_id), type_, float(weight))
+        for source_id, target_id, type_, weight, source_ext, target_ext in self._session.execute(
+            stmt
+        ):
+            yield GraphEdge(
+                str(source_id), str(target_id), type_, float(weight), source_ext, target_ext
+            )
 
     def count(self, tenant_id: str) -> int:
         """The tenant's links, resolved or not."""

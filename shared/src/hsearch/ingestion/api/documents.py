@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -470,18 +470,7 @@ def _passing(
 
 def document_fields(doc: Document) -> dict[str, Any]:
     """A document's filterable fields as its chunks carry them (what a filter reads)."""
-    created = doc.created_at
-    if created.tzinfo is None:  # SQLite hands naive UTC back
-        created = created.replace(tzinfo=UTC)
-    return {
-        "document_id": str(doc.id),
-        "external_id": doc.external_id,
-        "source": doc.source,
-        "lang": doc.lang,
-        "tags": list(doc.tags),
-        "created_at": int(created.timestamp()),
-        "metadata": dict(doc.metadata_),
-    }
+    return doc.filter_fields()
 
 
 def _view(
