@@ -1,0 +1,1 @@
+"""The document graph: typed links between a tenant's documents."""
