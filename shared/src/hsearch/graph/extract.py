@@ -28,9 +28,11 @@ encoding added) and its :class:`LinkForm`.
   inputs (200 KB of ``<a href="`` took 79 s), where libxml2 takes milliseconds for a
   megabyte. libxml2 stops nesting at 256 levels: a link inside deeper elements is lost.
 
-Cost: linear in the text. markdown-it-py is pure Python: about 1.5 s for a megabyte of
-prose with links and up to about 20 s for a megabyte made only of brackets (each
-``[`` tries the link rules); a text with neither ``[`` nor ``<`` is not parsed at all.
+Cost: linear in the text (``python -m bench.graph_extract`` doubles the size of inputs
+built to be slow and times them). markdown-it-py is pure Python: about 1.5 s for a
+megabyte of prose with links, and 10 to 25 s for a megabyte made of brackets, where each
+``[`` tries the link rules on what follows. A text without ``<`` and without one of
+``[`` and ``]`` can hold no link and is not parsed.
 
 Resolution (:class:`DocumentNames`)
 -----------------------------------
@@ -43,11 +45,12 @@ finds one wins:
    (``mailto:``, ``tel:``) names no document. The query and fragment are dropped, the
    path is percent-decoded, ``./`` and ``..`` folded, the leading ``/`` dropped. A
    relative path is tried first against the linking document's folder (its external
-   id read as a path: ``guide/setup.md`` links ``intro.md`` as ``guide/intro.md``),
-   then from the root. Each is matched against the external ids read the same way
-   (a URL id by its path), first as it is, then with a file extension (``.md``,
-   ``.markdown``, ``.mdx``, ``.html``, ``.htm``, ``.txt``, ``.rst``) and an ``index``
-   or ``README`` file name dropped on both sides (``guide/`` = ``guide/index.md`` =
+   id read as a path: ``guide/setup.md`` links ``./intro.md`` as ``guide/intro.md``),
+   then from the root (a target that is itself an external id took step 1). Each is
+   matched against the external ids read the same way (a URL id by its path), first
+   as it is, then with a file extension (``.md``, ``.markdown``, ``.mdx``, ``.html``,
+   ``.htm``, ``.txt``, ``.rst``) and an ``index`` or ``README`` file name dropped on
+   both sides (``guide/`` = ``guide/index.md`` =
    ``guide.html``). An empty path (a site's root) names no document: every external
    home page would otherwise land on the tenant's ``index.md``;
 3. by title, case-insensitive with runs of whitespace read as one space: a relative
@@ -74,7 +77,9 @@ a document whose own title contains another's ("Body water", "Water") does not
 mention the other where it names itself. A document never mentions itself; a title
 held by several documents mentions each of them. Titles are found in one pass of an
 Aho-Corasick automaton (pyahocorasick), so the cost grows with the text and the
-occurrences, not with the number of titles.
+occurrences, not with the number of titles. Occurrences overlap only where titles end
+with other titles ("New York", "York"); a tenant whose titles are "aaaa", "aaaaa", ...
+(56 of them) makes a megabyte of "a" cost tens of seconds, its own worker's time.
 
 :class:`MentionRule` chooses the matching: ``whole_words=False`` is the rule that
 derived the links of the MuSiQue sample (``shared/datasets/en-musique-train-100``,
@@ -268,8 +273,9 @@ def hyperlink_targets(text: str) -> list[HyperlinkTarget]:
     Targets are as written, stripped of surrounding whitespace; an empty target (``[a]()``)
     is left out. The same target written twice is listed twice.
     """
-    if "[" not in text and "<" not in text:
-        return []  # every form needs one of them: spare the parse
+    if "<" not in text and ("[" not in text or "]" not in text):
+        # Autolinks and HTML need "<", the bracket forms both "[" and "]": spare the parse.
+        return []
     env: dict[str, Any] = {}
     tokens = _markdown().parse(text, env)
     # A parser per call: lxml's parsers keep state and are not to be shared by threads.
@@ -493,6 +499,7 @@ def mention_key(title: str, rule: MentionRule) -> str | None:
     return key if len(key) >= rule.min_length else None
 
 
+@cache  # a text has few distinct characters, and each occurrence asks about two
 def _is_word_character(character: str) -> bool:
     return (character.isalnum() or character == "_") and not _UNSPACED.match(character)
 
