@@ -50,9 +50,9 @@ finds one wins:
    matched against the external ids read the same way (a URL id by its path), first
    as it is, then with a file extension (``.md``, ``.markdown``, ``.mdx``, ``.html``,
    ``.htm``, ``.txt``, ``.rst``) and an ``index`` or ``README`` file name dropped on
-   both sides (``guide/`` = ``guide/index.md`` =
-   ``guide.html``). An empty path (a site's root) names no document: every external
-   home page would otherwise land on the tenant's ``index.md``;
+   both sides (``guide/`` = ``guide/index.md`` = ``guide.html``). An empty path (a
+   site's root) names no document: every external home page would otherwise land on
+   the tenant's ``index.md``;
 3. by title, case-insensitive with runs of whitespace read as one space: a relative
    path, percent-decoded, with and without its file extension (``Getting%20Started.md``
    names "Getting Started"). A wiki link names a title, so it tries this first, also
