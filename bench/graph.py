@@ -263,6 +263,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             progress(f"{links} links: {entry['ppr_accuracy']['epsilons']}")
         sizes.append(entry)
+    http: dict[str, Any] | None = None
+    if args.http_documents:
+        from bench.graph_http import http_section  # noqa: PLC0415 - starts servers: only when asked
+
+        http = http_section(
+            documents=args.http_documents,
+            links=args.http_links,
+            queries=args.http_queries,
+            warmup=args.warmup,
+            seed=args.seed,
+        )
+        progress(f"HTTP at {args.http_documents} documents: {http}")
     return {
         "benchmark": "graph",
         "links_per_node": args.links_per_node,
@@ -270,6 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_average_before": [round(v, 2) for v in load_before],
         "load_average_after": [round(v, 2) for v in os.getloadavg()],
         "sizes": sizes,
+        "http": http,
     }
 
 
@@ -329,6 +342,26 @@ def markdown(result: dict[str, Any]) -> str:
                 top = row[f"overlap_at_{first['limit']}"]
                 shown.append(f"{row['overlap_at_10']:.2f} / {top:.2f}, {row['p50_ms']:.1f}")
             lines.append(f"| {size['build']['links']:,} | " + " | ".join(shown) + " |")
+    http = result.get("http")
+    if http:
+        lines += [
+            "",
+            f"A whole search through HTTP: {http['documents']:,} documents, {http['links']:,} "
+            f"links, {http['queries']} queries (hybrid, top 10, result cache off), ms",
+            "",
+            "| request | wall p50 | wall p95 | took_ms p50 | took_ms p95 |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for name in ("with_graph", "without_graph"):
+            row = http[name]
+            lines.append(
+                f"| {name.replace('_', ' ')} | {row['wall_ms_50']} | {row['wall_ms_95']} "
+                f"| {row['took_ms_50']} | {row['took_ms_95']} |"
+            )
+        lines.append(
+            f"\nWith / without (wall p50): {http['ratio_wall_p50']}; hits only the graph "
+            f"leg found, per search: {http['hits_only_from_graph_per_search']}"
+        )
     return "\n".join(lines)
 
 
@@ -358,6 +391,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--builds", type=int, default=3, help="builds timed, best kept")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--http-documents",
+        type=int,
+        default=1000,
+        help="a whole search through HTTP at this many documents (0: skip; bench.graph_http)",
+    )
+    parser.add_argument("--http-links", type=int, default=5, help="links per document (HTTP)")
+    parser.add_argument("--http-queries", type=int, default=200, help="timed queries (HTTP)")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
     result = run(args)

@@ -42,7 +42,7 @@ from hsearch.embedding.batching import QueryBatcher
 from hsearch.embedding.factory import UnloadedEmbedder, create_embedder, describe_encoder
 from hsearch.embedding.protocol import Embedder
 from hsearch.graph.params import GraphParams, GraphScoring
-from hsearch.graph.source import GraphSource
+from hsearch.graph.source import GRAPH_LEG, GraphSource
 from hsearch.graph.store import GraphStore, LinkedPages
 from hsearch.ingestion.api.documents import DocumentService
 from hsearch.ingestion.chunking import Chunker
@@ -74,7 +74,7 @@ from hsearch.rerank.factory import create_reranker
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.caching import PageSnapshots, ResultCache, purge_tenant
 from hsearch.search.service import SearchService
-from hsearch.search.sources import Source
+from hsearch.search.sources import BUILTIN_SOURCES, Source
 from hsearch.stats import StatsService
 from hsearch.tenancy.factory import build_tenancy
 from hsearch.tenancy.purge import PurgeHook, TenantPurge
@@ -674,6 +674,12 @@ def build_services(
     if graphs is not None:
         services.tenant_purge_hooks.append(graphs.forget)
     return services
+
+
+def source_names(settings: Settings) -> tuple[str, ...]:
+    """The legs :func:`build_services` registers on ``settings`` (before any extra
+    source a caller adds), in order: the store's, then the graph leg when enabled."""
+    return (*BUILTIN_SOURCES, *((GRAPH_LEG,) if settings.graph.enabled else ()))
 
 
 def keep_startup_heap() -> None:

@@ -22,6 +22,7 @@ from hsearch.graph.csr import LinkGraph
 from hsearch.graph.params import GraphParams
 from hsearch.graph.source import GraphSource
 from hsearch.graph.store import GraphStore
+from hsearch.runtime import source_names
 from tests.unit.api.conftest import Api, api_settings, ingest, migrated_database, serve
 
 VOLCANO = "Volcanoes erupt lava and ash from magma chambers."
@@ -260,3 +261,15 @@ async def test_a_graph_not_ready_by_the_deadline_degrades_the_leg(
             break
         await asyncio.sleep(0.05)
     assert found(result) == ["volcano", "island"]
+
+
+async def test_the_app_built_from_settings_names_the_legs_the_services_register(
+    api: Api, tmp_path: Path
+) -> None:
+    # The OpenAPI document of an app whose lifespan builds its services is made before
+    # they exist, from source_names: both must agree, with the graph leg on and off.
+    assert api.services.search.sources.names == source_names(api.services.settings)
+    assert source_names(api.services.settings) == ("dense", "sparse", "graph")
+    off = api_settings(tmp_path / "off").model_copy(update={"graph": GraphSettings(enabled=False)})
+    async with serve(off) as without:
+        assert without.services.search.sources.names == source_names(off) == ("dense", "sparse")

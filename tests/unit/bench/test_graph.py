@@ -24,7 +24,7 @@ def test_synthetic_links_are_seeded_and_heavy_tailed() -> None:
 
 def test_a_run_reports_build_scoring_and_accuracy(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--sizes", "2000", "--queries", "3", "--warmup", "1", "--builds", "1"]
-    argv += ["--accuracy-queries", "2", "--epsilons", "1e-4,1e-6"]
+    argv += ["--accuracy-queries", "2", "--epsilons", "1e-4,1e-6", "--http-documents", "0"]
     assert bench_graph.main([*argv, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     (size,) = result["sizes"]

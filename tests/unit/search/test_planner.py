@@ -394,7 +394,11 @@ def test_a_source_reading_the_first_rounds_hits_runs_after_it_when_weighted() ->
         "sparse": "if_none_answered",
         "seeded": "seeded",
     }
-    assert roles(p.plan(SearchQuery(**BASE)))["seeded"] == "if_none_answered"
+    # Not weighed, it is not planned: it would have nothing to start from were it run
+    # because every other leg failed.
+    assert "seeded" not in roles(p.plan(SearchQuery(**BASE)))
+    with pytest.raises(InvalidRequestError, match="weigh at least one of 'dense', 'sparse'"):
+        p.plan(SearchQuery(**BASE, weights={"seeded": 1.0}))
     assert [lp.leg for lp in p.plan(SearchQuery(**BASE, mode=SearchMode.KEYWORD)).legs] == [
         "sparse"
     ]

@@ -7,8 +7,7 @@ from fastapi import Depends, FastAPI
 from hsearch import __version__
 from hsearch.config import Settings, get_settings
 from hsearch.logging import configure_logging
-from hsearch.runtime import Services
-from hsearch.search.sources import BUILTIN_SOURCES
+from hsearch.runtime import Services, source_names
 from hsearch.tenancy.service import TENANT_HEADER
 from hsearch_api.cors import CorsMiddleware
 from hsearch_api.errors import install_error_handlers
@@ -53,7 +52,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     limits = ApiLimits.from_settings(settings)
     # The registered sources name the legs of the OpenAPI document: the given services',
     # or those build_services makes from the settings (the lifespan checks they agree).
-    legs = services.search.sources.names if services is not None else BUILTIN_SOURCES
+    legs = services.search.sources.names if services is not None else source_names(settings)
     lifespan = make_lifespan(
         settings, migrate=settings.api.migrate_on_start, services=services, legs=legs
     )

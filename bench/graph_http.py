@@ -1,0 +1,180 @@
+"""A whole search through HTTP with the graph leg on, at 1,000 documents: the section of
+``python -m bench.graph`` that runs the product as deployed (:func:`http_section`).
+
+A Milvus Lite server and the API in processes of their own (as
+:func:`bench.cache_hit.measure_http` starts them), the fake encoder, the result cache
+off (every request is a search). ``documents`` synthetic documents (ten words each
+from a vocabulary of 2,000, drawn by Zipf's law) are ingested with ``links`` links each
+to other documents (targets by Zipf's law: hubs), indexed in this process on the same
+database and collection. Then ``queries`` three-word queries, each searched twice, in
+an order that alternates, so load falls on both alike:
+
+* **with the graph leg**: hybrid, ``weights`` dense 0.7, sparse 0.3, graph 0.3, the
+  default graph parameters;
+* **without**: the same request without the graph leg (the baseline, same run).
+
+Reported: p50 and p95 of the client's wall time and of the server's ``took_ms``, their
+ratio with / without, and how many hits per search only the graph leg found.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.cache_hit import http_env
+from bench.metrics import percentile
+from hsearch.config import Settings
+from hsearch.db.migrate import upgrade_database
+from hsearch.local.processes import start_api, start_milvus_lite
+from hsearch.runtime import build_services
+from hsearch.types import Scope
+
+TENANT = "bench-graph"
+VOCABULARY = 2000
+WORDS_PER_DOCUMENT = 10
+WITH_GRAPH = {"dense": 0.7, "sparse": 0.3, "graph": 0.3}
+WITHOUT_GRAPH = {"dense": 0.7, "sparse": 0.3}
+
+
+def corpus(documents: int, *, links: int, seed: int) -> list[dict[str, Any]]:
+    """Synthetic documents with links (module docstring)."""
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, VOCABULARY + 1)
+    words = rng.choice(VOCABULARY, size=(documents, WORDS_PER_DOCUMENT), p=_zipf(ranks))
+    targets_p = _zipf(np.arange(1, documents + 1))
+    order = rng.permutation(documents)
+    out = []
+    for i in range(documents):
+        targets = {int(order[t]) for t in rng.choice(documents, size=links, p=targets_p)} - {i}
+        out.append(
+            {
+                "external_id": f"d{i}",
+                "title": f"Document {i}",
+                "text": " ".join(f"w{w}" for w in words[i]) + ".",
+                "links": [{"target": f"d{t}"} for t in sorted(targets)],
+            }
+        )
+    return out
+
+
+def _zipf(ranks: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    weights = 1.0 / ranks
+    return weights / weights.sum()  # type: ignore[no-any-return]
+
+
+def http_section(
+    *, documents: int, links: int, queries: int, warmup: int, seed: int
+) -> dict[str, Any]:
+    """The whole-search section (module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="hsearch-graph-http-") as tmp:
+        root = Path(tmp)
+        (root / "data").mkdir()
+        milvus, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
+        env = {
+            **os.environ,
+            **http_env(root, uri),
+            "HSEARCH_MILVUS__COLLECTION": "graph_http",
+            "HSEARCH_CACHE__ENABLED": "false",
+        }
+        saved = dict(os.environ)
+        os.environ.update(env)  # this process reads the same settings
+        try:
+            settings = Settings(_env_file=None)
+            upgrade_database(settings.database_url)
+            services = build_services(settings)
+            try:
+                services.tenancy.ensure_tenant(TENANT, actor="bench")
+                key = services.tenancy.create_key(TENANT, scopes=list(Scope), actor="bench").key
+                api, base = start_api(env, log=root / "api.log")
+                try:
+                    with httpx.Client(
+                        base_url=base, timeout=60, headers={"Authorization": f"Bearer {key}"}
+                    ) as client:
+                        return _measure(client, services, documents, links, queries, warmup, seed)
+                finally:
+                    api.stop()
+            finally:
+                services.close()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            milvus.stop()
+
+
+def _measure(
+    client: httpx.Client,
+    services: Any,
+    documents: int,
+    links: int,
+    queries: int,
+    warmup: int,
+    seed: int,
+) -> dict[str, Any]:
+    docs = corpus(documents, links=links, seed=seed)
+    for start in range(0, len(docs), 500):
+        resp = client.post("/v1/documents", json={"documents": docs[start : start + 500]})
+        resp.raise_for_status()
+        job, status = uuid.UUID(resp.json()["job_id"]), "running"
+        while status == "running":  # a job of many documents runs in turns
+            status = services.indexing().process_job(job)
+        if status != "succeeded":
+            msg = f"the documents were not indexed: job {job} {status}"
+            raise RuntimeError(msg)
+    rng = np.random.default_rng(seed + 1)
+    texts = [
+        " ".join(f"w{w}" for w in rng.choice(200, size=3, replace=False))
+        for _ in range(warmup + queries)
+    ]
+    timings: dict[str, dict[str, list[float]]] = {
+        name: {"wall_ms": [], "took_ms": []} for name in ("with_graph", "without_graph")
+    }
+    through_graph = 0
+    for n, text in enumerate(texts):
+        runs = [("with_graph", WITH_GRAPH), ("without_graph", WITHOUT_GRAPH)]
+        for name, weights in runs if n % 2 == 0 else runs[::-1]:
+            body = {"query": text, "weights": weights, "top_k": 10, "group_by_document": True}
+            started = time.perf_counter()
+            resp = client.post("/v1/search", json=body)
+            wall = (time.perf_counter() - started) * 1000
+            resp.raise_for_status()
+            result = resp.json()
+            if result["degraded"]:
+                msg = f"a search was degraded: {result['legs']}"
+                raise RuntimeError(msg)
+            if n < warmup:
+                continue
+            timings[name]["wall_ms"].append(wall)
+            timings[name]["took_ms"].append(result["took_ms"])
+            if name == "with_graph":
+                through_graph += sum(
+                    1
+                    for h in result["hits"]
+                    if h["explanation"]["legs"]["graph"]["rank"] is not None
+                    and h["explanation"]["legs"]["sparse"]["rank"] is None
+                    and h["explanation"]["legs"]["dense"]["rank"] is None
+                )
+    summary = {
+        name: {
+            f"{measure}_{q}": round(percentile(values, q), 2)
+            for measure, values in series.items()
+            for q in (50, 95)
+        }
+        for name, series in timings.items()
+    }
+    with_graph, without = summary["with_graph"], summary["without_graph"]
+    return {
+        "documents": documents,
+        "links": sum(len(d["links"]) for d in docs),
+        "queries": queries,
+        **summary,
+        "ratio_wall_p50": round(with_graph["wall_ms_50"] / without["wall_ms_50"], 3),
+        "hits_only_from_graph_per_search": round(through_graph / queries, 2),
+    }
