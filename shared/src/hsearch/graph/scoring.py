@@ -46,19 +46,26 @@ number of followed links) is *pushed*: ``alpha * r(u)`` goes to ``p(u)`` and the
 ``r(u)`` to its neighbours' residuals in proportion to the link weights (to the seeds
 for a node with no link). Every node whose residual crossed the threshold in one round
 is pushed in the next, together, in numpy. At the end every residual is below its
-threshold, and
+threshold, and a node scores ``p(v) + alpha * r(v)`` (a residual left at ``v`` is worth
+at least that to ``v``: the walk stops there at once with probability ``alpha``):
 
-* ``p`` is a lower bound of the exact vector: ``0 <= exact(v) - p(v)`` for every ``v``,
-  and the errors sum to the residual left, at most ``epsilon * sum_u max(d(u), 1)`` over
-  the nodes holding one (for links followed both ways with symmetric weights, also at
-  most ``epsilon * max(d(v), 1)`` for each ``v``);
+* the score is a lower bound of the exact vector: ``0 <= exact(v) - score(v)`` for
+  every ``v``, and the errors sum to ``(1 - alpha)`` times the residual left, at most
+  ``(1 - alpha) * epsilon * sum_u max(d(u), 1)`` over the nodes holding one (for links
+  followed both ways with symmetric weights, also at most ``epsilon * max(d(v), 1)``
+  for each ``v``);
 * the work is ``O(1 / (alpha * epsilon))`` link reads at most (each push of ``d`` links
   removes at least ``alpha * epsilon * d`` from the residuals, which start at 1): it
-  depends on ``epsilon`` and ``alpha``, never on the size of the graph.
+  depends on ``epsilon`` and ``alpha``, not on the size of the graph (a type filter
+  adds, once per graph and type set, the ``O(n + m)`` of
+  :meth:`~hsearch.graph.csr.LinkGraph.followed`).
 
 ``max_pushes`` caps the number of node pushes (a smaller vector, further below the
-exact one, when reached). With ``epsilon`` at its default the top 100 of a graph of
-about ten links per node are stable (``docs/benchmarks.md``, Document graph).
+exact one, when reached). Hubs are what the push estimates worst: their many links keep
+their residual below the threshold, so a hub's score is mostly ``alpha`` times the
+residual it holds. At the default ``epsilon``, on the synthetic graphs of
+``docs/benchmarks.md`` (Document graph), the top 10 held 98 % of a converged push's top
+10 at 10k links and 76 % at 1M, in 7 to 24 ms.
 
 Scores and ties
 ---------------
@@ -123,7 +130,10 @@ DEFAULT_ALPHA = 0.15
 before it jumps back to a seed."""
 
 DEFAULT_EPSILON = 3e-6
-"""Push threshold per followed link (see the module's docstring for what it bounds)."""
+"""Push threshold per followed link (see the module's docstring for what it bounds):
+at most ``1 / (alpha * epsilon)``, about 2.2 million, link reads a query; a p50 under 50 ms
+at 10k to 1M links in ``bench.graph``, where 1e-6 took up to 62 ms and 1e-5 lost a
+quarter of the top 10 at 100k links."""
 
 
 @dataclass(frozen=True, slots=True)
