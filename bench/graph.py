@@ -359,8 +359,8 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {row['took_ms_50']} | {row['took_ms_95']} |"
             )
         lines.append(
-            f"\nWith / without (wall p50): {http['ratio_wall_p50']}; hits only the graph "
-            f"leg found, per search: {http['hits_only_from_graph_per_search']}"
+            f"\nWith / without (wall p50): {http['ratio_wall_p50']}; hits of a page the "
+            f"graph leg ranked: {http['hits_ranked_by_graph_per_search']}"
         )
     return "\n".join(lines)
 
