@@ -17,7 +17,7 @@ from hsearch.runtime import build_services
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch_api.errors import INTERNAL_ERROR_DETAIL
 from hsearch_api.main import create_app
-from tests.unit.api.conftest import Api, api_settings, default_tenant_key
+from tests.unit.api.conftest import Api, api_settings, default_tenant_key, ingest
 
 COMMON = {"401", "403", "422", "429", "500", "503"}
 ERROR_REF = "#/components/schemas/ErrorBody"
@@ -250,6 +250,15 @@ async def test_a_query_parameter_given_twice_is_refused(api: Api) -> None:
         {"field": "limit", "message": "given 2 times; it takes one value"}
     ]
     assert (await api.client.get("/v1/documents?limit=5")).status_code == 200
+
+
+async def test_a_list_query_parameter_may_be_given_twice(api: Api) -> None:
+    """An optional list (a document's links' ``?type=``) takes each value given."""
+    links = [{"target": "b", "type": t} for t in ("cites", "link", "mention")]
+    await ingest(api, [{"external_id": "a", "text": "Rivers.", "links": links}])
+    resp = await api.client.get("/v1/documents/a/links?type=cites&type=mention")
+    assert resp.status_code == 200, resp.text
+    assert [x["type"] for x in resp.json()["out"]] == ["cites", "mention"]
 
 
 async def test_times_carry_their_utc_offset_on_sqlite(api: Api) -> None:

@@ -1,16 +1,19 @@
-"""The package mirrors the API: each response model has the fields of the API's schema
-(by the names the API sends), and each stable error code of the server's hierarchy is
-raised as a class of the same status. A field or code added to the API without the
-client fails here."""
+"""The package mirrors the API: each model of a response or of a request's input has the
+fields of the API's schema (by the names the API sends), the graph options the keys the
+graph leg reads, and each stable error code of the server's hierarchy is raised as a
+class of the same status. A field or code added to the API without the client fails
+here."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
 from pydantic import BaseModel
 
 from hsearch import errors as server_errors
+from hsearch.graph.params import GraphParams
 from hsearch_api.schemas import answers, documents, search
 from hsearch_client import errors as client_errors
 from hsearch_client import models
@@ -20,6 +23,7 @@ PAIRS: list[tuple[type[BaseModel], type[models.ApiModel]]] = [
     (search.HitRead, models.Hit),
     (search.ExplanationRead, models.Explanation),
     (search.LegScoreRead, models.LegScore),
+    (search.LinkedPageRead, models.LinkedPage),
     (search.TermMatchRead, models.TermMatch),
     (search.LegRead, models.LegReport),
     (search.FacetRead, models.Facet),
@@ -40,6 +44,9 @@ PAIRS: list[tuple[type[BaseModel], type[models.ApiModel]]] = [
     (documents.DocumentPageRead, models.DocumentPage),
     (documents.DocumentDeleted, models.DocumentDeleted),
     (documents.DocumentCreate, models.DocumentInput),
+    (documents.LinkCreate, models.Link),
+    (documents.DocumentLinksRead, models.DocumentLinks),
+    (documents.LinkedDocumentRead, models.LinkedDocument),
     (documents.JobRead, models.Job),
     (documents.JobPageRead, models.JobPage),
     (documents.JobAccepted, models.JobAccepted),
@@ -59,6 +66,12 @@ def test_each_model_has_the_fields_of_the_api_s_schema(
     api: type[BaseModel], client: type[models.ApiModel]
 ) -> None:
     assert sent_names(client) == sent_names(api)
+
+
+def test_the_graph_options_are_what_the_graph_leg_reads() -> None:
+    # The API types a search's ``graph`` as an object; the leg's parameters name its keys.
+    names = {f.name for f in dataclasses.fields(GraphParams)}
+    assert sent_names(models.GraphOptions) == names
 
 
 def test_the_stream_events_carry_what_the_api_sends() -> None:

@@ -9,13 +9,13 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from hsearch_client.errors import (
     UNAVAILABLE_STATUSES,
@@ -76,7 +76,8 @@ class Request:
 
     method: str
     path: str
-    params: Mapping[str, str | int] | None = None
+    params: Mapping[str, str | int | Sequence[str]] | None = None
+    """A sequence is the parameter repeated (``?type=a&type=b``)."""
     body: bytes | None = None
     content_type: str | None = None
     accept: str | None = None
@@ -92,7 +93,21 @@ class Request:
 
 
 def json_request(method: str, path: str, body: Mapping[str, Any]) -> Request:
-    return Request(method, path, body=json.dumps(body).encode(), content_type=JSON)
+    encoded = json.dumps(body, default=model_json).encode()
+    return Request(method, path, body=encoded, content_type=JSON)
+
+
+def model_json(value: object) -> Any:
+    """What ``json`` does not encode itself, within a request's body: a model
+    (:class:`~hsearch_client.models.DocumentInput`, :class:`~hsearch_client.models.Link`,
+    ...) as the API reads it, the fields left ``None`` not sent so that the server's
+    defaults apply; any other mapping as a dict."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, Mapping):
+        return dict(value)
+    msg = f"{type(value).__name__} is not JSON serializable"
+    raise TypeError(msg)
 
 
 @dataclass(frozen=True, slots=True)

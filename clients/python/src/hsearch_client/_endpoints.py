@@ -39,11 +39,8 @@ def answer(query: str, fields: Mapping[str, Any], *, stream: bool) -> Request:
 def submit_documents(
     documents: Sequence[DocumentInput | Mapping[str, Any]], *, webhook_url: str | None
 ) -> Request:
-    rows = [
-        d.model_dump(mode="json") if isinstance(d, DocumentInput) else dict(d) for d in documents
-    ]
     return json_request(
-        "POST", "/v1/documents", {"documents": rows, **given(webhook_url=webhook_url)}
+        "POST", "/v1/documents", {"documents": list(documents), **given(webhook_url=webhook_url)}
     )
 
 
@@ -66,6 +63,12 @@ def delete_documents(
 def get_document(external_id: str, *, include_text: bool) -> Request:
     params = {"include": "text"} if include_text else None
     return Request("GET", f"/v1/documents/{path_segment(external_id)}", params=params)
+
+
+def get_document_links(external_id: str, *, types: str | Sequence[str] | None) -> Request:
+    # No ``type`` parameter is every type: so is an empty list.
+    params = {"type": [types] if isinstance(types, str) else list(types)} if types else None
+    return Request("GET", f"/v1/documents/{path_segment(external_id)}/links", params=params)
 
 
 def update_document(external_id: str, fields: Mapping[str, Any]) -> Request:

@@ -27,11 +27,14 @@ from hsearch_client.models import (
     Document,
     DocumentDeleted,
     DocumentInput,
+    DocumentLinks,
     DocumentPage,
+    GraphOptions,
     Hit,
     Job,
     JobAccepted,
     JobPage,
+    Link,
     SearchResponse,
 )
 
@@ -105,12 +108,16 @@ class Client:
         facets: Sequence[str | Mapping[str, Any]] | None = None,
         sort: Sequence[str | Mapping[str, Any]] | None = None,
         highlight: bool | None = None,
+        graph: GraphOptions | Mapping[str, Any] | None = None,
+        include_linked: bool | None = None,
         **fields: Any,
     ) -> SearchResponse:
         """``POST /v1/search``: one page of hits. A field left ``None`` is not sent (the
         server's default applies: chunks, not documents, unless ``group_by_document``);
         any other request field (``fusion``, ``weights``, ``track_total``, ...) is sent
-        by its API name."""
+        by its API name. The graph leg runs when ``weights`` gives it a weight
+        (``{"sparse": 0.7, "graph": 0.3}``), following links as ``graph`` says; with
+        ``include_linked`` each hit lists its document's ``linked_pages``."""
         request = endpoints.search(
             query,
             {
@@ -123,6 +130,8 @@ class Client:
                 "facets": facets,
                 "sort": sort,
                 "highlight": highlight,
+                "graph": graph,
+                "include_linked": include_linked,
                 **fields,
             },
         )
@@ -256,12 +265,22 @@ class Client:
         source: str | None = None,
         tags: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        links: Sequence[Link | Mapping[str, Any]] | None = None,
     ) -> Document:
         """``PATCH``: ``source`` and ``tags`` replaced, ``metadata`` merged (a key set
-        to ``None`` is deleted), without re-encoding."""
-        fields = {"source": source, "tags": tags, "metadata": metadata}
+        to ``None`` is deleted), without re-encoding; ``links`` replace the links the
+        document was given (those found in its text stay), ``[]`` removes them."""
+        fields = {"source": source, "tags": tags, "metadata": metadata, "links": links}
         request = endpoints.update_document(external_id, fields)
         return parse(Document.model_validate, self._send(request), request.path)
+
+    def get_document_links(
+        self, external_id: str, *, types: str | Sequence[str] | None = None
+    ) -> DocumentLinks:
+        """An indexed document's links: ``out`` (its own, resolved or not) and ``back``
+        (from the indexed documents linking to it), by type; only ``types`` when given."""
+        request = endpoints.get_document_links(external_id, types=types)
+        return parse(DocumentLinks.model_validate, self._send(request), request.path)
 
     def delete_document(self, external_id: str) -> DocumentDeleted:
         request = endpoints.delete_document(external_id)

@@ -1,11 +1,14 @@
-"""The API's answers as typed values: search, answers and their stream, documents, jobs.
+"""The API's answers as typed values: search, answers and their stream, documents and
+their links, jobs.
 
 Each model mirrors a response schema of the API's OpenAPI document (``HitRead`` is
 :class:`Hit` here, ``JobRead`` :class:`Job`); the repository's tests compare their
 fields. Fields the API may add within ``/v1`` are kept (``extra="allow"``) and come back
 in :meth:`ApiModel.to_json`, so a newer server's answer still reads; a value of a closed
 vocabulary (a job's ``status``, a leg's name) is a plain ``str``, as the API may add
-values too (the known ones are the ``StrEnum`` classes below).
+values too (the known ones are the ``StrEnum`` classes below). The inputs
+(:class:`DocumentInput`, :class:`Link`, :class:`GraphOptions`) refuse a field they do not
+know, as the API does.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "Document",
     "DocumentDeleted",
     "DocumentInput",
+    "DocumentLinks",
     "DocumentPage",
     "DoneEvent",
     "Encoding",
@@ -39,6 +43,7 @@ __all__ = [
     "Facet",
     "FacetBasis",
     "FacetBucket",
+    "GraphOptions",
     "Hit",
     "Job",
     "JobAccepted",
@@ -47,6 +52,9 @@ __all__ = [
     "JobStatus",
     "LegReport",
     "LegScore",
+    "Link",
+    "LinkedDocument",
+    "LinkedPage",
     "RetrievalEvent",
     "SearchMode",
     "SearchResponse",
@@ -99,6 +107,11 @@ class LegScore(ApiModel):
     rank: int | None = None
     """1-based rank in the leg; ``None``: not returned by it."""
     score: float | None = None
+    detail: dict[str, Any] | None = None
+    """How the leg found the hit, when it says. The graph leg's: ``seed`` (the external
+    id of the other legs' hit it started from), ``hops``, ``path`` (external ids from
+    the seed to the hit), ``via`` (the link types along it) and ``directions`` (``out``
+    along a link, ``in`` back)."""
 
 
 class TermMatch(ApiModel):
@@ -121,6 +134,17 @@ class Explanation(ApiModel):
     matches: list[TermMatch] = Field(default_factory=list)
 
 
+class LinkedPage(ApiModel):
+    """An indexed document a hit's document links to or from (``include_linked``)."""
+
+    external_id: str
+    title: str = ""
+    type: str = "link"
+    """The link's type (``link``, ``mention``, ...)."""
+    direction: str
+    """``out``: the hit links to it; ``in``: it links to the hit."""
+
+
 class Hit(ApiModel):
     chunk_id: str
     document_id: str
@@ -138,6 +162,34 @@ class Hit(ApiModel):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     explanation: Explanation | None = None
+    linked_pages: list[LinkedPage] | None = None
+    """With ``include_linked``: the indexed documents the hit's document links to and
+    from that the search's filter allows; ``None`` when not asked for (or when they
+    could not be read)."""
+
+
+class GraphOptions(ApiModel):
+    """What the graph leg follows (a search's ``graph``; the leg runs when ``weights``
+    gives ``graph`` a weight, or by the server's default). A field left ``None`` is not
+    sent: the server's default applies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scoring: str | None = None
+    """``proximity`` (the sum over seeds of 1/hops) or ``pagerank`` (personalised
+    PageRank from the seeds)."""
+    depth: int | None = None
+    """Hops followed from a seed, 1 to 3 (proximity)."""
+    types: list[str] | None = None
+    """Follow only links of these types (``None``: every type)."""
+    direction: str | None = None
+    """``out`` (along links), ``in`` (back-links) or ``both``."""
+    seeds: int | None = None
+    """How many of each other leg's best documents seed the walk, 1 to 100."""
+    include_seeds: bool | None = None
+    """Rank the seeds by the graph leg too (by default only what the links lead to)."""
+    alpha: float | None = None
+    """PageRank's restart probability, strictly between 0 and 1."""
 
 
 class LegReport(ApiModel):
@@ -358,6 +410,20 @@ AnswerEvent = RetrievalEvent | DeltaEvent | CitationEvent | ErrorEvent | DoneEve
 # Documents and jobs.
 
 
+class Link(ApiModel):
+    """A link to another document of the tenant, to submit (``LinkCreate`` in the API)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str
+    """The linked document's external id; it need not be indexed yet (the link resolves
+    when it is)."""
+    type: str = "link"
+    """What the link is (a free name): a search can follow only some types."""
+    weight: float = 1.0
+    """How much the link counts in the graph leg."""
+
+
 class DocumentInput(ApiModel):
     """A document to submit (``DocumentCreate`` in the API)."""
 
@@ -370,6 +436,13 @@ class DocumentInput(ApiModel):
     lang: str = ""
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    links: list[Link] = Field(default_factory=list)
+    """Its links to other documents of the tenant (a target and type given twice counts
+    once, with the larger weight)."""
+    text_links: list[str] | None = None
+    """The links to find in its text: ``hyperlinks`` (Markdown, HTML and ``[[wiki]]``
+    links naming a document) and ``mentions`` (other documents' titles named in it);
+    ``None``: the tenant's setting."""
 
 
 class Document(ApiModel):
@@ -392,6 +465,31 @@ class Document(ApiModel):
 class DocumentPage(ApiModel):
     documents: list[Document]
     next_cursor: str | None = None
+
+
+class LinkedDocument(ApiModel):
+    """A document at the other end of a link, and the link."""
+
+    external_id: str
+    title: str | None = None
+    """``None``: no document of that external id is indexed (the link is unresolved
+    until one is)."""
+    type: str = "link"
+    weight: float = 1.0
+    direction: str
+    """``out``: the document links to it; ``in``: it links to the document."""
+    origin: str = "given"
+    """``given`` (submitted or set by a patch) or ``text`` (found in the text)."""
+
+
+class DocumentLinks(ApiModel):
+    """A document's links (``GET /v1/documents/{external_id}/links``)."""
+
+    external_id: str
+    out: list[LinkedDocument] = Field(default_factory=list)
+    """Its links, resolved or not, by type then target."""
+    back: list[LinkedDocument] = Field(default_factory=list)
+    """The indexed documents linking to it, by type then source."""
 
 
 class DocumentDeleted(ApiModel):

@@ -5,7 +5,8 @@ FastAPI would keep the last without a word."""
 
 from __future__ import annotations
 
-from typing import get_origin
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from fastapi import Request
 from fastapi.dependencies.models import Dependant
@@ -23,13 +24,18 @@ def _known(route: APIRoute) -> dict[str, bool]:
 
 def _query_params(dependant: Dependant) -> dict[str, bool]:
     """Each query parameter's name, and whether it takes several values (a list)."""
-    params = {
-        p.alias: get_origin(p.field_info.annotation) in (list, set, tuple)
-        for p in dependant.query_params
-    }
+    params = {p.alias: _many(p.field_info.annotation) for p in dependant.query_params}
     for sub in dependant.dependencies:
         params |= _query_params(sub)
     return params
+
+
+def _many(annotation: Any) -> bool:
+    """Whether a parameter of this type takes several values: a list, optional or not
+    (``list[str] | None``, as an optional filter is typed)."""
+    if get_origin(annotation) in (Union, UnionType):
+        return any(_many(arg) for arg in get_args(annotation))
+    return get_origin(annotation) in (list, set, tuple)
 
 
 async def refuse_unknown_query_parameters(request: Request) -> None:
