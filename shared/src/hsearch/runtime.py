@@ -35,6 +35,7 @@ from hsearch.db.engine import (
     SessionFactory,
     create_db_engine,
     create_session_factory,
+    open_migrated_engine,
     ping_database,
 )
 from hsearch.db.repositories.jobs import JobRepository
@@ -754,12 +755,11 @@ def reindexing(
 @contextmanager
 def relinking(settings: Settings) -> Iterator[Relinker]:
     """The relink (``hsearch links relink``) on the configured metadata database alone
-    (links need no encoder and no vector store); its engine is disposed of on exit."""
-    engine = create_db_engine(settings.database_url, pool_size=settings.database.pool_size)
-    try:
+    (links need no encoder and no vector store); its engine is disposed of on exit.
+    Raises ConfigurationError when that database does not exist or was never migrated."""
+    url = settings.database_url
+    with open_migrated_engine(url, pool_size=settings.database.pool_size) as engine:
         yield Relinker(create_session_factory(engine))
-    finally:
-        engine.dispose()
 
 
 def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:
