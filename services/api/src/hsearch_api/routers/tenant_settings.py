@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from hsearch.graph.links import TextLinks
 from hsearch_api.deps import IngestTenantDep, PrincipalDep, ReadTenantDep, TenancyDep
-from hsearch_api.schemas.errors import COMMON_ERRORS
+from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
 from hsearch_api.schemas.tenant_settings import TenantSettingsPatch, TenantSettingsRead
 
 router = APIRouter(prefix="/v1", tags=["settings"], responses=COMMON_ERRORS)
@@ -20,7 +20,7 @@ def read_settings(tenant: ReadTenantDep, tenancy: TenancyDep) -> TenantSettingsR
     return _read(tenancy.text_links(tenant))
 
 
-@router.patch("/settings")
+@router.patch("/settings", responses=error_responses(413))
 def change_settings(
     body: TenantSettingsPatch, tenant: IngestTenantDep, principal: PrincipalDep, tenancy: TenancyDep
 ) -> TenantSettingsRead:
