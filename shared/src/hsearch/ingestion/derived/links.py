@@ -268,8 +268,9 @@ class _LinksWriter:
         unit = list(self._documents.values())
 
         def names(session: Session) -> Iterable[tuple[str, str]]:
-            # The unit's rows are flushed by now, but its own versions are what count
-            # (a title changed in this unit): they come last and win.
+            # The unit's rows are written by now (each group's before the next group);
+            # its documents are added from what it writes all the same, so the names
+            # never depend on when the rows are flushed.
             titles = dict(DocumentRepository(session).names(self._tenant_id))
             titles.update((doc.external_id, doc.title) for doc in unit)
             return titles.items()
