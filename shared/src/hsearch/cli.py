@@ -1,7 +1,8 @@
 """``hsearch``: the operator's command line.
 
-``db``, ``reindex``, ``reconcile``, ``run``, ``tenants``, ``keys`` and ``operator`` work
-on the services directly (run them on the server, with its settings); ``search``,
+``db``, ``reindex``, ``reconcile``, ``links``, ``run``, ``tenants``, ``keys`` and
+``operator`` work on the services directly (run them on the server, with its settings);
+``search``,
 ``ask``, ``ingest``, ``jobs``, ``documents`` and ``mcp`` are HTTP clients of the API like
 any other (the ``hsearch-client`` package, with what only the command line needs in
 ``hsearch.client``), with its credential (``--api-key`` / ``HSEARCH_API_KEY``), which
@@ -41,6 +42,11 @@ keys_app = typer.Typer(
     help="A tenant's API keys (on the server's database; prints JSON).", no_args_is_help=True
 )
 app.add_typer(keys_app, name="keys")
+links_app = typer.Typer(
+    help="The links between a tenant's documents (on the server's database).",
+    no_args_is_help=True,
+)
+app.add_typer(links_app, name="links")
 operator_app = typer.Typer(
     help="Operator credentials: act for any tenant, audited.", no_args_is_help=True
 )
@@ -193,6 +199,32 @@ def reconcile(
         typer.echo(f"reconcile failed ({exc.code}): {exc.message}", err=True)
         raise typer.Exit(2) from exc
     raise typer.Exit(1 if drifted else 0)
+
+
+@links_app.command("relink")
+def links_relink(tenant: TenantOption) -> None:
+    """Find the links in the tenant's texts again, against all its documents: mentions
+    of documents indexed after the text, links to them, and a change of the tenant's
+    text_links setting (PATCH /v1/settings) reach the documents indexed before. Given
+    links are left as they are; running it again changes nothing. Prints one JSON line."""
+    from hsearch.errors import HsearchError  # noqa: PLC0415 - keep `--help` fast
+    from hsearch.runtime import relinking  # noqa: PLC0415
+
+    try:
+        with relinking(get_settings()) as relinker:
+            report = relinker.relink(tenant)
+    except HsearchError as exc:
+        typer.echo(f"relink failed ({exc.code}): {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    _print_json(
+        {
+            "tenant": report.tenant_id,
+            "documents": report.documents,
+            "searched": report.searched,
+            "changed": report.changed,
+            "text_links": report.links,
+        }
+    )
 
 
 @app.command("run")

@@ -35,6 +35,7 @@ from hsearch.db.engine import (
     SessionFactory,
     create_db_engine,
     create_session_factory,
+    open_migrated_engine,
     ping_database,
 )
 from hsearch.db.repositories.jobs import JobRepository
@@ -50,6 +51,7 @@ from hsearch.ingestion.derived.protocol import DerivedKind
 from hsearch.ingestion.derived.registry import DerivedKinds, standard_kinds
 from hsearch.ingestion.operations.reconcile import Reconciler
 from hsearch.ingestion.operations.reindex import ReindexService
+from hsearch.ingestion.operations.relink import Relinker
 from hsearch.ingestion.queue import CeleryJobQueue, JobQueue, create_celery
 from hsearch.ingestion.webhooks import WebhookSender
 from hsearch.ingestion.worker.indexer import IndexingService
@@ -279,6 +281,10 @@ class Services:
             settings=self.settings.ingest,
             derived=self.derived,
         )
+
+    def relinker(self) -> Relinker:
+        """Finds a tenant's text links again (``hsearch links relink``)."""
+        return Relinker(self.sessions)
 
     def sweeper(self) -> JobSweeper:
         """What re-sends abandoned jobs (expired leases, jobs never sent) to the queue,
@@ -750,6 +756,16 @@ def reindexing(
             store.close()
     finally:
         engine.dispose()
+
+
+@contextmanager
+def relinking(settings: Settings) -> Iterator[Relinker]:
+    """The relink (``hsearch links relink``) on the configured metadata database alone
+    (links need no encoder and no vector store); its engine is disposed of on exit.
+    Raises ConfigurationError when that database does not exist or was never migrated."""
+    url = settings.database_url
+    with open_migrated_engine(url, pool_size=settings.database.pool_size) as engine:
+        yield Relinker(create_session_factory(engine))
 
 
 def build_chunker(settings: Settings, embedder: Embedder) -> Chunker:

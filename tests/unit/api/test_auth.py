@@ -55,6 +55,8 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, set[str]]] = [
     ("GET", "/v1/stats", None, {Scope.ADMIN}),
     ("GET", "/v1/synonyms", None, {Scope.ADMIN}),
     ("PUT", "/v1/synonyms", {"synonyms": []}, {Scope.ADMIN}),
+    ("GET", "/v1/settings", None, {Scope.SEARCH, Scope.INGEST}),
+    ("PATCH", "/v1/settings", {"text_links": ["mentions"]}, {Scope.INGEST}),
 ]
 
 
@@ -217,6 +219,7 @@ NAMING_A_TENANT: list[tuple[str, str, Any]] = [
     ("PATCH", "/v1/documents/a", {"tags": ["t"], "tenant_id": "other"}),
     ("POST", "/v1/keys", {"scopes": ["search"], "tenant_id": "other"}),
     ("PUT", "/v1/synonyms", {"synonyms": [], "tenant_id": "other"}),
+    ("PATCH", "/v1/settings", {"text_links": [], "tenant_id": "other"}),
     ("POST", "/v1/tokens", {"filter": {"tenant_id": {"eq": "other"}}}),
     ("POST", "/v1/tokens", {"filter": {"tags": {"contains": "t"}}, "tenant_id": "other"}),
 ]

@@ -19,12 +19,12 @@ from hsearch.graph.extract import (
     HyperlinkTarget,
     LinkForm,
     MentionRule,
-    TextLinkKind,
     TitleMentions,
     find_links,
     hyperlink_targets,
     mention_key,
 )
+from hsearch.graph.links import TextLinks
 
 MUSIQUE = DATASETS_ROOT / "en-musique-train-100"
 MEGABYTE = 1_000_000
@@ -550,7 +550,7 @@ def test_find_links_both_kinds() -> None:
         names=names,
         mentions=mentions,
         self_id="guide/intro.md",
-        kinds={TextLinkKind.HYPERLINKS, TextLinkKind.MENTIONS},
+        kinds={TextLinks.HYPERLINKS, TextLinks.MENTIONS},
     )
     assert found == [
         FoundLink("guide/setup.md", LINK_TYPE),
@@ -566,7 +566,7 @@ def test_find_links_both_kinds() -> None:
 def test_find_links_one_kind_at_a_time() -> None:
     names, mentions = entry_point_inputs()
     hyperlinks = find_links(
-        TEXT, names=names, mentions=None, self_id="guide/intro.md", kinds=[TextLinkKind.HYPERLINKS]
+        TEXT, names=names, mentions=None, self_id="guide/intro.md", kinds=[TextLinks.HYPERLINKS]
     )
     assert {link.type for link in hyperlinks} == {LINK_TYPE}
     only_mentions = find_links(
@@ -574,7 +574,7 @@ def test_find_links_one_kind_at_a_time() -> None:
         names=names,
         mentions=mentions,
         self_id="guide/intro.md",
-        kinds=[TextLinkKind.MENTIONS],
+        kinds=[TextLinks.MENTIONS],
     )
     assert [link.target for link in only_mentions] == ["faq.md", "glossary"]
     assert find_links(TEXT, names=names, mentions=mentions, self_id="x", kinds=()) == []
@@ -585,7 +585,7 @@ def test_find_links_refuses_unknown_kinds_and_mentions_without_titles() -> None:
     with pytest.raises(ValueError, match="allowed: hyperlinks, mentions"):
         find_links(TEXT, names=names, mentions=None, self_id="x", kinds=["links"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="no TitleMentions"):
-        find_links(TEXT, names=names, mentions=None, self_id="x", kinds=[TextLinkKind.MENTIONS])
+        find_links(TEXT, names=names, mentions=None, self_id="x", kinds=[TextLinks.MENTIONS])
 
 
 def test_find_links_is_deterministic() -> None:
@@ -597,7 +597,7 @@ def test_find_links_is_deterministic() -> None:
                 names=names,
                 mentions=mentions,
                 self_id="glossary",
-                kinds=[TextLinkKind.MENTIONS, TextLinkKind.HYPERLINKS],
+                kinds=[TextLinks.MENTIONS, TextLinks.HYPERLINKS],
             )
         )
         for _ in range(3)

@@ -29,6 +29,7 @@ from hsearch_api.routers import (
     search,
     stats,
     synonyms,
+    tenant_settings,
 )
 from hsearch_api.schemas.answers import answer_request_model
 from hsearch_api.schemas.search import search_request_model
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(chat.router)
     app.include_router(keys.router)
     app.include_router(synonyms.router)
+    app.include_router(tenant_settings.router)
     app.include_router(metrics.router)
     app.include_router(stats.router)
     app.include_router(pages.create_router(settings.search, settings.ops, legs=legs))

@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import orjson
@@ -26,7 +27,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.checkpoint import BACKSTOP_PAGES, WalCheckpointer, sqlite_file
-from hsearch.errors import MetadataUnavailableError
+from hsearch.errors import ConfigurationError, MetadataUnavailableError
 
 __all__ = [
     "CONSTRAINT_VIOLATED",
@@ -239,6 +240,32 @@ def shown_url(url: str) -> str:
 def database_of(url: str) -> str | None:
     """A database URL's database part (an SQLite URL's file)."""
     return make_url(url).database
+
+
+@contextmanager
+def open_migrated_engine(url: str, *, pool_size: int = 5) -> Iterator[Engine]:
+    """An engine on the metadata database at ``url``, disposed of on exit, for a command
+    run on the server (``hsearch tenants``, ``hsearch links``).
+
+    Raises ConfigurationError, creating nothing, when that database does not exist or
+    was never migrated (a command run from another folder would otherwise make an empty
+    ``./data`` there and fail deep inside).
+    """
+    shown = shown_url(url)
+    hint = (
+        "run `hsearch db upgrade` (or `hsearch run`) first, or point HSEARCH_DATA_DIR "
+        "or HSEARCH_DATABASE__URL at the right one"
+    )
+    database = database_of(url)
+    if url.startswith("sqlite") and database and not Path(database).exists():
+        raise ConfigurationError(f"no hsearch database at {shown}: {hint}")
+    engine = create_db_engine(url, pool_size=pool_size)
+    try:
+        if not has_table(engine, "alembic_version"):
+            raise ConfigurationError(f"the database at {shown} has no hsearch schema: {hint}")
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def create_session_factory(engine: Engine) -> SessionFactory:

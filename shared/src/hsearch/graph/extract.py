@@ -123,6 +123,8 @@ from markdown_it.rules_inline.link import link as _commonmark_link
 from markdown_it.rules_inline.state_inline import StateInline
 from markdown_it.token import Token
 
+from hsearch.graph.links import TextLinks
+
 LINK_TYPE: Final = "link"
 """The type of a link that a hyperlink or a wiki link makes."""
 MENTION_TYPE: Final = "mention"
@@ -137,13 +139,6 @@ class LinkForm(StrEnum):
     AUTOLINK = "autolink"  # <https://example.com/a>
     HTML = "html"  # <a href="target">
     WIKI = "wiki"  # [[Target]], [[Target|label]], [[Target#section]]
-
-
-class TextLinkKind(StrEnum):
-    """What :func:`find_links` looks for in a text."""
-
-    HYPERLINKS = "hyperlinks"
-    MENTIONS = "mentions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -588,7 +583,7 @@ def find_links(
     names: DocumentNames,
     mentions: TitleMentions | None,
     self_id: str,
-    kinds: Collection[TextLinkKind],
+    kinds: Collection[TextLinks],
 ) -> list[FoundLink]:
     """The links ``text`` (the document ``self_id``'s) makes to other documents.
 
@@ -597,24 +592,24 @@ def find_links(
     give ``mention`` links. One link per (target, type), never to ``self_id``; links
     first, in order of appearance, then mentions, in order of first mention.
     """
-    wanted: set[TextLinkKind] = set()
+    wanted: set[TextLinks] = set()
     for kind in kinds:
         try:
-            wanted.add(TextLinkKind(kind))
+            wanted.add(TextLinks(kind))
         except ValueError:
-            allowed = ", ".join(k.value for k in TextLinkKind)
+            allowed = ", ".join(k.value for k in TextLinks)
             raise ValueError(f"unknown text link kind {kind!r}; allowed: {allowed}") from None
-    if TextLinkKind.MENTIONS in wanted and mentions is None:
+    if TextLinks.MENTIONS in wanted and mentions is None:
         raise ValueError("kinds asks for mentions, but no TitleMentions was given")
     links: list[FoundLink] = []
-    if TextLinkKind.HYPERLINKS in wanted:
+    if TextLinks.HYPERLINKS in wanted:
         linked: set[str] = set()
         for hyperlink in hyperlink_targets(text):
             target = names.resolve(hyperlink.target, form=hyperlink.form, base=self_id)
             if target is not None and target != self_id and target not in linked:
                 linked.add(target)
                 links.append(FoundLink(target=target, type=LINK_TYPE))
-    if TextLinkKind.MENTIONS in wanted and mentions is not None:
+    if TextLinks.MENTIONS in wanted and mentions is not None:
         links.extend(
             FoundLink(target=target, type=MENTION_TYPE)
             for target in mentions.find(text, self_id=self_id)

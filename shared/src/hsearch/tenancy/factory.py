@@ -6,18 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from hsearch.config import Settings
-from hsearch.db.engine import (
-    SessionFactory,
-    create_db_engine,
-    create_session_factory,
-    database_of,
-    has_table,
-    shown_url,
-)
-from hsearch.errors import ConfigurationError
+from hsearch.db.engine import SessionFactory, create_session_factory, open_migrated_engine
 from hsearch.tenancy.keys import load_server_key
 from hsearch.tenancy.service import TenancyService
 
@@ -43,23 +34,9 @@ def open_tenancy(settings: Settings) -> Iterator[TenancyService]:
     """The tenancy service on its own engine, disposed of on exit.
 
     Raises ConfigurationError, creating nothing, when the configured metadata database
-    does not exist or was never migrated (a command run from another folder would
-    otherwise make an empty ``./data`` there and fail deep inside).
+    does not exist or was never migrated (:func:`~hsearch.db.engine.open_migrated_engine`).
     """
     url = settings.database_url
-    shown = shown_url(url)
-    hint = (
-        "run `hsearch db upgrade` (or `hsearch run`) first, or point HSEARCH_DATA_DIR "
-        "or HSEARCH_DATABASE__URL at the right one"
-    )
-    database = database_of(url)
-    if url.startswith("sqlite") and database and not Path(database).exists():
-        raise ConfigurationError(f"no hsearch database at {shown}: {hint}")
-    engine = create_db_engine(url, pool_size=settings.database.pool_size)
-    try:
-        if not has_table(engine, "alembic_version"):
-            raise ConfigurationError(f"the database at {shown} has no hsearch schema: {hint}")
+    with open_migrated_engine(url, pool_size=settings.database.pool_size) as engine:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         yield build_tenancy(settings, create_session_factory(engine))
-    finally:
-        engine.dispose()

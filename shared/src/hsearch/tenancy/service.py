@@ -74,6 +74,7 @@ from hsearch.errors import (
     TenantRequiredError,
     TenantSuspendedError,
 )
+from hsearch.graph.links import TextLinks
 from hsearch.lexical.synonyms import parse_rules
 from hsearch.tenancy.keys import generate_key, key_hmac, parse_key
 from hsearch.tenancy.tokens import (
@@ -391,6 +392,38 @@ class TenancyService:
                 detail={"rules": len(checked)},
             )
         return checked
+
+    def text_links(self, tenant_id: str) -> frozenset[TextLinks]:
+        """The tenant's setting: the kinds of links found in a document's text when its
+        submission does not say (:mod:`hsearch.ingestion.derived.links`)."""
+        with self._sessions() as session:
+            _tenant(session, tenant_id)
+            return frozenset(map(TextLinks, TenantRepository(session).text_links(tenant_id)))
+
+    def set_text_links(
+        self, tenant_id: str, kinds: Collection[TextLinks], *, actor: str
+    ) -> frozenset[TextLinks]:
+        """Set the tenant's :meth:`text_links`; returns what was stored. Documents are
+        indexed with it from then on; those indexed already keep their links until they
+        are indexed again or re-linked (``hsearch links relink``), so nothing cached
+        goes stale and the data generation stays.
+
+        Raises:
+            TenantNotFoundError: no such tenant.
+        """
+        chosen = sorted({TextLinks(kind) for kind in kinds})
+        with transaction(self._sessions) as session:
+            _tenant(session, tenant_id)
+            TenantRepository(session).set_text_links(tenant_id, [k.value for k in chosen])
+            _audit(
+                session,
+                self._now(),
+                actor,
+                "settings.update",
+                tenant_id=tenant_id,
+                detail={"text_links": [k.value for k in chosen]},
+            )
+        return frozenset(chosen)
 
     def list_keys(self, tenant_id: str) -> list[KeyView]:
         """The tenant's keys, revoked and expired ones included, oldest first."""

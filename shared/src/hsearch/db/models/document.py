@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import BigInteger, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from hsearch.db.base import Base, utcnow
+from hsearch.db.base import Base, JSONType, utcnow
 
 
 class Document(Base):
@@ -38,6 +38,10 @@ class Document(Base):
     # The submission this version comes from (its job item's id: ids grow in submission
     # order). An older submission never replaces it, whatever order workers see them in.
     version: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The kinds of links its submission asked to find in its text (TextLinks values;
+    # None: the tenant's setting, read whenever its links are found: at indexing and by
+    # ``hsearch links relink``).
+    text_links: Mapped[list[str] | None] = mapped_column(JSONType, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

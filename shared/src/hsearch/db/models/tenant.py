@@ -36,6 +36,9 @@ class Tenant(Base):
     # Bumped whenever the tenant's searchable data changes; cache keys include it.
     data_generation: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The kinds of links found in a document's text when its submission does not say
+    # (hsearch.graph.links.TextLinks values; None: none). Read at indexing.
+    text_links: Mapped[list[str] | None] = mapped_column(JSONType, default=None)
 
 
 class ApiKey(Base):

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,17 @@ from hsearch.db.values import in_values
 _MANY = select(Document).where(in_values(Document.id, "ids")).order_by(Document.id)
 # Locked rows are read as they are now, also into objects the session holds already.
 _MANY_FOR_UPDATE = _MANY.with_for_update().execution_options(populate_existing=True)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSource:
+    """What finding a document's links in its text reads of its row."""
+
+    id: uuid.UUID
+    external_id: str
+    content: str
+    text_links: list[str] | None
+    """Its submission's choice of kinds (``None``: the tenant's setting)."""
 
 
 class DocumentRepository:
@@ -100,6 +112,36 @@ class DocumentRepository:
         if after is not None:
             stmt = stmt.where(Document.id > after)
         return list(self._session.scalars(stmt))
+
+    def names(self, tenant_id: str, *, batch: int = 10_000) -> Iterator[tuple[str, str]]:
+        """Every document of the tenant as ``(external id, title)``, streamed: the two
+        columns only (what links in a text are resolved against)."""
+        stmt = (
+            select(Document.external_id, Document.title)
+            .where(Document.tenant_id == tenant_id)
+            .execution_options(yield_per=batch)
+        )
+        for external_id, title in self._session.execute(stmt):
+            yield str(external_id), str(title)
+
+    def link_sources(
+        self, tenant_id: str, *, after: uuid.UUID | None, limit: int, for_update: bool = False
+    ) -> list[LinkSource]:
+        """The tenant's documents in id order, the first ``limit`` after ``after``, as
+        :class:`LinkSource`; with ``for_update`` their rows locked (in id order, as
+        :meth:`get_many` locks them)."""
+        stmt = (
+            select(Document.id, Document.external_id, Document.content, Document.text_links)
+            .where(Document.tenant_id == tenant_id)
+            .order_by(Document.id)
+            .limit(limit)
+        )
+        if after is not None:
+            stmt = stmt.where(Document.id > after)
+        if for_update:
+            hold_write_lock(self._session)
+            stmt = stmt.with_for_update()
+        return [LinkSource(*row) for row in self._session.execute(stmt)]
 
     def by_external_id(
         self, tenant_id: str, *, source: str | None, after: str | None, limit: int

@@ -119,6 +119,27 @@ class LinkRepository:
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]  # a CursorResult
 
+    def stored_from(
+        self, tenant_id: str, source_ids: Collection[uuid.UUID]
+    ) -> dict[uuid.UUID, list[StoredLink]]:
+        """The links of the documents ``source_ids`` as stored, by source (a source with
+        none is left out)."""
+        if not source_ids:
+            return {}
+        stmt = select(
+            DocumentLink.source_id,
+            DocumentLink.target_id,
+            DocumentLink.target_external_id,
+            DocumentLink.type,
+            DocumentLink.weight,
+            DocumentLink.origin,
+        ).where(DocumentLink.tenant_id == tenant_id, in_values(DocumentLink.source_id, "ids"))
+        found: dict[uuid.UUID, list[StoredLink]] = {}
+        for row in self._session.execute(stmt, {"ids": list(source_ids)}):
+            link = StoredLink(*row)
+            found.setdefault(link.source_id, []).append(link)
+        return found
+
     def out_links(
         self, tenant_id: str, source_id: uuid.UUID, *, types: Collection[str] | None = None
     ) -> list[LinkRow]:

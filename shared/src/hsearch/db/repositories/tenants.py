@@ -69,6 +69,18 @@ class TenantRepository:
             .values(data_generation=Tenant.data_generation + 1)
         )
 
+    def text_links(self, tenant_id: str) -> list[str]:
+        """The kinds of links found in a document's text when its submission does not
+        say (the tenant's setting; none for an unknown tenant)."""
+        value = self._session.scalar(select(Tenant.text_links).where(Tenant.id == tenant_id))
+        return list(value or ())
+
+    def set_text_links(self, tenant_id: str, kinds: Sequence[str]) -> None:
+        """Set the tenant's :meth:`text_links` (stored as ``NULL`` when empty)."""
+        self._session.execute(
+            update(Tenant).where(Tenant.id == tenant_id).values(text_links=list(kinds) or None)
+        )
+
     def data_version(self, tenant_id: str) -> str:
         """The tenant's data generation, qualified by when the tenant was created: a
         tenant deleted and created again, or a database rebuilt, never reuses one

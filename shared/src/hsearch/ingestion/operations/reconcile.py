@@ -38,7 +38,7 @@ from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.links import LinkRepository
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import TenantNotFoundError
-from hsearch.graph.links import Link, LinkOrigin
+from hsearch.graph.links import Link, LinkOrigin, TextLinks
 from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.derived.chunks import ChunkDrift
 from hsearch.ingestion.derived.protocol import KindDrift
@@ -186,6 +186,9 @@ class Reconciler:
                         Link(r.external_id, r.type, r.weight)
                         for r in given.out_links(tenant_id, d.id)
                         if r.origin == LinkOrigin.GIVEN.value
+                    ),
+                    text_links=(
+                        None if d.text_links is None else frozenset(map(TextLinks, d.text_links))
                     ),
                 )
                 for d in docs
