@@ -90,6 +90,7 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.lexical.analyzer import term_frequencies
 from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import build_services, keep_startup_heap
+from hsearch.types import SparseVector
 from hsearch.vectorstore.factory import create_vector_store
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
@@ -177,6 +178,11 @@ class PassThroughEmbedder:
     ) -> list[Embedding]:
         return self.embed_documents(texts)
 
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
+        """``None``: the vectors made here stand for a model's (searches never use it)."""
+        del text
+        return None
+
 
 class CountingEmbedder:
     """Wraps an encoder: counts its document calls and texts, times them and, with
@@ -219,6 +225,9 @@ class CountingEmbedder:
         self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
     ) -> list[Embedding]:
         return self._inner.embed_queries(texts, dense=dense, sparse=sparse)
+
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
+        return self._inner.embed_query_without_model(text)
 
     def counts(self) -> dict[str, int]:
         return {"calls": len(self.batch_sizes), "texts": self.texts}

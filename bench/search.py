@@ -298,6 +298,11 @@ class PassThroughEmbedder:
     ) -> list[Embedding]:
         return [self.embed_query(t, dense=dense, sparse=sparse) for t in texts]
 
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
+        """``None``: the generated sparse vectors stand for a model's (learned)."""
+        del text
+        return None
+
 
 # -- the server and the collection ----------------------------------------------------
 

@@ -70,6 +70,12 @@ def test_info(embedder: BgeM3Embedder) -> None:
     int(info.version, 16)
 
 
+def test_no_query_side_is_made_without_the_model(embedder: BgeM3Embedder) -> None:
+    # The lexical weights come out of the forward pass: a search has no keyword fallback.
+    assert embedder.info.sparse_needs_model
+    assert embedder.embed_query_without_model(TEXTS[0]) is None
+
+
 def test_its_files_declare_the_info_loading_reports(
     embedder: BgeM3Embedder, checkpoint: Path
 ) -> None:

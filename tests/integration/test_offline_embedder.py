@@ -157,6 +157,14 @@ def test_a_query_can_be_encoded_for_one_side_only(embedder: OfflineEmbedder) -> 
         embedder.embed_query("x", dense=False, sparse=False)
 
 
+def test_the_query_sparse_side_is_made_without_the_model(embedder: OfflineEmbedder) -> None:
+    # What a search falls back on when the model fails: the same term counts.
+    assert not embedder.info.sparse_needs_model
+    for text in (*ENGLISH, *JAPANESE, ""):
+        made = embedder.embed_query_without_model(text)
+        assert made == embedder.embed_query(text, dense=False).sparse
+
+
 def test_english_queries_find_their_passage_by_dense(embedder: OfflineEmbedder) -> None:
     passages = embedder.embed_documents(list(ENGLISH.values()))
     for position, query in enumerate(ENGLISH):

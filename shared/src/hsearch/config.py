@@ -329,6 +329,16 @@ class SearchSettings(BaseModel):
     )
     leg_timeout_s: float = Field(default=2.0, gt=0, le=30)
     max_leg_timeout_s: float = Field(default=10.0, gt=0, le=60)
+    fallback_encode_share: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="With a keyword fallback (an encoder whose query sparse side needs no "
+        "model, and a keyword leg in the search), the share of a search's budget that "
+        "query encoding may take; past it the keyword leg runs without the model, with "
+        "the rest of the budget (docs/search.md, When the encoder fails). Without one, "
+        "encoding may take the whole budget.",
+    )
     candidates: int = Field(
         default=100,
         ge=1,

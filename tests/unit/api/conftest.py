@@ -33,6 +33,7 @@ from hsearch.config import (
     WebhookSettings,
 )
 from hsearch.db.migrate import upgrade_database
+from hsearch.embedding.protocol import Embedder
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.llm.protocol import LLM
 from hsearch.runtime import Services, build_services
@@ -101,11 +102,12 @@ async def serve(
     cache: CacheBackend | None = None,
     extra_sources: Sequence[Source] = (),
     llm: LLM | None = None,
+    embedder: Embedder | None = None,
 ) -> AsyncIterator[Api]:
     """The app on ``settings``, an in-memory store and queue unless others are given;
     the search caches on ``cache`` if given (none otherwise); ``extra_sources``
-    registered after the dense and sparse legs. A new embedded database starts as a
-    copy of ``migrated_database()``."""
+    registered after the dense and sparse legs; ``embedder`` instead of the settings'
+    encoder. A new embedded database starts as a copy of ``migrated_database()``."""
     database = settings.data_dir / "hsearch.sqlite"
     if settings.database.url is None and not database.exists():
         assert settings.database_url == f"sqlite:///{database.resolve()}"
@@ -119,6 +121,7 @@ async def serve(
         cache=cache,
         extra_sources=extra_sources,
         llm=llm,
+        embedder=embedder,
     )
     try:
         async with LifespanManager(create_app(settings, services=services)) as manager:

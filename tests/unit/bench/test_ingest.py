@@ -27,6 +27,7 @@ from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedder, Embedding, EncoderInfo, SparseKind, Tokenizer
 from hsearch.errors import EncoderError
 from hsearch.ingestion.models import DocumentInput
+from hsearch.types import SparseVector
 
 LONG = " ".join(f"Sentence {i} of a longer abstract about rivers and floods." for i in range(40))
 DOCUMENTS = [
@@ -147,6 +148,9 @@ class FirstBatchFails:
         self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
     ) -> list[Embedding]:
         return self._inner.embed_queries(texts, dense=dense, sparse=sparse)
+
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
+        return self._inner.embed_query_without_model(text)
 
 
 def stack(tmp_path: Path) -> Stack:

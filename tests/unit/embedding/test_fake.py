@@ -34,6 +34,14 @@ def test_info() -> None:
     assert FakeEmbedder(dimension=48).info == info
 
 
+def test_the_query_sparse_side_needs_no_model() -> None:
+    embedder = FakeEmbedder()
+    assert not embedder.info.sparse_needs_model
+    for text in ("Rivers flow into the sea", "東京の人口", ""):
+        made = embedder.embed_query_without_model(text)
+        assert made == embedder.embed_query(text, dense=False).sparse
+
+
 @pytest.mark.parametrize("dimension", [0, 1, -3, 40_000, True])
 def test_rejects_bad_dimensions(dimension: int) -> None:
     with pytest.raises(ValueError, match="dimension"):

@@ -4,6 +4,8 @@ SQLite statistics, the fake encoder, the in-memory store)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import threading
 from collections.abc import Mapping
 from typing import Any, TypedDict, Unpack
 
@@ -12,8 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import IngestSettings, SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.protocol import EncoderInfo
-from hsearch.errors import VectorStoreError, VectorStoreTimeoutError
+from hsearch.embedding.protocol import Embedding, EncoderInfo
+from hsearch.errors import EncoderError, VectorStoreError, VectorStoreTimeoutError
 from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.chunking import Chunker
 from hsearch.ingestion.dispatch import unit_of_work
@@ -51,6 +53,54 @@ class LatinOnlyEmbedder(FakeEmbedder):
             base.sparse_kind,
             dense_scripts=frozenset({"LATIN"}),
         )
+
+
+class ModelSparseEmbedder(FakeEmbedder):
+    """The fake encoder, declared like BGE-M3: a query's sparse side comes out of the
+    model, so none is made without it (no keyword fallback)."""
+
+    @property
+    def info(self) -> EncoderInfo:
+        return dataclasses.replace(super().info, sparse_needs_model=True)
+
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
+        del text
+        return None
+
+
+HANG_S = 600.0
+"""How long a hung model blocks its thread unless the test releases it first."""
+
+
+class AilingEmbedder(FakeEmbedder):
+    """The fake encoder whose model, once ``ailment`` is set, fails every query
+    (``"fail"``: :class:`EncoderError`) or hangs on it (``"hang"``: until
+    :meth:`release`, which the test calls when it ends); documents encode as usual, and
+    the sparse side made without the model (:meth:`embed_query_without_model`) is
+    unaffected, as the offline encoder's term counts are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ailment: str | None = None
+        self.hung = threading.Event()
+        """Set when a query has reached the hung model."""
+        self._released = threading.Event()
+
+    def embed_query(self, text: str, *, dense: bool = True, sparse: bool = True) -> Embedding:
+        if self.ailment == "fail":
+            raise EncoderError("the model ran out of memory")
+        if self.ailment == "hang":
+            self.hung.set()
+            self._released.wait(HANG_S)
+        return super().embed_query(text, dense=dense, sparse=sparse)
+
+    def release(self) -> None:
+        """Let every hung query return (its caller has long given up)."""
+        self._released.set()
+
+
+class AilingModelSparseEmbedder(AilingEmbedder, ModelSparseEmbedder):
+    """:class:`AilingEmbedder` declared like BGE-M3: nothing to fall back on."""
 
 
 def index(

@@ -49,7 +49,7 @@ from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord
 from tests.unit.budget import UNHURRIED
 from tests.unit.outage import Outage
-from tests.unit.search.corpus import TENANT, ScriptedStore, index
+from tests.unit.search.corpus import TENANT, AilingEmbedder, ScriptedStore, index
 
 
 class CountingEmbedder(FakeEmbedder):
@@ -214,6 +214,29 @@ async def test_a_degraded_answer_is_never_cached(
     again = await service.search(query)
     assert not again.cached
     assert again.degraded == (Leg.SPARSE,)
+
+
+@pytest.mark.parametrize("ailment", ["fail", "hang"])
+async def test_a_keyword_fallback_is_stored_neither_as_a_result_nor_as_an_embedding(
+    sessions: sessionmaker[Session], rows: InMemoryVectorStore, ailment: str
+) -> None:
+    embedder = AilingEmbedder()
+    service = caching_service(sessions, rows, backend=InMemoryCacheBackend(), embedder=embedder)
+    # The model gets half of the 4 s (the keyword fallback's share), the leg the rest.
+    query = SearchQuery(tenant_id=TENANT, query="rivers sea", leg_timeout_s=4.0)
+    embedder.ailment = ailment
+    try:
+        fallen_back = await service.search(query)
+    finally:
+        embedder.ailment = None
+        embedder.release()
+    assert fallen_back.degraded == (Leg.DENSE,)
+    assert fallen_back.hits
+    healed = await service.search(query)
+    assert not healed.cached, "the keyword-only answer was not stored"
+    assert healed.degraded == ()
+    assert not healed.embedding_cached, "nor a query embedding without its dense side"
+    assert (await service.search(query)).cached, "the full answer is"
 
 
 async def test_no_result_is_stored_while_the_generation_settles(

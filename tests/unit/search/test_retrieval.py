@@ -4,20 +4,22 @@ from errors, legs with weight 0 skipped, and only the query sides the legs read 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.budget import Budget
+from hsearch.cache.embeddings import QueryEncoder
 from hsearch.config import SearchSettings
+from hsearch.embedding.batching import QueryBatcher
 from hsearch.embedding.fake import FakeEmbedder
 from hsearch.embedding.protocol import Embedding
-from hsearch.errors import SearchUnavailableError
-from hsearch.search.models import SearchQuery, SearchResult
+from hsearch.errors import EncoderError, SearchUnavailableError
+from hsearch.search.models import LegReport, SearchQuery, SearchResult
 from hsearch.search.planner import QueryPlanner
-from hsearch.search.retrieval import DEADLINE_MARGIN_S, LegRequest, Retriever
+from hsearch.search.retrieval import DEADLINE_MARGIN_S, KEYWORD_FALLBACK, LegRequest, Retriever
 from hsearch.search.service import SearchService
 from hsearch.search.sources import SourceQuery, store_sources
 from hsearch.search.timings import StageClock
@@ -27,8 +29,11 @@ from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from tests.unit.budget import UNHURRIED
 from tests.unit.search.corpus import (
     TENANT,
+    AilingEmbedder,
+    AilingModelSparseEmbedder,
     CountingStatistics,
     LatinOnlyEmbedder,
+    ModelSparseEmbedder,
     ScriptedStore,
     index,
 )
@@ -41,6 +46,9 @@ class Search:
         self,
         sessions: sessionmaker[Session],
         embedder: FakeEmbedder | None = None,
+        *,
+        settings: SearchSettings | None = None,
+        queries: QueryEncoder | None = None,
         **behaviour: str | float,
     ) -> None:
         self.embedder = embedder or FakeEmbedder()
@@ -50,7 +58,8 @@ class Search:
             embedder=self.embedder,
             store=self.store,
             statistics=self.statistics,
-            settings=SearchSettings(**UNHURRIED),
+            settings=settings or SearchSettings(**UNHURRIED),
+            queries=queries,
         )
 
     async def __call__(self, query: str = "rivers", **options: Any) -> SearchResult:
@@ -140,6 +149,11 @@ class SlowEmbedder(FakeEmbedder):
         return super().embed_query(text, dense=dense, sparse=sparse)
 
 
+class SlowModelSparseEmbedder(SlowEmbedder, ModelSparseEmbedder):
+    """:class:`SlowEmbedder` declared like BGE-M3: no keyword fallback, so encoding may
+    take the whole budget."""
+
+
 async def test_one_deadline_covers_encoding_and_the_legs(sessions: sessionmaker[Session]) -> None:
     search = Search(sessions, SlowEmbedder(0.2))
     result = await search(leg_timeout_s=20.0)
@@ -152,9 +166,13 @@ async def test_one_deadline_covers_encoding_and_the_legs(sessions: sessionmaker[
 async def test_a_budget_spent_by_encoding_leaves_the_legs_no_time(
     sessions: sessionmaker[Session],
 ) -> None:
-    search = Search(sessions, SlowEmbedder(0.2))
-    with pytest.raises(SearchUnavailableError, match="no time left of the request's budget"):
+    search = Search(sessions, SlowModelSparseEmbedder(0.2))
+    with pytest.raises(SearchUnavailableError) as info:
         await search(leg_timeout_s=0.1)
+    # Encoding is held to the deadline: it ends every leg, none reaches the store.
+    assert "dense: query encoding missed its deadline" in info.value.message
+    assert "sparse: query encoding missed its deadline" in info.value.message
+    assert KEYWORD_FALLBACK not in info.value.message
     assert search.store.calls == [], "a leg with no time left never reaches the store"
 
 
@@ -316,3 +334,185 @@ async def test_an_empty_store_is_not_a_failure() -> None:
     (outcome,) = await retriever.run([LegRequest(Leg.DENSE, query, time.perf_counter() + 1)])
     assert outcome.hits == ()
     assert outcome.report.status is LegStatus.OK
+
+
+# -- the keyword fallback: the model fails or hangs -----------------------------------------
+
+
+@pytest.fixture
+def ailing() -> Iterator[AilingEmbedder]:
+    embedder = AilingEmbedder()
+    yield embedder
+    embedder.release()
+
+
+@pytest.fixture
+def ailing_model_sparse() -> Iterator[AilingModelSparseEmbedder]:
+    embedder = AilingModelSparseEmbedder()
+    yield embedder
+    embedder.release()
+
+
+def leg_report(result: SearchResult, leg: Leg) -> LegReport:
+    (report,) = (r for r in result.legs if r.leg == leg)
+    return report
+
+
+QUICK_FALLBACK = SearchSettings(fallback_encode_share=0.1, **UNHURRIED)
+"""A hung model is given a tenth of the budget: the keyword leg keeps nine tenths."""
+
+
+async def test_a_failing_model_leaves_the_keyword_leg(
+    sessions: sessionmaker[Session], ailing: AilingEmbedder
+) -> None:
+    search = Search(sessions, ailing)
+    ailing.ailment = "fail"
+    result = await search("rivers")
+    assert statuses(result) == {"dense": "error", "sparse": "ok"}
+    assert result.degraded == (Leg.DENSE,)
+    assert result.hits[0].external_id == "rivers"
+    dense = leg_report(result, Leg.DENSE)
+    assert dense.error == (
+        f"query encoding failed (EncoderError: the model ran out of memory); {KEYWORD_FALLBACK}"
+    )
+    assert search.searched() == [Leg.SPARSE], "the dense leg never reached the store"
+    assert search.statistics.queries == 1, "the term counts were weighed with BM25"
+    assert not result.embedding_cached
+    # Fused from the keyword leg alone, as when the dense leg fails at the store.
+    assert result.applied_weights == {Leg.SPARSE: 1.0}
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["thread", "batcher"])
+async def test_a_hung_model_leaves_the_keyword_leg_the_rest_of_the_budget(
+    sessions: sessionmaker[Session], ailing: AilingEmbedder, batched: bool
+) -> None:
+    batcher = QueryBatcher(ailing) if batched else None
+    search = Search(
+        sessions, ailing, settings=QUICK_FALLBACK, queries=QueryEncoder(ailing, batcher=batcher)
+    )
+    ailing.ailment = "hang"
+    try:
+        result = await search("rivers", leg_timeout_s=20.0)
+    finally:
+        ailing.release()
+        if batcher is not None:
+            batcher.close()
+    assert ailing.hung.is_set(), "the query reached the model"
+    assert statuses(result) == {"dense": "timeout", "sparse": "ok"}
+    assert result.degraded == (Leg.DENSE,)
+    assert result.hits[0].external_id == "rivers"
+    dense = leg_report(result, Leg.DENSE)
+    assert dense.error is not None
+    assert dense.error.startswith("query encoding missed its deadline (no answer within 2.0")
+    assert dense.error.endswith(f"; {KEYWORD_FALLBACK}")
+    # The keyword leg ran with what encoding left: about 18 of the 20 s (the bound is
+    # far below, for a loaded machine), not a budget of its own.
+    ((leg, timeout),) = search.store.calls
+    assert leg is Leg.SPARSE
+    assert 10.0 < timeout <= 18.0
+
+
+async def test_a_hung_model_does_not_hold_a_keyword_search(
+    sessions: sessionmaker[Session], ailing: AilingEmbedder
+) -> None:
+    # A keyword search asks the model path for the sparse side only (the offline
+    # encoder's batcher may be busy with another query's hung forward pass): past its
+    # share of the budget it is made without the model, and nothing is degraded, since
+    # it is the same side.
+    search = Search(sessions, ailing, settings=QUICK_FALLBACK)
+    ailing.ailment = "hang"
+    result = await search("rivers", mode=SearchMode.KEYWORD, leg_timeout_s=20.0)
+    assert statuses(result) == {"sparse": "ok"}
+    assert result.degraded == ()
+    assert result.hits[0].external_id == "rivers"
+
+
+async def test_a_keyword_leg_held_back_runs_once_the_model_failed(
+    sessions: sessionmaker[Session], ailing: AilingEmbedder
+) -> None:
+    # Weight 0 holds the keyword leg back until the dense leg fails: the second round
+    # makes its side without asking the model again.
+    search = Search(sessions, ailing)
+    ailing.ailment = "fail"
+    before = search.computed()
+    result = await search("rivers", weights={Leg.DENSE: 1.0})
+    assert statuses(result) == {"dense": "error", "sparse": "ok"}
+    assert result.hits[0].external_id == "rivers"
+    assert search.computed() == (before[0], before[1] + 1), "one sparse side, model-free"
+
+
+async def test_the_fallback_side_is_the_one_the_model_path_makes(
+    sessions: sessionmaker[Session], ailing: AilingEmbedder
+) -> None:
+    search = Search(sessions, ailing)
+    healthy = await search("rivers flowing", mode=SearchMode.KEYWORD)
+    ailing.ailment = "fail"
+    fallen_back = await search("rivers flowing", mode=SearchMode.HYBRID)
+    assert [(h.chunk_id, h.score) for h in fallen_back.hits] == [
+        (h.chunk_id, h.score) for h in healthy.hits
+    ]
+
+
+async def test_with_a_model_made_sparse_side_a_failing_model_fails_the_search(
+    sessions: sessionmaker[Session], ailing_model_sparse: AilingModelSparseEmbedder
+) -> None:
+    # BGE-M3: both sides come from the model, nothing to fall back on: as before the
+    # fallback, the encoder's error ends the search (500 encoder_error).
+    search = Search(sessions, ailing_model_sparse)
+    ailing_model_sparse.ailment = "fail"
+    with pytest.raises(EncoderError, match="ran out of memory"):
+        await search("rivers")
+    assert search.store.calls == []
+
+
+async def test_with_a_model_made_sparse_side_a_hung_model_ends_at_the_deadline(
+    sessions: sessionmaker[Session], ailing_model_sparse: AilingModelSparseEmbedder
+) -> None:
+    # Encoding may take the whole budget (there is nothing to keep time for); then
+    # every leg missed its deadline: 503, not a search that hangs with the model.
+    search = Search(sessions, ailing_model_sparse)
+    ailing_model_sparse.ailment = "hang"
+    with pytest.raises(SearchUnavailableError) as info:
+        await search("rivers", leg_timeout_s=1.0)
+    assert ailing_model_sparse.hung.is_set()
+    assert "dense: query encoding missed its deadline (no answer within 1.0" in info.value.message
+    assert "sparse: query encoding missed its deadline" in info.value.message
+    assert KEYWORD_FALLBACK not in info.value.message
+    assert search.store.calls == []
+
+
+async def test_a_search_with_no_keyword_leg_has_no_fallback(
+    sessions: sessionmaker[Session], ailing: AilingEmbedder
+) -> None:
+    search = Search(sessions, ailing)
+    ailing.ailment = "fail"
+    with pytest.raises(EncoderError):
+        await search("rivers", mode=SearchMode.SEMANTIC)
+
+
+def test_the_encoding_share_of_the_budget_follows_the_fallback(
+    sessions: sessionmaker[Session],
+) -> None:
+    embedder, model_sparse = FakeEmbedder(), ModelSparseEmbedder()
+    budget = Budget(deadline=time.perf_counter() + 1000.0)
+
+    def timeout(encoder: FakeEmbedder, mode: SearchMode) -> float:
+        store = InMemoryVectorStore()
+        sources = store_sources(store)
+        planner = QueryPlanner(
+            SearchSettings(**UNHURRIED), encoder=encoder.info, can_rerank=False, sources=sources
+        )
+        retriever = Retriever(
+            embedder=encoder,
+            store=store,
+            statistics=CountingStatistics(sessions),
+            sources=sources,
+            fallback_encode_share=0.25,
+        )
+        plan = planner.plan(SearchQuery(tenant_id=TENANT, query="rivers", mode=mode))
+        return retriever.encode_timeout(plan, budget)
+
+    assert 240.0 < timeout(embedder, SearchMode.HYBRID) <= 250.0
+    assert 240.0 < timeout(embedder, SearchMode.KEYWORD) <= 250.0
+    assert timeout(embedder, SearchMode.SEMANTIC) > 990.0, "no keyword leg: the whole budget"
+    assert timeout(model_sparse, SearchMode.HYBRID) > 990.0, "no fallback: the whole budget"

@@ -16,7 +16,9 @@ one bit for bit.
 
 What misses every cache goes to the model: through the query micro-batcher when one is
 given (:class:`~hsearch.embedding.batching.QueryBatcher`: concurrent misses share one
-model call), else on a worker thread of its own.
+model call), else on a worker thread of its own. A side is stored only once the model
+computed it: a call that fails, or that its caller cancels (a search past its
+deadline), stores nothing.
 """
 
 from __future__ import annotations
@@ -148,7 +150,9 @@ class QueryEncoder:
         embed = partial(
             self._embedder.embed_query, text, dense=_DENSE in sides, sparse=_SPARSE in sides
         )
-        return await anyio.to_thread.run_sync(embed)
+        # A caller that gives up (a search past its deadline) is not held until a hung
+        # model returns; the thread finishes on its own, and its result is dropped.
+        return await anyio.to_thread.run_sync(embed, abandon_on_cancel=True)
 
     def _remember(self, side: str, digest: str, vector: Side) -> None:
         if self._lru is not None:

@@ -221,6 +221,12 @@ class BgeM3Embedder:
             embeddings.extend(self._encode(batch, dense=dense, sparse=sparse))
         return embeddings
 
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
+        """``None``: BGE-M3's lexical weights come out of the model's forward pass, like
+        its dense vector, so no side of a query can be made without it."""
+        del text
+        return None
+
     def _encode(
         self, batch: list[str], *, dense: bool = True, sparse: bool = True
     ) -> list[Embedding]:

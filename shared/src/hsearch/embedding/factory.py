@@ -26,7 +26,7 @@ from hsearch.embedding.protocol import (
     Tokenizer,
 )
 from hsearch.errors import ConfigurationError
-from hsearch.types import FusionDefault
+from hsearch.types import FusionDefault, SparseVector
 
 __all__ = [
     "ENCODER_FUSION",
@@ -227,6 +227,9 @@ class UnloadedEmbedder:
     def embed_queries(
         self, texts: Sequence[str], *, dense: bool = True, sparse: bool = True
     ) -> list[Embedding]:
+        raise self._refused()
+
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
         raise self._refused()
 
     def _refused(self) -> ConfigurationError:

@@ -105,6 +105,7 @@ class FakeEmbedder:
             dimension=dimension,
             version=_VERSION,
             sparse_kind=SparseKind.TERM_FREQUENCY,
+            sparse_needs_model=False,
         )
         self.dense_computed = 0
         self.sparse_computed = 0
@@ -145,6 +146,11 @@ class FakeEmbedder:
         """Encode queries one by one (:meth:`embed_query`: no model, nothing to batch)."""
         check_sides(dense=dense, sparse=sparse)
         return [self.embed_query(text, dense=dense, sparse=sparse) for text in texts]
+
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
+        """The query's term counts, as :meth:`embed_query` makes its sparse side (there
+        is no model: the dense side is made without one too)."""
+        return self._embed(None, analyze_query(text)).sparse
 
     def _embed(self, terms: list[str] | None, sparse_terms: list[str] | None) -> Embedding:
         vector: tuple[float, ...] = ()

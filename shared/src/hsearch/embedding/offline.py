@@ -38,7 +38,7 @@ from hsearch.lexical.analyzer import (
     query_term_frequencies,
     term_frequencies,
 )
-from hsearch.types import FusionDefault, FusionMethod, Leg
+from hsearch.types import FusionDefault, FusionMethod, Leg, SparseVector
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -112,6 +112,8 @@ def _info(path: Path, dimension: int) -> EncoderInfo:
         # carry little meaning (docs/fusion.md).
         dense_scripts=frozenset({"LATIN"}),
         fusion=OFFLINE_FUSION,
+        # Term counts from the analyzer: the query's keyword side needs no model.
+        sparse_needs_model=False,
     )
 
 
@@ -229,7 +231,7 @@ class OfflineEmbedder:
         """
         check_sides(dense=dense, sparse=sparse)
         vector = self._encode_dense([text])[0] if dense else ()
-        counts = query_term_frequencies(text) if sparse else EMPTY_SPARSE
+        counts = self.embed_query_without_model(text) if sparse else EMPTY_SPARSE
         return Embedding(dense=vector, sparse=counts)
 
     def embed_queries(
@@ -246,10 +248,15 @@ class OfflineEmbedder:
         return [
             Embedding(
                 dense=vector,
-                sparse=query_term_frequencies(text) if sparse else EMPTY_SPARSE,
+                sparse=self.embed_query_without_model(text) if sparse else EMPTY_SPARSE,
             )
             for vector, text in zip(vectors, texts, strict=True)
         ]
+
+    def embed_query_without_model(self, text: str) -> SparseVector:
+        """The query's term counts (:func:`query_term_frequencies`): the sparse side is
+        the analyzer's, never the model's."""
+        return query_term_frequencies(text)
 
     def _encode_dense(self, texts: list[str]) -> list[tuple[float, ...]]:
         try:

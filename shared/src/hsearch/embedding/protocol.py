@@ -59,6 +59,14 @@ class EncoderInfo:
     (:meth:`hsearch.config.SearchSettings.resolve_fusion`). Measured for the offline
     encoder, from the model's paper for BGE-M3 (docs/fusion.md). Not part of the
     fingerprint: it changes no stored vector."""
+    sparse_needs_model: bool = True
+    """Whether a query's sparse side comes out of the model (BGE-M3's learned weights),
+    or from the text alone (the offline and fake encoders' term counts, BM25-weighted
+    with the tenant's statistics afterwards). ``False``:
+    :meth:`Embedder.embed_query_without_model` computes it with no model, and a search
+    whose query encoding fails or misses its deadline still runs its keyword leg
+    (docs/search.md, When the encoder fails). Not part of the fingerprint: it changes no
+    stored vector."""
 
     @property
     def fingerprint(self) -> str:
@@ -131,6 +139,16 @@ class Embedder(Protocol):
 
         What the query micro-batcher (:mod:`hsearch.embedding.batching`) calls with the
         queries that arrived together. Asking for neither side is a :class:`ValueError`.
+        """
+        ...
+
+    def embed_query_without_model(self, text: str) -> SparseVector | None:
+        """The sparse side of ``text``'s query embedding, computed without the model:
+        equal to ``embed_query(text, dense=False).sparse``, or ``None`` when the
+        encoder's sparse side comes out of the model (:attr:`EncoderInfo.sparse_needs_model`).
+
+        What a search falls back on when the model fails or hangs: it never waits for
+        the model, nor for a model call queued before it.
         """
         ...
 

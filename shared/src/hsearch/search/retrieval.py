@@ -16,6 +16,20 @@ holds back (:class:`~hsearch.search.planner.LegRole`) run in a second round, enc
 then, only if the first round's answers make them count; a source that reads the
 first round's candidates runs there too, given them.
 
+Encoding is bounded by the budget too, and its failure need not end the search. When
+the model fails or misses its deadline, an encoder whose query sparse side needs no
+model (:attr:`~hsearch.embedding.protocol.EncoderInfo.sparse_needs_model` false: the
+offline encoder's term counts) makes that side without it
+(:meth:`~hsearch.embedding.protocol.Embedder.embed_query_without_model`) and the keyword
+leg runs: the keyword fallback. The legs that read the dense vector are reported
+``error`` or ``timeout``, their error ending in ``keyword fallback``, like any degraded
+leg. With a fallback to run, encoding may take only a share of the budget
+(``search.fallback_encode_share``), so that the keyword leg keeps the rest. Without one
+(BGE-M3, whose two sides both come from the model, or a search with no keyword leg)
+encoding may take all of it, a model error ends the search as it always did (500
+``encoder_error``) and a missed deadline is every leg's timeout (503
+``search_unavailable``). Once the model failed, a search does not ask it again.
+
 Every candidate leaves this stage as a chunk with its stored fields, whichever source
 found it: a chunk id that came bare is read by id (and dropped unless it is the
 tenant's and passes the search's filter); a document is brought to its best chunk,
@@ -35,9 +49,10 @@ from functools import partial
 import anyio.to_thread
 
 from hsearch.budget import Budget
-from hsearch.cache.embeddings import QueryEncoder
-from hsearch.embedding.protocol import Embedder, SparseKind
-from hsearch.errors import BackendError, VectorStoreTimeoutError
+from hsearch.cache.embeddings import QueryEncoder, normalise_query
+from hsearch.config import SearchSettings
+from hsearch.embedding.protocol import Embedder, Embedding, SparseKind
+from hsearch.errors import BackendError, EncoderError, VectorStoreTimeoutError
 from hsearch.lexical.additions import (
     Expanded,
     TermExpansion,
@@ -60,12 +75,14 @@ from hsearch.vectorstore.protocol import StoredHit, VectorStore
 
 __all__ = [
     "DEADLINE_MARGIN_S",
+    "KEYWORD_FALLBACK",
     "LegOutcome",
     "LegRequest",
     "MatchRequest",
     "QueryVectors",
     "Retrieval",
     "Retriever",
+    "SideFailure",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,6 +92,23 @@ logger = logging.getLogger(__name__)
 DEADLINE_MARGIN_S = 0.05
 
 _NO_TIME_LEFT = "no time left of the request's budget to run it"
+_NO_WEIGHTS = SparseVector((), ())
+
+KEYWORD_FALLBACK = "keyword fallback"
+"""What ends the error of a leg that could not read the query because encoding failed,
+when the keyword leg ran without the model instead."""
+
+DEFAULT_FALLBACK_ENCODE_SHARE: float = SearchSettings.model_fields["fallback_encode_share"].default
+"""``search.fallback_encode_share``'s default: a retriever built without the settings."""
+
+
+@dataclass(frozen=True, slots=True)
+class SideFailure:
+    """Why a side of the query could not be made: the legs that read it end so."""
+
+    status: LegStatus
+    """``error`` or ``timeout``."""
+    error: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +119,13 @@ class QueryVectors:
     sparse: SparseVector | None = None
     expansions: tuple[TermExpansion, ...] = ()
     """What the sparse side searches beyond the words typed (typos, prefix, synonyms)."""
-    failed: Mapping[Need, str] = field(default_factory=dict)
+    failed: Mapping[Need, SideFailure] = field(default_factory=dict)
     """A side that could not be made (the sparse side when the tenant's statistics
-    cannot be read), with the error: the legs that need it fail, not the search."""
+    cannot be read, the dense side when the model failed), with why: the legs that need
+    it fail, not the search."""
+    model_failure: SideFailure | None = None
+    """How query encoding failed, if it did: the model is not asked again in this
+    search (a later round makes the sparse side without it, where the encoder can)."""
     max_document_frequency: int = 0
     """The largest document frequency among the query's terms in the tenant's statistics
     (read with them when weighing the sparse side; 0 when they were not read: an encoder
@@ -100,8 +138,8 @@ class QueryVectors:
             return self.sparse is not None
         return True
 
-    def missing(self, needs: Collection[Need]) -> str | None:
-        """The error of the first of ``needs`` that could not be made, if any."""
+    def missing(self, needs: Collection[Need]) -> SideFailure | None:
+        """Why the first of ``needs`` that could not be made was not, if any was not."""
         return next((self.failed[n] for n in needs if n in self.failed), None)
 
 
@@ -167,8 +205,13 @@ class Retriever:
         sources: SourceRegistry,
         queries: QueryEncoder | None = None,
         expander: QueryExpander | None = None,
+        fallback_encode_share: float = DEFAULT_FALLBACK_ENCODE_SHARE,
     ) -> None:
+        if not 0.0 < fallback_encode_share <= 1.0:
+            msg = f"fallback_encode_share must be within (0, 1], got {fallback_encode_share!r}"
+            raise ValueError(msg)
         self._embedder = embedder
+        self._fallback_encode_share = fallback_encode_share
         self._expander = expander
         self._queries = queries or QueryEncoder(embedder)
         self._store = store
@@ -271,6 +314,7 @@ class Retriever:
         *,
         needs: Collection[Need],
         clock: StageClock,
+        budget: Budget,
         known: QueryVectors | None = None,
         encoded: list[bool] | None = None,
     ) -> QueryVectors:
@@ -278,15 +322,24 @@ class Retriever:
         appends to ``encoded`` whether they came from the query-embedding cache.
 
         A side that cannot be made (the sparse side when the tenant's statistics cannot
-        be read: the metadata database down) is recorded in ``failed``: the legs that
-        need it fail, not the search.
+        be read: the metadata database down; a side the model was to make when it
+        failed or missed its deadline, unless the encoder makes it without the model:
+        the keyword fallback, in the module docstring) is recorded in ``failed``: the
+        legs that need it fail, not the search. Encoding takes at most what
+        :meth:`encode_timeout` allows of ``budget``.
+
+        Raises:
+            EncoderError, BackendError: The model failed and there is no keyword
+                fallback (the error as the encoder raised it).
 
         Encoding is tenant-independent (so its cache serves every tenant); raw term
         counts then get the tenant's IDF (BM25 as an inner product: the query side
         carries the IDF) as a stage of its own, after the cache.
         """
         vectors = known or QueryVectors()
-        dense = Need.DENSE in needs and not vectors.has(Need.DENSE)
+        dense = (
+            Need.DENSE in needs and not vectors.has(Need.DENSE) and Need.DENSE not in vectors.failed
+        )
         sparse = (
             Need.SPARSE in needs
             and not vectors.has(Need.SPARSE)
@@ -294,13 +347,13 @@ class Retriever:
         )
         if not dense and not sparse:
             return vectors
-        embedding, cached = await self._queries.embed_query(plan.text, dense=dense, sparse=sparse)
-        if encoded is not None:
-            encoded.append(cached)
+        embedding, vectors = await self._embed(
+            plan, dense=dense, sparse=sparse, budget=budget, vectors=vectors, encoded=encoded
+        )
         clock.lap(Stage.ENCODE)
-        if dense:
+        if dense and Need.DENSE not in vectors.failed:
             vectors = replace(vectors, dense=embedding.dense)
-        if sparse:
+        if sparse and Need.SPARSE not in vectors.failed:
             weights = embedding.sparse
             if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
                 weigh = partial(self._statistics.weigh_query_terms, plan.tenant_id, weights)
@@ -308,8 +361,8 @@ class Retriever:
                     weighed = await anyio.to_thread.run_sync(weigh)
                 except BackendError as exc:
                     clock.lap(Stage.STATISTICS)
-                    error = f"{type(exc).__name__}: {exc.message}"
-                    return replace(vectors, failed={**vectors.failed, Need.SPARSE: error})
+                    failure = SideFailure(LegStatus.ERROR, f"{type(exc).__name__}: {exc.message}")
+                    return replace(vectors, failed={**vectors.failed, Need.SPARSE: failure})
                 vectors = replace(vectors, max_document_frequency=weighed.max_document_frequency)
                 expanded = await self._expand(plan, weighed.weights)
                 weights, vectors = expanded.vector, replace(vectors, expansions=expanded.expansions)
@@ -320,6 +373,77 @@ class Retriever:
                 clock.lap(Stage.ENCODE)
             vectors = replace(vectors, sparse=weights)
         return vectors
+
+    def keyword_fallback(self, plan: SearchPlan) -> bool:
+        """Whether ``plan``'s keyword leg can run when query encoding fails: the encoder
+        makes the query's sparse side without the model, and a leg of the plan reads it."""
+        return not self._embedder.info.sparse_needs_model and any(
+            Need.SPARSE in self._sources[p.leg].needs for p in plan.legs
+        )
+
+    def encode_timeout(self, plan: SearchPlan, budget: Budget) -> float:
+        """How long query encoding may take now: with a keyword fallback, its share of
+        what is left of ``budget`` (the keyword leg keeps the rest); else all of it."""
+        remaining = budget.remaining_s()
+        return remaining * self._fallback_encode_share if self.keyword_fallback(plan) else remaining
+
+    async def _embed(
+        self,
+        plan: SearchPlan,
+        *,
+        dense: bool,
+        sparse: bool,
+        budget: Budget,
+        vectors: QueryVectors,
+        encoded: list[bool] | None,
+    ) -> tuple[Embedding, QueryVectors]:
+        """The sides of the query asked for, from the model through the query-embedding
+        cache, within :meth:`encode_timeout`; when the model fails or misses it (or did
+        earlier in the search), the sparse side made without it, where the encoder can,
+        and the sides that could not be made in ``failed`` of the vectors returned."""
+        failure = vectors.model_failure
+        fallback = self.keyword_fallback(plan)
+        if failure is None:
+            timeout = self.encode_timeout(plan, budget)
+            try:
+                embedding, cached = await asyncio.wait_for(
+                    self._queries.embed_query(plan.text, dense=dense, sparse=sparse),
+                    max(timeout, 0.0),
+                )
+            except TimeoutError:
+                failure = SideFailure(
+                    LegStatus.TIMEOUT,
+                    f"query encoding missed its deadline (no answer within {timeout:.3f}s)",
+                )
+            except (EncoderError, BackendError) as exc:
+                if not fallback:
+                    raise
+                failure = SideFailure(
+                    LegStatus.ERROR, f"query encoding failed ({type(exc).__name__}: {exc.message})"
+                )
+            else:
+                if encoded is not None:
+                    encoded.append(cached)
+                return embedding, vectors
+            logger.warning(
+                "search.encode.failed status=%s fallback=%s error=%s",
+                failure.status,
+                "keyword" if fallback else "none",
+                failure.error,
+            )
+            vectors = replace(vectors, model_failure=failure)
+        # Never the cache: it holds what the model computed, and the model did not.
+        made = (
+            self._embedder.embed_query_without_model(normalise_query(plan.text)) if sparse else None
+        )
+        failed = dict(vectors.failed)
+        if sparse and made is None:
+            failed[Need.SPARSE] = failure
+        if dense:
+            ending = f"; {KEYWORD_FALLBACK}" if fallback else ""
+            failed[Need.DENSE] = replace(failure, error=f"{failure.error}{ending}")
+        embedding = Embedding(dense=(), sparse=made if made is not None else _NO_WEIGHTS)
+        return embedding, replace(vectors, failed=failed)
 
     async def _expand(self, plan: SearchPlan, weights: SparseVector) -> Expanded:
         """The sparse side with the typo corrections, completions and synonyms the plan
@@ -476,14 +600,16 @@ class Retriever:
             clock.lap(Stage.RETRIEVAL)
             return {o.leg: o for o in outcomes}, None, vectors
         needs = {need for leg in legs for need in self._sources[leg].needs}
-        vectors = await self.encode(plan, needs=needs, clock=clock, known=vectors, encoded=encoded)
+        vectors = await self.encode(
+            plan, needs=needs, clock=clock, budget=budget, known=vectors, encoded=encoded
+        )
         runnable: list[LegRequest] = []
         failed: list[LegOutcome] = []
         for leg in legs:
             wanted = self._sources[leg].needs
-            error = vectors.missing(wanted)
-            if error is not None:
-                failed.append(_failed(leg, LegStatus.ERROR, error, started=now))
+            missing = vectors.missing(wanted)
+            if missing is not None:
+                failed.append(_failed(leg, missing.status, missing.error, started=now))
                 continue
             query = SourceQuery(
                 tenant_id=plan.tenant_id,

@@ -13,7 +13,9 @@
 Every stage is timed on one clock (:mod:`~hsearch.search.timings`); the response
 carries the stages' times, which sum to ``took_ms``. A leg that errors or misses its
 deadline is reported in ``degraded`` and the other legs' answers are returned; when no
-leg answers the search raises :class:`~hsearch.errors.SearchUnavailableError` (503).
+leg answers the search raises :class:`~hsearch.errors.SearchUnavailableError` (503). A
+query the model cannot encode in time degrades the dense leg the same way, where the
+keyword leg can run without the model (:mod:`~hsearch.search.retrieval`).
 The tenant's data is read through the store and the caches' readers, never through
 SQL here (an import contract).
 """
@@ -96,6 +98,7 @@ class SearchService:
             sources=sources,
             queries=queries,
             expander=expander,
+            fallback_encode_share=settings.fallback_encode_share,
         )
         self._retrieval = RetrievalService(planner=self._planner, retriever=retriever, store=store)
         self._results = results

@@ -446,7 +446,12 @@ class SearchResponse(BaseModel):
     total_candidates: int = Field(
         description="Deprecated: the same as `window`.", json_schema_extra={"deprecated": True}
     )
-    degraded: list[str]
+    degraded: list[str] = Field(
+        description="The legs that failed or missed the deadline: the hits are the other "
+        "legs'. `legs[].error` says why; an error ending in `keyword fallback` means the "
+        "query could not be encoded in time and the keyword leg answered without the "
+        "model (docs/search.md, When the encoder fails)."
+    )
     legs: list[LegRead] = Field(
         description="Every leg of the mode: `ok`, `timeout`, `error`, or `skipped` (not run: "
         "its weight is 0 for this query). `took_ms` is the leg's own time; the legs run in "
