@@ -39,7 +39,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -61,6 +61,7 @@ from hsearch.config import DatabaseSettings, EncoderKind, Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.errors import HsearchError
 from hsearch.graph.links import Link
+from hsearch.graph.source import GRAPH_LEG
 from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.models import DocumentInput
@@ -75,7 +76,6 @@ TENANT = "bench"
 MAX_LOGGED_FAILURES = 3  # per mode; the total is in the result's failed_searches
 ABORT_AFTER_FAILURES = 20  # every search of a mode failed so far: a broken stack, stop
 MILVUS_STOP_SECONDS = 20.0
-GRAPH_LEG = "graph"
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,17 @@ class GraphOptions:
         return {"weight": self.weight, **self.leg_params()}
 
 
+def resolved_graph(graph: GraphOptions, settings: Settings) -> GraphOptions:
+    """``graph`` with each parameter it leaves unset at the server's default
+    (``settings.graph``): what the graph leg ran with, for the result."""
+    return replace(
+        graph,
+        scoring=graph.scoring or settings.graph.scoring,
+        depth=settings.graph.depth if graph.depth is None else graph.depth,
+        seeds=settings.graph.seeds if graph.seeds is None else graph.seeds,
+    )
+
+
 @dataclass(frozen=True)
 class ModeRequest:
     """How one reported mode asks the search service: a search mode, with explicit leg
@@ -109,10 +120,6 @@ class ModeRequest:
 
     def query(self, *, text: str, candidates: int, fusion: FusionMethod | None) -> SearchQuery:
         """The search of one query in this mode (``top_k`` :data:`TOP_K`)."""
-        extra: dict[str, Any] = {}
-        # Left out when unset, so a default request stays exactly the default request.
-        if self.leg_params is not None:
-            extra["leg_params"] = {leg: dict(p) for leg, p in self.leg_params.items()}
         return SearchQuery(
             tenant_id=TENANT,
             query=text,
@@ -121,7 +128,11 @@ class ModeRequest:
             candidates=candidates,
             fusion=fusion,
             weights=None if self.weights is None else dict(self.weights),
-            **extra,
+            leg_params=(
+                None
+                if self.leg_params is None
+                else {leg: dict(params) for leg, params in self.leg_params.items()}
+            ),
         )
 
 
@@ -138,6 +149,16 @@ def graph_request(fusion: FusionDefault, graph: GraphOptions) -> ModeRequest:
     return ModeRequest(SearchMode.HYBRID, weights, {GRAPH_LEG: graph.leg_params()})
 
 
+def no_graph_request(fusion: FusionDefault, *, server_graph_weight: float) -> ModeRequest:
+    """The default hybrid request, without the graph leg: the default request itself
+    when the server gives the graph leg no weight by default (``graph.weight`` 0, the
+    product's default), else the default weights with the graph leg's at 0."""
+    if server_graph_weight == 0:
+        return ModeRequest(SearchMode.HYBRID)
+    weights = {leg.value: weight for leg, weight in fusion.leg_weights().items()}
+    return ModeRequest(SearchMode.HYBRID, weights | {GRAPH_LEG: 0.0})
+
+
 def dataset_modes(requested: Sequence[str], *, has_links: bool) -> tuple[str, ...]:
     """The modes a set is measured in: ``requested``, and on a set with links
     ``hybrid_no_graph`` right after ``hybrid`` (the graph leg's baseline)."""
@@ -148,15 +169,21 @@ def dataset_modes(requested: Sequence[str], *, has_links: bool) -> tuple[str, ..
 
 
 def mode_requests(
-    modes: Sequence[str], *, has_links: bool, fusion: FusionDefault, graph: GraphOptions
+    modes: Sequence[str],
+    *,
+    has_links: bool,
+    fusion: FusionDefault,
+    graph: GraphOptions,
+    server_graph_weight: float = 0.0,
 ) -> dict[str, ModeRequest]:
     """How each of ``modes`` (:func:`dataset_modes`) is asked: the default request of
     its search mode, except ``hybrid`` on a set with links (:func:`graph_request`), whose
-    default request is then ``hybrid_no_graph``'s."""
+    default request is then ``hybrid_no_graph``'s (:func:`no_graph_request`;
+    ``server_graph_weight``: the server's ``graph.weight``)."""
     requests: dict[str, ModeRequest] = {}
     for mode in modes:
         if mode == HYBRID_NO_GRAPH:
-            requests[mode] = ModeRequest(SearchMode.HYBRID)
+            requests[mode] = no_graph_request(fusion, server_graph_weight=server_graph_weight)
         elif mode == "hybrid" and has_links:
             requests[mode] = graph_request(fusion, graph)
         else:
@@ -477,7 +504,11 @@ def run_dataset(
     )
     with stack_for(dataset, options) as stack:
         requests = mode_requests(
-            modes, has_links=dataset.has_links, fusion=stack.fusion, graph=options.graph
+            modes,
+            has_links=dataset.has_links,
+            fusion=stack.fusion,
+            graph=options.graph,
+            server_graph_weight=stack.settings.graph.weight,
         )
         t0 = time.perf_counter()
         runs = asyncio.run(
@@ -508,7 +539,7 @@ def run_dataset(
     }
     if dataset.has_links and "hybrid" in requests:
         recorded["graph"] = {
-            **options.graph.describe(),
+            **resolved_graph(options.graph, settings).describe(),
             "links": dataset.link_count,
             "weights": dict(requests["hybrid"].weights or {}),
         }

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from bench.datasets import Dataset
-from bench.report import HYBRID_NO_GRAPH, MODES, dataset_result
+from bench.report import GRAPH_SCORINGS, HYBRID_NO_GRAPH, MODES, dataset_result
 from bench.runner import (
     TENANT,
     GraphOptions,
@@ -24,13 +24,16 @@ from bench.runner import (
     graph_request,
     ingest,
     mode_requests,
+    no_graph_request,
+    resolved_graph,
     run_dataset,
 )
 
-from hsearch.config import EncoderKind, EncoderSettings, Settings
+from hsearch.config import EncoderKind, EncoderSettings, GraphSettings, Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.db.repositories.links import LinkRepository
 from hsearch.graph.links import Link
+from hsearch.graph.params import GraphScoring
 from hsearch.runtime import build_services
 from hsearch.search.models import SearchQuery
 from hsearch.types import FusionDefault, FusionMethod, Leg, SearchMode
@@ -72,6 +75,28 @@ def test_mode_requests_with_links_put_the_graph_leg_in_hybrid_only() -> None:
     assert requests["hybrid"] == graph_request(FUSION, graph)
     assert requests[HYBRID_NO_GRAPH] == ModeRequest(SearchMode.HYBRID)
     assert requests["semantic"] == ModeRequest(SearchMode.SEMANTIC)
+
+
+def test_without_the_graph_is_the_default_request_unless_the_server_weighs_the_graph() -> None:
+    assert no_graph_request(FUSION, server_graph_weight=0.0) == ModeRequest(SearchMode.HYBRID)
+    explicit = no_graph_request(FUSION, server_graph_weight=0.2)
+    assert explicit.weights == {"dense": 0.9, "sparse": 0.1, "graph": 0.0}
+    modes = dataset_modes(MODES, has_links=True)
+    requests = mode_requests(
+        modes, has_links=True, fusion=FUSION, graph=GraphOptions(), server_graph_weight=0.2
+    )
+    assert requests[HYBRID_NO_GRAPH] == explicit
+
+
+def test_resolved_graph_fills_what_is_unset_with_the_servers_defaults() -> None:
+    settings = Settings(_env_file=None, graph=GraphSettings(scoring="pagerank", depth=3, seeds=7))
+    assert resolved_graph(GraphOptions(weight=0.2), settings) == GraphOptions(0.2, "pagerank", 3, 7)
+    given = GraphOptions(0.2, "proximity", 1, 5)
+    assert resolved_graph(given, settings) == given
+
+
+def test_the_scorings_offered_are_the_graph_legs() -> None:
+    assert set(GRAPH_SCORINGS) == {s.value for s in GraphScoring}
 
 
 def test_a_default_mode_request_is_the_default_search() -> None:
@@ -164,14 +189,12 @@ def test_a_set_without_edges_runs_and_reports_the_modes_as_before(tmp_path: Path
 
 
 def test_a_set_with_edges_reports_hybrid_with_and_without_the_graph_leg(tmp_path: Path) -> None:
-    graph = GraphOptions(weight=0.2, scoring="proximity", depth=2, seeds=10)
+    graph = GraphOptions(weight=0.2, scoring="proximity", seeds=20)
     result, search = _run(_write_set(tmp_path / "linked", edges=True), Options(graph=graph))
     assert list(result["modes"]) == [*MODES, HYBRID_NO_GRAPH]
     asked = dict(zip(result["modes"], search.asked, strict=True))
     assert asked["hybrid"].weights == {"dense": 0.9, "sparse": 0.1, "graph": 0.2}
-    assert asked["hybrid"].leg_params == {
-        "graph": {"scoring": "proximity", "depth": 2, "seeds": 10}
-    }
+    assert asked["hybrid"].leg_params == {"graph": {"scoring": "proximity", "seeds": 20}}
     assert asked[HYBRID_NO_GRAPH] == SearchQuery(
         tenant_id=TENANT, query="query", top_k=100, mode=SearchMode.HYBRID, candidates=100
     )
@@ -180,6 +203,7 @@ def test_a_set_with_edges_reports_hybrid_with_and_without_the_graph_leg(tmp_path
     assert result["modes"][HYBRID_NO_GRAPH]["ndcg@10"] == pytest.approx(0.6309, abs=1e-4)
     assert result["per_query_vs_no_graph"] == {"better": 1, "same": 0, "worse": 0}
     assert result["settings"]["graph"] == {
-        "weight": 0.2, "scoring": "proximity", "depth": 2, "seeds": 10, "links": 1,
+        # the depth left unset is recorded as the server's default
+        "weight": 0.2, "scoring": "proximity", "depth": 2, "seeds": 20, "links": 1,
         "weights": {"dense": 0.9, "sparse": 0.1, "graph": 0.2},
     }  # fmt: skip
