@@ -2,7 +2,10 @@
 
 A BEIR folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl``
 (``_id``, ``text``) and ``qrels.tsv`` (``query-id``, ``corpus-id``, ``score``, with that
-header). Pure file reading: nothing here starts or searches anything.
+header); it may also hold ``edges.tsv``, links between its documents (``source``,
+``target``, then optionally ``type`` and ``weight``, with that header), which the
+benchmark ingests as the source documents' links (:func:`read_edges`). Pure file
+reading: nothing here starts or searches anything.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.metrics import relevant
+from hsearch.graph.links import DEFAULT_LINK_TYPE, Link, link_problems, merged
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASETS_ROOT = REPO_ROOT.parent / "shared" / "datasets"
 BEIR_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv")
+EDGES_FILE = "edges.tsv"
+EDGES_COLUMNS = ("source", "target", "type", "weight")
 DEFAULT_SEED = 1234
 
 
@@ -28,6 +34,16 @@ class Dataset:
     corpus: list[dict[str, str]]
     queries: dict[str, str]  # id -> text, in file order
     qrels: dict[str, dict[str, float]] = field(default_factory=dict)  # query -> doc -> score
+    links: dict[str, tuple[Link, ...]] = field(default_factory=dict)  # source doc -> its links
+    """The documents' links from ``edges.tsv``; empty when the folder has none."""
+
+    @property
+    def has_links(self) -> bool:
+        return bool(self.links)
+
+    @property
+    def link_count(self) -> int:
+        return sum(len(links) for links in self.links.values())
 
 
 def dataset_folders(root: Path) -> list[Path]:
@@ -46,8 +62,59 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
+def read_edges(path: Path) -> dict[str, tuple[Link, ...]]:
+    """The links of an ``edges.tsv`` file, by source document id, in file order.
+
+    The header names the columns: ``source``, ``target``, then optionally ``type`` (else
+    each link has the product's default type) and ``weight`` (else 1), in that order.
+    Types are kept as written; a (source, target, type) given twice is kept once with its
+    larger weight (:func:`hsearch.graph.links.merged`, as the product stores it). A line
+    with the wrong number of fields, a weight that is no number, or a link the product
+    would refuse (an empty type, a weight not above 0, a self-link: the rules of
+    :func:`~hsearch.graph.links.link_problems`) raises ``ValueError`` naming the file,
+    the line and the problem: a benchmark silently missing links would measure a
+    different graph.
+    """
+    by_source: dict[str, list[Link]] = {}
+    with path.open(encoding="utf-8") as handle:
+        header = handle.readline().rstrip("\r\n").split("\t")
+        if len(header) < 2 or tuple(header) != EDGES_COLUMNS[: len(header)]:
+            expected = "<TAB>".join(EDGES_COLUMNS)
+            msg = (
+                f"{path}:1: expected a header of 'source<TAB>target' optionally followed "
+                f"by type and weight ('{expected}'), got {header!r}"
+            )
+            raise ValueError(msg)
+        for number, line in enumerate(handle, 2):
+            if not line.strip():
+                continue
+            fields = line.rstrip("\r\n").split("\t")
+            if len(fields) != len(header):
+                msg = f"{path}:{number}: {len(fields)} fields, the header names {len(header)}"
+                raise ValueError(msg)
+            source, target = fields[0], fields[1]
+            kind = fields[2] if len(fields) > 2 else DEFAULT_LINK_TYPE
+            try:
+                weight = float(fields[3]) if len(fields) > 3 else 1.0
+            except ValueError:
+                msg = f"{path}:{number}: the weight {fields[3]!r} is not a number"
+                raise ValueError(msg) from None
+            link = Link(target=target, type=kind, weight=weight)
+            problems = [p.message for p in link_problems([link], source=source)]
+            if not source:
+                problems.insert(0, "the source is empty")
+            if problems:
+                msg = f"{path}:{number}: {'; '.join(problems)}"
+                raise ValueError(msg)
+            by_source.setdefault(source, []).append(link)
+    return {source: merged(links) for source, links in by_source.items()}
+
+
 def load_dataset(path: Path) -> Dataset:
-    """Read a BEIR folder: corpus.jsonl, queries.jsonl and qrels.tsv (with its header)."""
+    """Read a BEIR folder: corpus.jsonl, queries.jsonl and qrels.tsv (with its header),
+    and edges.tsv when there is one (:func:`read_edges`; every source must be a document
+    of the corpus, a target may be any id: a link to a document not ingested is kept
+    unresolved, as the product keeps it)."""
     corpus = [
         {"_id": str(d["_id"]), "title": str(d.get("title") or ""), "text": str(d["text"])}
         for d in _read_jsonl(path / "corpus.jsonl")
@@ -64,7 +131,18 @@ def load_dataset(path: Path) -> Dataset:
                 continue
             qid, doc, score = line.rstrip("\n").split("\t")
             qrels.setdefault(qid, {})[doc] = float(score)
-    return Dataset(name=path.name, corpus=corpus, queries=queries, qrels=qrels)
+    links: dict[str, tuple[Link, ...]] = {}
+    if (path / EDGES_FILE).is_file():
+        links = read_edges(path / EDGES_FILE)
+        unknown = links.keys() - {d["_id"] for d in corpus}
+        if unknown:
+            shown = ", ".join(repr(s) for s in sorted(unknown)[:5])
+            msg = (
+                f"{path / EDGES_FILE}: {len(unknown)} source(s) not in corpus.jsonl "
+                f"({shown}): a link belongs to a document of the corpus"
+            )
+            raise ValueError(msg)
+    return Dataset(name=path.name, corpus=corpus, queries=queries, qrels=qrels, links=links)
 
 
 def select_queries(

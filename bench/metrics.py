@@ -65,10 +65,12 @@ def recall_at_k(ranking: Sequence[str], qrels: Mapping[str, float], k: int) -> f
 
 
 def evaluate_ranking(ranking: Iterable[str], qrels: Mapping[str, float]) -> dict[str, float]:
-    """nDCG@10, recall@10 and recall@100 of one query's ranking (deduplicated first)."""
+    """nDCG@10, recall@5, recall@10 and recall@100 of one query's ranking (deduplicated
+    first)."""
     ranked = dedup(ranking)
     return {
         "ndcg@10": ndcg_at_k(ranked, qrels, 10),
+        "recall@5": recall_at_k(ranked, qrels, 5),
         "recall@10": recall_at_k(ranked, qrels, 10),
         "recall@100": recall_at_k(ranked, qrels, 100),
     }

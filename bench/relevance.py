@@ -1,15 +1,24 @@
-"""Relevance benchmark: nDCG@10, recall@10 and recall@100 on BEIR-format evaluation sets.
+"""Relevance benchmark: nDCG@10, recall@5, recall@10 and recall@100 on BEIR-format
+evaluation sets.
 
 Each dataset goes through the product's own code, in a fresh, throw-away stack (see
 :mod:`bench.runner`: a Milvus Lite server, an SQLite database, the real ingestion and
 search services); the datasets are read by :mod:`bench.datasets` and the results
 summarised and rendered by :mod:`bench.report`. This module is the command line.
 
+A set whose folder holds ``edges.tsv`` (links between its documents) is ingested with
+them, and measured in one more mode: ``hybrid`` is then the default hybrid request plus
+the graph leg (``--graph-weight``, beside the encoder's dense and sparse weights, and
+``--graph-scoring``, ``--graph-depth``, ``--graph-seeds``), ``hybrid_no_graph`` the default
+hybrid request; both are in ``modes``, the graph settings in ``settings.graph``. Sets
+without it run and report as before.
+
 Usage (from the repository root)::
 
     python -m bench.relevance --dataset ../shared/datasets/en-limit-small
     python -m bench.relevance --all --json > results.jsonl      # one JSON object per line
     python -m bench.relevance --markdown results.jsonl           # tables for docs/benchmarks.md
+    python -m bench.relevance --dataset ../shared/datasets/en-musique-train-100 --graph-weight 0.2
 
 Progress goes to stderr; results to stdout.
 """
@@ -28,6 +37,8 @@ from pathlib import Path
 from bench.datasets import DATASETS_ROOT, DEFAULT_SEED, dataset_folders, is_beir_folder
 from bench.interrupt import INTERRUPTED, progress, unwind_on_signals
 from bench.report import (
+    DEFAULT_GRAPH_WEIGHT,
+    GRAPH_SCORINGS,
     MODES,
     SINGLE_LEG_MODES,
     dataset_result,
@@ -40,7 +51,7 @@ from bench.report import (
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.relevance",
-        description="Relevance (nDCG@10, R@10, R@100) of hsearch's search modes on "
+        description="Relevance (nDCG@10, R@5, R@10, R@100) of hsearch's search modes on "
         "BEIR-format datasets, through the real ingestion and search code.",
     )
     what = parser.add_mutually_exclusive_group(required=True)
@@ -90,6 +101,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="append each query's dense and sparse candidate lists (from the semantic and "
         "keyword modes) to JSONL, for python -m bench.fusion_replay",
     )  # fmt: skip
+    add_graph_arguments(parser)
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     parser.add_argument("--verbose", action="store_true", help="hsearch's own INFO logs")
     args = parser.parse_args(argv)
@@ -104,15 +116,38 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--encoder bge-m3 needs --bge-m3-path")
     if args.max_queries is not None and args.max_queries < 1:
         parser.error("--max-queries must be >= 1")
+    if not 0 < args.graph_weight <= 1:
+        parser.error("--graph-weight must be in (0, 1]")
+    if args.graph_seeds is not None and args.graph_seeds < 1:
+        parser.error("--graph-seeds must be >= 1")
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse_args(argv)
-    if args.markdown:
-        render_markdown(read_results(args.markdown), sys.stdout)
-        return 0
+def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
+    """The graph leg's options of ``hybrid`` on a set with ``edges.tsv``."""
+    graph = parser.add_argument_group(
+        "graph leg (sets with edges.tsv)",
+        "hybrid is the default hybrid request plus the graph leg; hybrid_no_graph the "
+        "default request. A parameter left unset is the server's default.",
+    )
+    graph.add_argument(
+        "--graph-weight", type=float, default=DEFAULT_GRAPH_WEIGHT, metavar="W",
+        help="the graph leg's weight, beside the default dense and sparse weights "
+        f"(default {DEFAULT_GRAPH_WEIGHT}, measured with python -m bench.graph_sweep)",
+    )  # fmt: skip
+    graph.add_argument("--graph-scoring", choices=GRAPH_SCORINGS, help="how the leg ranks")
+    graph.add_argument(
+        "--graph-depth", type=int, choices=range(1, 4), metavar="1..3",
+        help="links followed from the seeds (proximity)",
+    )  # fmt: skip
+    graph.add_argument(
+        "--graph-seeds", type=int, metavar="N", help="the best hits the leg starts from"
+    )
 
+
+def prepare_process(*, verbose: bool) -> None:
+    """What a run needs before it imports the code it measures: no model hub, logs on
+    stderr, signals that unwind (also ``bench.graph_sweep``'s)."""
     # Nothing may reach a model hub: the encoders load from disk.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -121,15 +156,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING, stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )  # fmt: skip
-    logging.getLogger("hsearch").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    logging.getLogger("hsearch").setLevel(logging.INFO if verbose else logging.WARNING)
     # Ctrl-C and SIGTERM unwind through the finally blocks that stop the Milvus server
     # (SIGINT explicitly: a shell starting us in the background would have ignored it).
     unwind_on_signals()
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    if args.markdown:
+        render_markdown(read_results(args.markdown), sys.stdout)
+        return 0
+
+    prepare_process(verbose=args.verbose)
+
     # The runner imports every hsearch module it uses, here, up front: the process then
     # runs one consistent version of the code even if the working tree changes during a
     # long run (and --markdown and --help never pay for the imports).
-    from bench.runner import Options, run_dataset  # noqa: PLC0415
+    from bench.runner import GraphOptions, Options, run_dataset  # noqa: PLC0415
 
     paths = dataset_folders(DATASETS_ROOT) if args.all else list(args.dataset)
     for path in paths:
@@ -147,6 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep=args.keep,
         flush=args.flush,
         fusion=args.fusion,
+        graph=GraphOptions(
+            weight=args.graph_weight,
+            scoring=args.graph_scoring,
+            depth=args.graph_depth,
+            seeds=args.graph_seeds,
+        ),
     )
     try:
         with contextlib.ExitStack() as stack:

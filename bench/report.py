@@ -22,8 +22,22 @@ from bench.metrics import mean_metrics, percentile
 
 MODES = ("semantic", "keyword", "hybrid")
 SINGLE_LEG_MODES = {"semantic": "dense", "keyword": "sparse"}  # mode -> the leg it searches
-METRICS = ("ndcg@10", "recall@10", "recall@100")
-METRIC_LABELS = {"ndcg@10": "nDCG@10", "recall@10": "R@10", "recall@100": "R@100"}
+HYBRID_NO_GRAPH = "hybrid_no_graph"
+"""On a set with links, ``hybrid`` is the default hybrid request plus the graph leg, and
+this mode the default hybrid request alone (what ``hybrid`` is on a set without links)."""
+REPORTED_MODES = (*MODES, HYBRID_NO_GRAPH)  # the order of the tables
+GRAPH_SCORINGS = ("proximity", "pagerank")  # the graph leg's ``scoring`` parameter
+DEFAULT_GRAPH_WEIGHT = 0.05
+"""The graph leg's weight in ``hybrid`` on a set with links, beside the encoder's own
+dense and sparse weights: the smallest of ``python -m bench.graph_sweep``'s grid, which
+cost the least nDCG@10 on MuSiQue (docs/benchmarks.md, The graph leg)."""
+METRICS = ("ndcg@10", "recall@5", "recall@10", "recall@100")
+METRIC_LABELS = {
+    "ndcg@10": "nDCG@10",
+    "recall@5": "R@5",
+    "recall@10": "R@10",
+    "recall@100": "R@100",
+}
 TOP_K = 100  # the depth of every scored ranking (recall@100 needs 100)
 
 
@@ -94,7 +108,8 @@ def per_query_comparison(
     hybrid: Sequence[Mapping[str, float]], best: Sequence[Mapping[str, float]]
 ) -> dict[str, int]:
     """How many queries hybrid ranks better than, as well as, or worse than the set's
-    better single leg (nDCG@10 per query): a mean margin of 0.00004 may be one query."""
+    better single leg (nDCG@10 per query): a mean margin of 0.00004 may be one query.
+    Also hybrid against hybrid without the graph leg, on a set with links."""
     counts = {"better": 0, "same": 0, "worse": 0}
     for h, b in zip(hybrid, best, strict=True):
         if math.isclose(h["ndcg@10"], b["ndcg@10"], rel_tol=1e-9, abs_tol=1e-12):
@@ -141,6 +156,10 @@ def dataset_result(run: DatasetRun) -> dict[str, Any]:
         result["per_query_vs_best_leg"] = per_query_comparison(
             runs["hybrid"].per_query, runs[check[0]].per_query
         )
+    if "hybrid" in runs and HYBRID_NO_GRAPH in runs:
+        result["per_query_vs_no_graph"] = per_query_comparison(
+            runs["hybrid"].per_query, runs[HYBRID_NO_GRAPH].per_query
+        )
     if run.query_prefix:
         result["query_prefix"] = run.query_prefix
     if run.by_prefix:
@@ -163,13 +182,14 @@ def render_text(result: Mapping[str, Any], out: TextIO) -> None:
         f"fusion {result['fusion']}\nencoder {result['encoder']}",
         file=out,
     )
-    header = f"{'mode':<10}" + "".join(f"{METRIC_LABELS[m]:>10}" for m in METRICS) + "  p50 ms"
+    width = max(10, *(len(mode) + 1 for mode in result["modes"]))
+    header = f"{'mode':<{width}}" + "".join(f"{METRIC_LABELS[m]:>10}" for m in METRICS) + "  p50 ms"
     print(header, file=out)
     print("-" * len(header), file=out)
     for mode, metrics in result["modes"].items():
         p50 = result["search_ms_p50"].get(mode)
         print(
-            f"{mode:<10}"
+            f"{mode:<{width}}"
             + "".join(f"{_fmt(metrics.get(m)):>10}" for m in METRICS)
             + f"  {p50 if p50 is not None else '-':>6}",
             file=out,
@@ -178,14 +198,26 @@ def render_text(result: Mapping[str, Any], out: TextIO) -> None:
     if check is not None:
         best, ok = check
         print(f"hybrid >= best single leg ({best}) on nDCG@10: {'yes' if ok else 'NO'}", file=out)
+    graph = result.get("per_query_vs_no_graph")
+    if graph is not None:
+        modes = result["modes"]
+        margin = modes["hybrid"]["ndcg@10"] - modes[HYBRID_NO_GRAPH]["ndcg@10"]
+        print(
+            f"graph leg: nDCG@10 {margin:+.4f} over {HYBRID_NO_GRAPH}; queries better / same "
+            f"/ worse: {' / '.join(str(n) for n in graph.values())}",
+            file=out,
+        )
 
 
 def render_markdown(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
-    """The docs/benchmarks.md tables: metrics per dataset x mode, then the hybrid check."""
-    print("| dataset | queries | docs | mode | nDCG@10 | R@10 | R@100 | p50 ms |", file=out)
-    print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |", file=out)
+    """The docs/benchmarks.md tables: metrics per dataset x mode, the hybrid check, the
+    graph leg's margin (sets with links), the timings; a metric an older result lacks
+    (recall@5) shows as ``-``."""
+    labels = " | ".join(METRIC_LABELS[m] for m in METRICS)
+    print(f"| dataset | queries | docs | mode | {labels} | p50 ms |", file=out)
+    print("| --- | ---: | ---: | --- |" + " ---: |" * len(METRICS) + " ---: |", file=out)
     for r in results:
-        for mode in MODES:
+        for mode in REPORTED_MODES:
             if mode not in r["modes"]:
                 continue
             m = r["modes"][mode]
@@ -219,6 +251,9 @@ def render_markdown(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
             f"{' / '.join(str(n) for n in r.get('per_query_vs_best_leg', {}).values()) or '-'} |",
             file=out,
         )
+    graphed = [r for r in results if {"hybrid", HYBRID_NO_GRAPH} <= set(r["modes"])]
+    if graphed:
+        _render_graph_margins(graphed, out)
     print(file=out)
     print(
         "| dataset | docs | chunks | ingest s | queries x modes | search s | total s |",
@@ -235,12 +270,36 @@ def render_markdown(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
     grouped = [r for r in results if len(r.get("by_prefix") or {}) > 1]
     for r in grouped:
         print(f"\n{r['dataset']} by query-id prefix (nDCG@10):\n", file=out)
-        modes = [m for m in MODES if m in r["modes"]]
+        modes = [m for m in REPORTED_MODES if m in r["modes"]]
         print("| prefix | queries | " + " | ".join(modes) + " |", file=out)
         print("| --- | ---: |" + " ---: |" * len(modes), file=out)
         for prefix, group in r["by_prefix"].items():
             cells = " | ".join(_fmt(group["modes"][m]["ndcg@10"]) for m in modes)
             print(f"| {prefix or '-'} | {group['queries']} | {cells} |", file=out)
+
+
+def _render_graph_margins(results: Sequence[Mapping[str, Any]], out: TextIO) -> None:
+    """hybrid (with the graph leg) against hybrid_no_graph, per metric."""
+    print(file=out)
+    print(
+        "| dataset | graph leg | "
+        + " | ".join(f"{METRIC_LABELS[m]} margin" for m in METRICS)
+        + " | queries better / same / worse (nDCG@10) |",
+        file=out,
+    )
+    print("| --- | --- |" + " ---: |" * len(METRICS) + " ---: |", file=out)
+    for r in results:
+        with_graph, without = r["modes"]["hybrid"], r["modes"][HYBRID_NO_GRAPH]
+        graph = (r.get("settings") or {}).get("graph") or {}
+        described = ", ".join(
+            f"{key} {graph[key]}" for key in ("weight", "scoring", "depth", "seeds") if key in graph
+        )
+        margins = " | ".join(
+            f"{with_graph[m] - without[m]:+.5f}" if m in with_graph and m in without else "-"
+            for m in METRICS
+        )
+        counts = " / ".join(str(n) for n in r.get("per_query_vs_no_graph", {}).values())
+        print(f"| {r['dataset']} | {described or '-'} | {margins} | {counts or '-'} |", file=out)
 
 
 def read_results(source: str) -> list[dict[str, Any]]:

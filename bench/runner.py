@@ -12,13 +12,19 @@ fresh, throw-away stack.
   each in its own committed unit of work, then :meth:`IndexingService.process_job` per
   job: the code the Celery worker runs (the broker hop is left out: the jobs go to an
   in-process queue); then the collection is flushed
-  (:meth:`MilvusVectorStore.flush`) unless asked not to;
+  (:meth:`MilvusVectorStore.flush`) unless asked not to. A set with ``edges.tsv`` has its
+  links submitted with their source documents (``DocumentInput.links``);
 * search: :meth:`hsearch.search.service.SearchService.search` per query and mode
   (semantic, keyword, hybrid) with ``top_k=100`` (for recall@100) at the candidate depth
   a default request gets (:func:`default_candidates`), so nDCG@10 measures what a
-  default search returns; queries are issued one after the other.
+  default search returns; queries are issued one after the other. On a set with links,
+  ``hybrid`` is the default hybrid request plus the graph leg (:func:`graph_request`)
+  and ``hybrid_no_graph`` the default hybrid request (:func:`mode_requests`).
   Hits are chunks: they are mapped to documents by ``external_id`` and deduplicated
   (first occurrence wins) before scoring (:mod:`bench.metrics`).
+
+:func:`prepared_stack` is the stack with the set ingested, for a caller that searches it
+in its own ways (``bench.graph_sweep``); :func:`run_dataset` is the whole run.
 
 Progress goes to stderr.
 """
@@ -26,13 +32,14 @@ Progress goes to stderr.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,10 +48,20 @@ from pydantic import SecretStr
 from bench.datasets import DEFAULT_SEED, Dataset, load_dataset, select_queries
 from bench.interrupt import progress
 from bench.metrics import evaluate_ranking
-from bench.report import MODES, SINGLE_LEG_MODES, TOP_K, DatasetRun, ModeRun
+from bench.report import (
+    DEFAULT_GRAPH_WEIGHT,
+    HYBRID_NO_GRAPH,
+    MODES,
+    SINGLE_LEG_MODES,
+    TOP_K,
+    DatasetRun,
+    ModeRun,
+)
 from hsearch.config import DatabaseSettings, EncoderKind, Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.errors import HsearchError
+from hsearch.graph.links import Link
+from hsearch.graph.source import GRAPH_LEG
 from hsearch.ingestion.api.jobs import JobService
 from hsearch.ingestion.dispatch import unit_of_work
 from hsearch.ingestion.models import DocumentInput
@@ -52,13 +69,126 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.models import SearchQuery, SearchResult
-from hsearch.types import FusionMethod, SearchMode
+from hsearch.types import FusionDefault, FusionMethod, SearchMode
 
 DOCUMENTS_PER_JOB = 500
 TENANT = "bench"
 MAX_LOGGED_FAILURES = 3  # per mode; the total is in the result's failed_searches
 ABORT_AFTER_FAILURES = 20  # every search of a mode failed so far: a broken stack, stop
 MILVUS_STOP_SECONDS = 20.0
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    """How ``hybrid`` asks for the graph leg on a set with links: its weight and its
+    parameters (``leg_params["graph"]``; one left ``None`` is the server's default)."""
+
+    weight: float = DEFAULT_GRAPH_WEIGHT
+    scoring: str | None = None
+    depth: int | None = None
+    seeds: int | None = None
+
+    def leg_params(self) -> dict[str, Any]:
+        """The parameters set here, as ``leg_params["graph"]`` takes them."""
+        params = {"scoring": self.scoring, "depth": self.depth, "seeds": self.seeds}
+        return {name: value for name, value in params.items() if value is not None}
+
+    def describe(self) -> dict[str, Any]:
+        """For the result JSON (``settings.graph``) and tables."""
+        return {"weight": self.weight, **self.leg_params()}
+
+
+def resolved_graph(graph: GraphOptions, settings: Settings) -> GraphOptions:
+    """``graph`` with each parameter it leaves unset at the server's default
+    (``settings.graph``): what the graph leg ran with, for the result."""
+    return replace(
+        graph,
+        scoring=graph.scoring or settings.graph.scoring,
+        depth=settings.graph.depth if graph.depth is None else graph.depth,
+        seeds=settings.graph.seeds if graph.seeds is None else graph.seeds,
+    )
+
+
+@dataclass(frozen=True)
+class ModeRequest:
+    """How one reported mode asks the search service: a search mode, with explicit leg
+    weights and per-leg parameters, or without (the server's defaults)."""
+
+    mode: SearchMode
+    weights: Mapping[str, float] | None = None
+    leg_params: Mapping[str, Mapping[str, Any]] | None = None
+
+    def query(self, *, text: str, candidates: int, fusion: FusionMethod | None) -> SearchQuery:
+        """The search of one query in this mode (``top_k`` :data:`TOP_K`)."""
+        return SearchQuery(
+            tenant_id=TENANT,
+            query=text,
+            top_k=TOP_K,
+            mode=self.mode,
+            candidates=candidates,
+            fusion=fusion,
+            weights=None if self.weights is None else dict(self.weights),
+            leg_params=(
+                None
+                if self.leg_params is None
+                else {leg: dict(params) for leg, params in self.leg_params.items()}
+            ),
+        )
+
+
+def graph_request(fusion: FusionDefault, graph: GraphOptions) -> ModeRequest:
+    """The default hybrid request plus the graph leg at ``graph.weight``.
+
+    A request naming weights replaces the defaults whole (a leg it does not name gets
+    0), so it names the dense and sparse weights a default request would get
+    (``fusion``: :meth:`SearchSettings.resolve_fusion`, as the planner resolves them)
+    and adds the graph leg's.
+    """
+    weights = {leg.value: weight for leg, weight in fusion.leg_weights().items()}
+    weights[GRAPH_LEG] = graph.weight
+    return ModeRequest(SearchMode.HYBRID, weights, {GRAPH_LEG: graph.leg_params()})
+
+
+def no_graph_request(fusion: FusionDefault, *, server_graph_weight: float) -> ModeRequest:
+    """The default hybrid request, without the graph leg: the default request itself
+    when the server gives the graph leg no weight by default (``graph.weight`` 0, the
+    product's default), else the default weights with the graph leg's at 0."""
+    if server_graph_weight == 0:
+        return ModeRequest(SearchMode.HYBRID)
+    weights = {leg.value: weight for leg, weight in fusion.leg_weights().items()}
+    return ModeRequest(SearchMode.HYBRID, weights | {GRAPH_LEG: 0.0})
+
+
+def dataset_modes(requested: Sequence[str], *, has_links: bool) -> tuple[str, ...]:
+    """The modes a set is measured in: ``requested``, and on a set with links
+    ``hybrid_no_graph`` right after ``hybrid`` (the graph leg's baseline)."""
+    modes = list(requested)
+    if has_links and "hybrid" in modes:
+        modes.insert(modes.index("hybrid") + 1, HYBRID_NO_GRAPH)
+    return tuple(modes)
+
+
+def mode_requests(
+    modes: Sequence[str],
+    *,
+    has_links: bool,
+    fusion: FusionDefault,
+    graph: GraphOptions,
+    server_graph_weight: float = 0.0,
+) -> dict[str, ModeRequest]:
+    """How each of ``modes`` (:func:`dataset_modes`) is asked: the default request of
+    its search mode, except ``hybrid`` on a set with links (:func:`graph_request`), whose
+    default request is then ``hybrid_no_graph``'s (:func:`no_graph_request`;
+    ``server_graph_weight``: the server's ``graph.weight``)."""
+    requests: dict[str, ModeRequest] = {}
+    for mode in modes:
+        if mode == HYBRID_NO_GRAPH:
+            requests[mode] = no_graph_request(fusion, server_graph_weight=server_graph_weight)
+        elif mode == "hybrid" and has_links:
+            requests[mode] = graph_request(fusion, graph)
+        else:
+            requests[mode] = ModeRequest(SearchMode(mode))
+    return requests
 
 
 @dataclass
@@ -74,6 +204,7 @@ class Options:
     flush: bool = True
     fusion: str | None = None
     save_legs: TextIO | None = None
+    graph: GraphOptions = field(default_factory=GraphOptions)
 
 
 def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Settings:
@@ -106,14 +237,25 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
     )
 
 
-def ingest(resources: Services, corpus: Sequence[Mapping[str, str]]) -> dict[str, Any]:
-    """Submit the corpus in jobs of DOCUMENTS_PER_JOB and index them job by job."""
+def ingest(
+    resources: Services,
+    corpus: Sequence[Mapping[str, str]],
+    links: Mapping[str, tuple[Link, ...]] | None = None,
+) -> dict[str, Any]:
+    """Submit the corpus in jobs of DOCUMENTS_PER_JOB and index them job by job; each
+    document carries its ``links`` (by external id), if any."""
     settings = resources.settings
+    links = links or {}
     started = time.perf_counter()
     queue = InMemoryJobQueue()
     for start in range(0, len(corpus), DOCUMENTS_PER_JOB):
         documents = [
-            DocumentInput(external_id=d["_id"], title=d["title"], text=d["text"])
+            DocumentInput(
+                external_id=d["_id"],
+                title=d["title"],
+                text=d["text"],
+                links=links.get(d["_id"], ()),
+            )
             for d in corpus[start : start + DOCUMENTS_PER_JOB]
         ]
         with unit_of_work(resources.sessions, queue=queue) as uow:
@@ -200,12 +342,16 @@ async def run_queries(
     modes: Sequence[str],
     fusion: str | None = None,
     save_legs: TextIO | None = None,
+    requests: Mapping[str, ModeRequest] | None = None,
 ) -> dict[str, ModeRun]:
     """Every query in every mode, one search at a time, through SearchService.
 
-    With ``save_legs``, one JSON line per query records the candidate lists of the
-    single-leg modes (see :func:`leg_record`) for ``bench.fusion_replay``.
+    A mode is asked as ``requests`` says (:func:`mode_requests`), else with the default
+    request of the search mode of its name. With ``save_legs``, one JSON line per query
+    records the candidate lists of the single-leg modes (see :func:`leg_record`) for
+    ``bench.fusion_replay``.
     """
+    asked = {mode: (requests or {}).get(mode) or ModeRequest(SearchMode(mode)) for mode in modes}
     service = resources.search
     runs = {mode: ModeRun() for mode in modes}
     candidates = default_candidates(resources.settings)
@@ -221,13 +367,8 @@ async def run_queries(
                 t0 = time.perf_counter()
                 try:
                     result = await service.search(
-                        SearchQuery(
-                            tenant_id=TENANT,
-                            query=dataset.queries[qid],
-                            top_k=TOP_K,
-                            mode=SearchMode(mode),
-                            candidates=candidates,
-                            fusion=method,
+                        asked[mode].query(
+                            text=dataset.queries[qid], candidates=candidates, fusion=method
                         )
                     )
                 except HsearchError as exc:
@@ -244,7 +385,7 @@ async def run_queries(
                 run.degraded += bool(result.degraded)
                 run.methods.add(result.method)
                 run.per_query.append(evaluate_ranking([h.external_id for h in result.hits], qrels))
-                if mode in SINGLE_LEG_MODES:
+                if save_legs is not None and mode in SINGLE_LEG_MODES:
                     legs[SINGLE_LEG_MODES[mode]] = leg_candidates(result)
             # A failed search has no candidates to replay: recorded, it would replay as
             # a miss of every design (the run's failed_searches says how many there were).
@@ -272,17 +413,25 @@ async def run_queries(
     return runs
 
 
-def run_dataset(path: Path, options: Options) -> DatasetRun:
-    """Build a fresh stack, ingest ``path``'s corpus, run its queries, tear down."""
-    wall = time.perf_counter()
-    dataset = load_dataset(path)
-    query_ids = select_queries(
-        dataset, max_queries=options.max_queries, seed=options.seed, prefix=options.query_prefix
-    )
-    progress(
-        f"{dataset.name}: {len(dataset.corpus)} documents, {len(query_ids)} of "
-        f"{len(dataset.queries)} queries, modes {','.join(options.modes)}"
-    )
+@dataclass
+class Stack:
+    """A throw-away stack with a set ingested (:func:`prepared_stack`)."""
+
+    resources: Services
+    settings: Settings
+    fusion: FusionDefault
+    """What a default hybrid request fuses with (:meth:`SearchSettings.resolve_fusion`)."""
+    encoder: str  # the encoder's fingerprint
+    ingested: dict[str, Any]
+    setup_seconds: float
+    flush_seconds: float | None
+
+
+@contextlib.contextmanager
+def prepared_stack(dataset: Dataset, options: Options) -> Iterator[Stack]:
+    """A fresh stack (Milvus Lite, SQLite, the services) with ``dataset``'s corpus and
+    links ingested and flushed (unless ``options.flush`` is off); torn down on exit, also
+    on an error or an interrupt."""
     tmp = Path(tempfile.mkdtemp(prefix=f"hsearch-bench-{dataset.name}-"))
     milvus: Child | None = None
     resources: Services | None = None
@@ -299,10 +448,12 @@ def run_dataset(path: Path, options: Options) -> DatasetRun:
             f"  stack ready in {setup_seconds:.1f} s: milvus {milvus_uri}, encoder {encoder}, "
             f"hybrid fusion {fusion.describe()}"
         )
-        ingested = ingest(resources, dataset.corpus)
+        ingested = ingest(resources, dataset.corpus, dataset.links)
         progress(
             f"  ingested {ingested['indexed']} documents ({ingested['failed']} failed) as "
-            f"{ingested['chunks']} chunks in {ingested['seconds']:.1f} s"
+            f"{ingested['chunks']} chunks"
+            + (f", {dataset.link_count} links" if dataset.has_links else "")
+            + f" in {ingested['seconds']:.1f} s"
         )
         flush_seconds = None
         if options.flush:
@@ -310,18 +461,15 @@ def run_dataset(path: Path, options: Options) -> DatasetRun:
             resources.store.flush()
             flush_seconds = time.perf_counter() - t0
             progress(f"  flushed the collection in {flush_seconds:.1f} s")
-        t0 = time.perf_counter()
-        runs = asyncio.run(
-            run_queries(
-                resources,
-                dataset,
-                query_ids,
-                options.modes,
-                options.fusion,
-                options.save_legs,
-            )
+        yield Stack(
+            resources=resources,
+            settings=settings,
+            fusion=fusion,
+            encoder=encoder,
+            ingested=ingested,
+            setup_seconds=setup_seconds,
+            flush_seconds=flush_seconds,
         )
-        search_seconds = time.perf_counter() - t0
     finally:
         if resources is not None:
             resources.close()
@@ -332,28 +480,81 @@ def run_dataset(path: Path, options: Options) -> DatasetRun:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
+
+def run_dataset(
+    path: Path,
+    options: Options,
+    *,
+    stack_for: Callable[[Dataset, Options], contextlib.AbstractContextManager[Stack]] = (
+        prepared_stack
+    ),
+) -> DatasetRun:
+    """Build a fresh stack, ingest ``path``'s corpus, run its queries, tear down.
+
+    ``stack_for`` builds the stack with the set ingested (another stack, in tests)."""
+    wall = time.perf_counter()
+    dataset = load_dataset(path)
+    query_ids = select_queries(
+        dataset, max_queries=options.max_queries, seed=options.seed, prefix=options.query_prefix
+    )
+    modes = dataset_modes(options.modes, has_links=dataset.has_links)
+    progress(
+        f"{dataset.name}: {len(dataset.corpus)} documents, {len(query_ids)} of "
+        f"{len(dataset.queries)} queries, modes {','.join(modes)}"
+    )
+    with stack_for(dataset, options) as stack:
+        requests = mode_requests(
+            modes,
+            has_links=dataset.has_links,
+            fusion=stack.fusion,
+            graph=options.graph,
+            server_graph_weight=stack.settings.graph.weight,
+        )
+        t0 = time.perf_counter()
+        runs = asyncio.run(
+            run_queries(
+                stack.resources,
+                dataset,
+                query_ids,
+                modes,
+                options.fusion,
+                options.save_legs,
+                requests,
+            )
+        )
+        search_seconds = time.perf_counter() - t0
+
     for mode, run in runs.items():
         if run.degraded or run.errors:
             progress(f"  WARNING {mode}: {run.degraded} degraded, {run.errors} failed searches")
+    settings, ingested = stack.settings, stack.ingested
+    recorded: dict[str, Any] = {
+        "top_k": TOP_K,
+        "candidates": default_candidates(settings),
+        "chunk_max_tokens": settings.ingest.chunk_max_tokens,
+        "chunk_overlap_tokens": settings.ingest.chunk_overlap_tokens,
+        "search": settings.search.model_dump(mode="json"),
+        # what hybrid fused with (SearchSettings.resolve_fusion)
+        "fusion": stack.fusion.describe(),
+    }
+    if dataset.has_links and "hybrid" in requests:
+        recorded["graph"] = {
+            **resolved_graph(options.graph, settings).describe(),
+            "links": dataset.link_count,
+            "weights": dict(requests["hybrid"].weights or {}),
+        }
     return DatasetRun(
         dataset=dataset.name,
-        encoder=encoder,
+        encoder=stack.encoder,
         documents=len(dataset.corpus),
         query_ids=query_ids,
         runs=runs,
         ingest_seconds=ingested["seconds"],
         chunks=ingested["chunks"],
         failed_documents=ingested["failed"],
-        settings={
-            "top_k": TOP_K,
-            "candidates": default_candidates(settings),
-            "chunk_max_tokens": settings.ingest.chunk_max_tokens,
-            "chunk_overlap_tokens": settings.ingest.chunk_overlap_tokens,
-            "search": settings.search.model_dump(mode="json"),
-            "fusion": fusion.describe(),  # what hybrid fused with (SearchSettings.resolve_fusion)
-        },
-        setup_seconds=setup_seconds,
-        flush_seconds=flush_seconds,
+        settings=recorded,
+        setup_seconds=stack.setup_seconds,
+        flush_seconds=stack.flush_seconds,
         search_seconds=search_seconds,
         total_seconds=time.perf_counter() - wall,
         sample=(

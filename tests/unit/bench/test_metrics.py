@@ -108,6 +108,14 @@ def test_evaluate_ranking_dedup_brings_documents_into_the_cutoff() -> None:
     assert metrics["ndcg@10"] == pytest.approx(1 / LOG2_3)
 
 
+def test_evaluate_ranking_reports_recall_at_5() -> None:
+    # Two relevant documents, at (deduplicated) ranks 2 and 6: one of them in the top 5.
+    metrics = evaluate_ranking(["x", "a", "a", "y", "z", "w", "b"], {"a": 1, "b": 1})
+    assert list(metrics) == ["ndcg@10", "recall@5", "recall@10", "recall@100"]
+    assert metrics["recall@5"] == 0.5
+    assert metrics["recall@10"] == 1.0
+
+
 def test_mean_metrics() -> None:
     per_query = [{"ndcg@10": 1.0, "recall@10": 0.5}, {"ndcg@10": 0.0, "recall@10": 1.0}]
     assert mean_metrics(per_query) == {"ndcg@10": 0.5, "recall@10": 0.75}

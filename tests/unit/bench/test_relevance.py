@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from bench.datasets import Dataset
 from bench.relevance import _parse_args
+from bench.report import DEFAULT_GRAPH_WEIGHT
 from bench.runner import run_queries
 
 from hsearch.config import Settings
@@ -69,3 +70,23 @@ def test_a_failed_search_records_no_legs(tmp_path: Path) -> None:
     )
     assert [json.loads(line)["query_id"] for line in out.getvalue().splitlines()] == ["q1"]
     assert runs["semantic"].errors == runs["keyword"].errors == 1
+
+
+def test_graph_options_default_and_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    args = _parse_args(["--all"])
+    assert args.graph_weight == DEFAULT_GRAPH_WEIGHT
+    assert (args.graph_scoring, args.graph_depth, args.graph_seeds) == (None, None, None)
+    args = _parse_args(
+        ["--all", "--graph-weight", "0.3", "--graph-scoring", "pagerank", "--graph-seeds", "5"]
+    )
+    assert (args.graph_weight, args.graph_scoring, args.graph_seeds) == (0.3, "pagerank", 5)
+    for bad, message in (
+        (["--graph-weight", "0"], "--graph-weight must be in (0, 1]"),
+        (["--graph-weight", "1.5"], "--graph-weight must be in (0, 1]"),
+        (["--graph-seeds", "0"], "--graph-seeds must be >= 1"),
+        (["--graph-depth", "4"], "--graph-depth: invalid choice"),
+        (["--graph-scoring", "bfs"], "--graph-scoring: invalid choice"),
+    ):
+        with pytest.raises(SystemExit):
+            _parse_args(["--all", *bad])
+        assert message in capsys.readouterr().err

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from bench.report import (
+    HYBRID_NO_GRAPH,
     DatasetRun,
     ModeRun,
     dataset_result,
@@ -16,6 +17,7 @@ from bench.report import (
     per_query_comparison,
     read_results,
     render_markdown,
+    render_text,
 )
 
 
@@ -50,7 +52,9 @@ def test_render_markdown_from_json_lines(tmp_path: Path) -> None:
     out = io.StringIO()
     render_markdown(read_results(str(lines)), out)
     text = out.getvalue()
-    assert "| good | 10 | 5 | hybrid | 0.750 | 0.750 | 0.750 | 3.0 |" in text
+    # Results written before recall@5 was measured render it as "-".
+    assert "| dataset | queries | docs | mode | nDCG@10 | R@5 | R@10 | R@100 | p50 ms |" in text
+    assert "| good | 10 | 5 | hybrid | 0.750 | - | 0.750 | 0.750 | 3.0 |" in text
     assert "| good | keyword 0.700 | 0.750 | +0.05000 | ✓ | ✓ | 3 / 6 / 1 |" in text
     assert "| bad | keyword 0.700 | 0.600 | -0.10000 | ✗ | ✗ | - |" in text
     assert "| good | 5 | - | - | 10 x 3 | - | - |" in text
@@ -108,3 +112,78 @@ def test_dataset_result_is_the_json_line_of_a_run() -> None:
     assert "query_prefix" not in dataset_result(run)
     run.query_prefix = "en:"
     assert dataset_result(run)["query_prefix"] == "en:"
+
+
+def test_render_markdown_shows_recall_at_5_and_the_graph_leg_margin() -> None:
+    result = _result("linked", 0.5, 0.4, 0.6)
+    for mode, value in (("semantic", 0.5), ("keyword", 0.4), ("hybrid", 0.6)):
+        result["modes"][mode]["recall@5"] = value - 0.1
+    result["modes"][HYBRID_NO_GRAPH] = {
+        "ndcg@10": 0.55, "recall@5": 0.4, "recall@10": 0.55, "recall@100": 0.55
+    }  # fmt: skip
+    result["search_ms_p50"][HYBRID_NO_GRAPH] = 2.5
+    result["settings"] = {"graph": {"weight": 0.1, "scoring": "proximity", "links": 9}}
+    result["per_query_vs_no_graph"] = {"better": 4, "same": 5, "worse": 1}
+    out = io.StringIO()
+    render_markdown([result, _result("plain", 0.5, 0.4, 0.6)], out)
+    text = out.getvalue()
+    assert "| linked | 10 | 5 | hybrid | 0.600 | 0.500 | 0.600 | 0.600 | 3.0 |" in text
+    assert "| linked | 10 | 5 | hybrid_no_graph | 0.550 | 0.400 | 0.550 | 0.550 | 2.5 |" in text
+    assert text.index("| linked | 10 | 5 | hybrid |") < text.index("| linked | 10 | 5 | hybrid_no")
+    assert (
+        "| linked | weight 0.1, scoring proximity | +0.05000 | +0.10000 | +0.05000 | +0.05000 "
+        "| 4 / 5 / 1 |"
+    ) in text
+    # only the set measured with and without the graph leg has a margin row
+    assert "| plain | weight" not in text
+
+
+def test_render_markdown_has_no_graph_table_without_the_graph_modes() -> None:
+    out = io.StringIO()
+    render_markdown([_result("plain", 0.5, 0.4, 0.6)], out)
+    assert "graph leg" not in out.getvalue()
+
+
+def test_render_text_lists_recall_at_5_and_the_graph_margin() -> None:
+    result = _result("linked", 0.5, 0.4, 0.6)
+    result.update(ingest_seconds=1.0, fusion="adaptive", encoder="offline")
+    result["modes"][HYBRID_NO_GRAPH] = {"ndcg@10": 0.55, "recall@5": 0.25}
+    result["per_query_vs_no_graph"] = {"better": 4, "same": 5, "worse": 1}
+    out = io.StringIO()
+    render_text(result, out)
+    lines = out.getvalue().splitlines()
+    assert lines[3].split() == ["mode", "nDCG@10", "R@5", "R@10", "R@100", "p50", "ms"]
+    assert lines[-1] == (
+        "graph leg: nDCG@10 +0.0500 over hybrid_no_graph; queries better / same / worse: 4 / 5 / 1"
+    )
+    row = next(line for line in lines if line.startswith(HYBRID_NO_GRAPH))
+    assert row.split() == [HYBRID_NO_GRAPH, "0.550", "0.250", "-", "-", "-"]
+    # the columns line up whatever the longest mode name
+    assert {len(line) for line in lines[3:9]} == {len(lines[3])}
+
+
+def test_dataset_result_compares_hybrid_with_hybrid_without_the_graph_leg() -> None:
+    def ranked(*ndcg: float) -> ModeRun:
+        return ModeRun(per_query=[{"ndcg@10": v, "recall@5": v} for v in ndcg])
+
+    run = DatasetRun(
+        dataset="linked",
+        encoder="fake",
+        documents=5,
+        query_ids=["a", "b", "c"],
+        runs={"hybrid": ranked(1.0, 0.5, 0.2), HYBRID_NO_GRAPH: ranked(0.5, 0.5, 0.4)},
+        ingest_seconds=1.0,
+        chunks=5,
+        failed_documents=0,
+        settings={"graph": {"weight": 0.1}},
+        setup_seconds=0.0,
+        flush_seconds=None,
+        search_seconds=1.0,
+        total_seconds=2.0,
+    )
+    result = dataset_result(run)
+    assert list(result["modes"]) == ["hybrid", HYBRID_NO_GRAPH]
+    assert result["modes"]["hybrid"]["recall@5"] == pytest.approx(1.7 / 3)
+    assert result["per_query_vs_no_graph"] == {"better": 1, "same": 1, "worse": 1}
+    del run.runs[HYBRID_NO_GRAPH]
+    assert "per_query_vs_no_graph" not in dataset_result(run)
