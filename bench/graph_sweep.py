@@ -98,7 +98,8 @@ def config_name(graph: GraphOptions) -> str:
     if graph.depth is not None:
         scoring += f":{graph.depth}"
     seeds = "" if graph.seeds is None else f" s{graph.seeds}"
-    return f"w{graph.weight:g} {scoring}{seeds}"
+    included = " +seeds" if graph.include_seeds else ""
+    return f"w{graph.weight:g} {scoring}{seeds}{included}"
 
 
 def sweep_result(
@@ -180,6 +181,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="evaluate a seeded random sample of N queries (default: all)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="sampling seed")
+    parser.add_argument(
+        "--include-seeds",
+        default="false",
+        help="comma-separated true/false: whether the graph leg ranks its seeds too",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object, not a table")
     parser.add_argument("--verbose", action="store_true", help="hsearch's own INFO logs")
     args = parser.parse_args(argv)
@@ -187,8 +193,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.weights = parse_numbers(args.weights, float)
         args.scorings = parse_scorings(args.scorings)
         args.seeds = parse_numbers(args.seeds, int)
-    except ValueError as exc:
-        parser.error(str(exc))
+        args.include_seeds = tuple(
+            {"true": True, "false": False}[v.strip()] for v in args.include_seeds.split(",")
+        )
+    except (ValueError, KeyError) as exc:
+        parser.error(f"{exc} (--include-seeds takes true and false)")
     if not all(0 < w <= 1 for w in args.weights):
         parser.error("--weights: each in (0, 1]")
     if not all(s >= 1 for s in args.seeds):
@@ -220,10 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     configs = {
         config_name(graph): graph
         for graph in (
-            GraphOptions(weight=w, scoring=s.scoring, depth=s.depth, seeds=n)
+            GraphOptions(
+                weight=w, scoring=s.scoring, depth=s.depth, seeds=n, include_seeds=i or None
+            )
             for w in args.weights
             for s in args.scorings
             for n in args.seeds
+            for i in args.include_seeds
         )
     }
     dataset = load_dataset(args.dataset)

@@ -87,10 +87,16 @@ class GraphOptions:
     scoring: str | None = None
     depth: int | None = None
     seeds: int | None = None
+    include_seeds: bool | None = None
 
     def leg_params(self) -> dict[str, Any]:
         """The parameters set here, as ``leg_params["graph"]`` takes them."""
-        params = {"scoring": self.scoring, "depth": self.depth, "seeds": self.seeds}
+        params = {
+            "scoring": self.scoring,
+            "depth": self.depth,
+            "seeds": self.seeds,
+            "include_seeds": self.include_seeds,
+        }
         return {name: value for name, value in params.items() if value is not None}
 
     def describe(self) -> dict[str, Any]:

@@ -61,7 +61,7 @@ import math
 import sys
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hsearch.errors import InvalidFusionError
 from hsearch.lexical.analyzer import is_cjk
@@ -119,6 +119,10 @@ class _Leg:
     weight: float
     ids: tuple[str, ...]
     scores: tuple[float, ...]
+    rank_only: bool = False
+    """Its scores do not measure a match with the query (the graph leg's closeness to
+    the other legs' hits): ``adaptive`` reads no evidence in them, ``sum`` reads them
+    rescaled to ``[0, 1]``."""
 
 
 # -- weights and validation -------------------------------------------------------------
@@ -446,7 +450,7 @@ def _regimes(legs: Sequence[_Leg]) -> tuple[dict[str, float], dict[str, float]]:
     ``plain = (1 - E) * w`` and ``standout = E * w * e / sum(w * e)``, with ``e`` the
     legs' evidence and ``E = max(e)``; together they sum to 1.
     """
-    evidence = {leg.name: leg_evidence(leg.scores) for leg in legs}
+    evidence = {leg.name: 0.0 if leg.rank_only else leg_evidence(leg.scores) for leg in legs}
     strongest = max(evidence.values(), default=0.0)
     support = math.fsum(leg.weight * evidence[leg.name] for leg in legs)
     plain = {leg.name: (1.0 - strongest) * leg.weight for leg in legs}
@@ -551,12 +555,19 @@ def fuse_explained(
     method: FusionMethod | str,
     weights: Mapping[str, float],
     k: int = DEFAULT_RRF_K,
+    rank_only: Collection[str] = (),
 ) -> tuple[list[FusedHit], dict[str, float]]:
     """:func:`fuse`, and the weight each active leg carried for this query.
 
     The weights sum to 1 over the active legs: ``weights`` normalised for ``rrf``,
     ``score`` and ``sum``, the per-query mixture weights of :func:`adaptive_leg_weights` for
     ``adaptive``. A ranking explanation shows them next to the configured weights.
+
+    ``rank_only`` names legs whose scores are no match with the query (a leg seeded by
+    the others' hits ranks by closeness to them): ``adaptive`` finds no standout in them
+    (they speak through their ranks, in the no-standout regime only), and ``sum`` adds
+    them rescaled to ``[0, 1]`` (their scale is not the query legs'); ``rrf`` and
+    ``score`` read them as any leg.
     """
     try:
         chosen = FusionMethod(method)
@@ -565,7 +576,16 @@ def fuse_explained(
         msg = f"method: must be one of {allowed} (got {method!r})"
         raise InvalidFusionError(msg) from None
     k = _check_k(k)
-    active = _prepare(legs, weights)
+    active = [
+        replace(
+            leg,
+            rank_only=True,
+            scores=leg.scores if chosen is not FusionMethod.SUM else tuple(_min_max(leg.scores)),
+        )
+        if leg.name in rank_only
+        else leg
+        for leg in _prepare(legs, weights)
+    ]
     if chosen is FusionMethod.ADAPTIVE:
         return _adaptive(active, k)
     applied = {leg.name: leg.weight for leg in active}

@@ -284,6 +284,7 @@ class QueryPlanner:
                 offset=query.offset,
                 top_k=query.top_k,
                 sort=sort,
+                rank_only=tuple(seeded),
             ),
             rerank=query.rerank,
             highlight=query.highlight,

@@ -131,6 +131,9 @@ class RankingSpec:
     sort: tuple[SortClause, ...] = ()
     """How the window is ordered (normalised: :func:`~hsearch.search.sorting.validate_sort`);
     empty: by relevance."""
+    rank_only: tuple[str, ...] = ()
+    """Legs whose scores are no match with the query (those seeded by the other legs'
+    hits): fused by their ranks (:func:`~hsearch.search.fusion.fuse_explained`)."""
 
     def configured(self) -> dict[str, float]:
         """``weights`` by leg name, as :func:`leg_weights` takes them."""
@@ -176,7 +179,9 @@ def rank(
     weights = leg_weights(
         leg_hits, configured=spec.configured(), dense_unreadable=spec.dense_unreadable
     )
-    fused, applied = fuse_explained(leg_hits, method=spec.method, weights=weights, k=spec.rrf_k)
+    fused, applied = fuse_explained(
+        leg_hits, method=spec.method, weights=weights, k=spec.rrf_k, rank_only=spec.rank_only
+    )
     if spec.min_score is not None:
         threshold = spec.min_score
         fused = [f for f in fused if f.score >= threshold]
