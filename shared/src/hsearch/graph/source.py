@@ -40,12 +40,12 @@ def seed_weights(earlier: Mapping[str, Sequence[StoredHit]], *, per_leg: int) ->
     ``per_leg`` documents of each leg, summed over the legs."""
     weights: dict[str, float] = {}
     for hits in earlier.values():
-        seen: list[str] = []
+        seen: set[str] = set()
         for hit in hits:
             document = hit.fields.get("document_id")
             if document is None or str(document) in seen:
                 continue
-            seen.append(str(document))
+            seen.add(str(document))
             weights[str(document)] = weights.get(str(document), 0.0) + 1.0 / len(seen)
             if len(seen) == per_leg:
                 break
