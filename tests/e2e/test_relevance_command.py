@@ -77,7 +77,7 @@ def test_benchmark_prints_one_json_object_and_its_legs_replay(tmp_path: Path) ->
     assert result["failed_documents"] == 0
     assert set(result["modes"]) == {"semantic", "keyword", "hybrid"}
     for metrics in result["modes"].values():
-        assert set(metrics) == {"ndcg@10", "recall@10", "recall@100"}
+        assert set(metrics) == {"ndcg@10", "recall@5", "recall@10", "recall@100"}
         assert all(0.0 <= v <= 1.0 for v in metrics.values())
     assert set(result["by_prefix"]) == {"en", "ja"}
     counts = result["per_query_vs_best_leg"]

@@ -150,7 +150,7 @@ class GatedEmbedder(FakeEmbedder):
 
     def embed_documents(self, texts: Sequence[str], **kwargs: Any) -> list[Embedding]:
         if not self.waited:
-            self.waited.append(self.gate.wait(5))
+            self.waited.append(self.gate.wait(30))
         return super().embed_documents(texts, **kwargs)
 
 
@@ -170,7 +170,8 @@ def test_the_next_group_is_decided_while_one_encodes(sessions: sessionmaker[Sess
 
 
 class GatedStore(InMemoryVectorStore):
-    """Holds its first upsert until ``gate`` is set (5 s at most); ``waited`` says
+    """Holds its first upsert until ``gate`` is set (30 s at most: the bound only a
+    failing run reaches, long enough for a loaded machine's threads); ``waited`` says
     whether it was set in time."""
 
     def __init__(self, gate: threading.Event) -> None:
@@ -180,7 +181,7 @@ class GatedStore(InMemoryVectorStore):
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
         if not self.waited:
-            self.waited.append(self.gate.wait(5))
+            self.waited.append(self.gate.wait(30))
         super().upsert(records)
 
 
