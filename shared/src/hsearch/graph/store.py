@@ -18,6 +18,7 @@ the limit): memory is bounded per tenant, and by ``cached_tenants`` per process.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
@@ -49,6 +50,9 @@ class TenantGraph:
     external_ids: tuple[str, ...]
     """Each node's external id."""
     build_s: float
+    started: int = 0
+    """The order its build started in (this process's): a build started later read the
+    database later, so an earlier one finishing after it never replaces it."""
 
 
 class GraphStore:
@@ -68,6 +72,7 @@ class GraphStore:
         self._max_links = max_links
         self._graphs: LRUCache[str, TenantGraph] = LRUCache(maxsize=cached_tenants)
         self._building: dict[tuple[str, str], asyncio.Task[TenantGraph]] = {}
+        self._builds = itertools.count(1)
         self._build = build or self.read_graph
 
     async def graph(self, tenant_id: str, version: str, *, timeout: float) -> TenantGraph:
@@ -80,7 +85,7 @@ class GraphStore:
         key = (tenant_id, version)
         task = self._building.get(key)
         if task is None:
-            task = asyncio.ensure_future(self._built(tenant_id, version))
+            task = asyncio.ensure_future(self._built(tenant_id, version, next(self._builds)))
             self._building[key] = task
             task.add_done_callback(lambda _: self._building.pop(key, None))
         try:
@@ -98,7 +103,7 @@ class GraphStore:
         """Drop the tenant's graph (a purged tenant)."""
         self._graphs.pop(tenant_id, None)
 
-    async def _built(self, tenant_id: str, version: str) -> TenantGraph:
+    async def _built(self, tenant_id: str, version: str, order: int) -> TenantGraph:
         started = time.perf_counter()
         graph, external_ids = await anyio.to_thread.run_sync(self._build, tenant_id)
         built = TenantGraph(
@@ -107,9 +112,10 @@ class GraphStore:
             graph=graph,
             external_ids=external_ids,
             build_s=time.perf_counter() - started,
+            started=order,
         )
         held = self._graphs.get(tenant_id)
-        if held is None or held.version != version:
+        if held is None or held.started < order:
             self._graphs[tenant_id] = built
         logger.info(
             "graph.built tenant=%s nodes=%d links=%d seconds=%.3f",
