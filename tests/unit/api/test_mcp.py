@@ -70,7 +70,14 @@ async def test_the_tools_are_listed_with_the_api_s_request_schemas(indexed: Serv
     async with mcp_client(indexed, indexed.key) as client:
         listed = await client.list_tools()
     tools = {t.name: t for t in listed.tools}
-    assert set(tools) == {"search", "answer", "get_document", "list_documents", "submit_documents"}
+    assert set(tools) == {
+        "search",
+        "answer",
+        "get_document",
+        "document_links",
+        "list_documents",
+        "submit_documents",
+    }
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
     top_k = search["properties"]["top_k"]
@@ -138,6 +145,44 @@ async def test_another_tenant_sees_none_of_the_documents(indexed: Served) -> Non
         assert answer["citations"] == []
         assert structured(await other.call_tool("list_documents", {}))["documents"] == []
         refused = refusal(await other.call_tool("get_document", {"external_id": "long"}))
+        assert refused["error"] == "document_not_found"
+
+
+async def test_a_documents_links_both_ways_and_never_another_tenants(served: Served) -> None:
+    documents = [
+        {
+            "external_id": "sea",
+            "title": "Seas",
+            "text": "The sea is salty.",
+            "links": [{"target": "river", "type": "fed-by"}, {"target": "gone"}],
+        },
+        {
+            "external_id": "river",
+            "title": "Rivers",
+            "text": "Rivers run.",
+            "links": [{"target": "sea"}],
+        },
+    ]
+    with ApiClient(served.url, api_key=served.key) as api:
+        job = api.submit_documents(documents)
+        assert api.wait_for_job(job.job_id, timeout_s=30, poll_interval_s=0.05).status == (
+            "succeeded"
+        )
+    async with mcp_client(served, served.search_key) as client:
+        links = structured(await client.call_tool("document_links", {"external_id": "sea"}))
+        assert links["out"] == [
+            {"external_id": "river", "title": "Rivers", "type": "fed-by", "direction": "out"},
+            {"external_id": "gone", "title": None, "type": "link", "direction": "out"},
+        ]
+        assert links["back"] == [
+            {"external_id": "river", "title": "Rivers", "type": "link", "direction": "in"}
+        ]
+        only = structured(
+            await client.call_tool("document_links", {"external_id": "sea", "types": ["link"]})
+        )
+        assert [x["external_id"] for x in only["out"]] == ["gone"]
+    async with mcp_client(served, served.other_key) as other:
+        refused = refusal(await other.call_tool("document_links", {"external_id": "sea"}))
         assert refused["error"] == "document_not_found"
 
 

@@ -70,6 +70,7 @@ async def test_the_tools_over_stdio(indexed: Served, tmp_path: Path) -> None:
             "search",
             "answer",
             "get_document",
+            "document_links",
             "list_documents",
             "submit_documents",
         }
@@ -84,6 +85,9 @@ async def test_the_tools_over_stdio(indexed: Served, tmp_path: Path) -> None:
         assert answer["citations"][0]["external_id"] == "short"
         document = structured(await client.call_tool("get_document", {"external_id": "desert"}))
         assert document["text"] == "Deserts get very little rain."
+        # Through the client package's get_document_links: no links, both ways.
+        links = structured(await client.call_tool("document_links", {"external_id": "desert"}))
+        assert links == {"external_id": "desert", "out": [], "back": []}
 
 
 async def test_a_search_key_cannot_submit_and_another_tenant_sees_nothing(

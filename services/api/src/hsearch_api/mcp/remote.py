@@ -33,6 +33,10 @@ class HttpBackend:
         found = await self._client.get_document(external_id, include_text=include_text)
         return found.to_json()
 
+    async def document_links(self, external_id: str, *, types: list[str] | None) -> dict[str, Any]:
+        found = await self._client.get_document_links(external_id, types=types)
+        return found.to_json()
+
     async def list_documents(
         self, *, source: str | None, limit: int, cursor: str | None
     ) -> dict[str, Any]:

@@ -81,6 +81,10 @@ class Backend(Protocol):
 
     async def get_document(self, external_id: str, *, include_text: bool) -> dict[str, Any]: ...
 
+    async def document_links(
+        self, external_id: str, *, types: list[str] | None
+    ) -> dict[str, Any]: ...
+
     async def list_documents(
         self, *, source: str | None, limit: int, cursor: str | None
     ) -> dict[str, Any]: ...
@@ -124,6 +128,7 @@ class ToolModels:
     search: type[ArgModelBase]
     answer: type[ArgModelBase]
     get_document: type[ArgModelBase]
+    document_links: type[ArgModelBase]
     list_documents: type[ArgModelBase]
     submit_documents: type[ArgModelBase]
 
@@ -189,6 +194,23 @@ def tool_models(
             ),
         ),
     )
+    document_links = create_model(
+        "DocumentLinksArguments",
+        __base__=ArgModelBase,
+        external_id=_field(
+            DocumentCreate,
+            "external_id",
+            description="The document's id, as results give it (`external_id`).",
+        ),
+        types=(
+            list[str] | None,
+            Field(
+                default=None,
+                description="Only links of these types (`link`, `mention`, or the types "
+                "the documents were given); default: every type.",
+            ),
+        ),
+    )
     list_documents = create_model(
         "ListDocumentsArguments",
         __base__=ArgModelBase,
@@ -223,6 +245,7 @@ def tool_models(
         search=search,
         answer=answer,
         get_document=get_document,
+        document_links=document_links,
         list_documents=list_documents,
         submit_documents=submit_documents,
     )
@@ -291,6 +314,19 @@ class DocumentResult(BaseModel):
     metadata: dict[str, Any]
     chunk_count: int
     text: str | None
+
+
+class LinkedResult(BaseModel):
+    external_id: str
+    title: str | None = Field(description="Null: no such document is indexed (yet).")
+    type: str
+    direction: str = Field(description="`out`: the document links to it; `in`: it links here.")
+
+
+class DocumentLinksResult(BaseModel):
+    external_id: str
+    out: list[LinkedResult] = Field(description="What the document links to.")
+    back: list[LinkedResult] = Field(description="The documents linking to it.")
 
 
 class DocumentPageResult(BaseModel):
@@ -371,6 +407,15 @@ def document_result(api: Mapping[str, Any]) -> DocumentResult:
     )
 
 
+def _linked(api: Mapping[str, Any]) -> LinkedResult:
+    return LinkedResult(
+        external_id=api["external_id"],
+        title=api.get("title"),
+        type=api["type"],
+        direction=api["direction"],
+    )
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -395,6 +440,12 @@ two, not a list of documents."""
 GET_DOCUMENT_DESCRIPTION = """\
 Read one document by its `external_id` (from `search`, `answer` or
 `list_documents`): its fields and, by default, its full text."""
+
+DOCUMENT_LINKS_DESCRIPTION = """\
+The documents one document links to and the documents linking to it, each with its
+title and the link's type (`link` for hyperlinks, `mention` for a title named in the
+text, or the relation the documents were given). To follow a topic from a result to
+related documents; read one with `get_document`."""
 
 LIST_DOCUMENTS_DESCRIPTION = """\
 List the documents in id order, a page at a time (`next_cursor` for the next page),
@@ -455,6 +506,17 @@ def build_server(backend_for: BackendFor, *, models: ToolModels) -> MCPServer:
 
         return await run(ctx, call)
 
+    async def document_links(ctx: Context, external_id: str, types: list[str] | None) -> Any:
+        async def call(backend: Backend) -> BaseModel:
+            found = await backend.document_links(external_id, types=types)
+            return DocumentLinksResult(
+                external_id=found["external_id"],
+                out=[_linked(x) for x in found["out"]],
+                back=[_linked(x) for x in found["back"]],
+            )
+
+        return await run(ctx, call)
+
     async def list_documents(
         ctx: Context, source: str | None, limit: int, cursor: str | None
     ) -> Any:
@@ -492,6 +554,14 @@ def build_server(backend_for: BackendFor, *, models: ToolModels) -> MCPServer:
             GET_DOCUMENT_DESCRIPTION,
             models.get_document,
             DocumentResult,
+            read_only,
+        ),
+        _tool(
+            document_links,
+            "document_links",
+            DOCUMENT_LINKS_DESCRIPTION,
+            models.document_links,
+            DocumentLinksResult,
             read_only,
         ),
         _tool(
