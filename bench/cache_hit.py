@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -34,7 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from hsearch.config import ApiSettings, EncoderKind, EncoderSettings, Settings
 from hsearch.db.migrate import upgrade_database
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.local.processes import start_api, start_milvus_lite
-from hsearch.runtime import build_services
+from hsearch.runtime import Services, build_services
 from hsearch.types import Scope
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch_api.main import create_app
@@ -168,15 +169,21 @@ def http_env(root: Path, milvus_uri: str, redis_url: str | None = None) -> dict[
     }
 
 
-def measure_http(requests: int, warmup: int, *, redis_url: str | None = None) -> dict[str, Any]:
-    """Cache hits through HTTP to the API in a process of its own (see the module)."""
-    with tempfile.TemporaryDirectory(prefix="hsearch-cache-hit-http-") as tmp:
+@contextlib.contextmanager
+def http_stack(
+    prefix: str, *, redis_url: str | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[httpx.Client, Services]]:
+    """The API in a process of its own on a Milvus Lite server of its own (see the
+    module), with a key of every scope for :data:`TENANT`: a client sending it, and this
+    process's services on the same database and collection (to index without a worker).
+    ``env``: settings beyond :func:`http_env`'s, for both processes."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         root = Path(tmp)
         (root / "data").mkdir()
         milvus, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
-        env = {**os.environ, **http_env(root, uri, redis_url)}
+        served = {**os.environ, **http_env(root, uri, redis_url), **(env or {})}
         saved = dict(os.environ)
-        os.environ.update(env)  # this process reads the same settings
+        os.environ.update(served)  # this process reads the same settings
         try:
             settings = Settings(_env_file=None)
             upgrade_database(settings.database_url)
@@ -184,12 +191,12 @@ def measure_http(requests: int, warmup: int, *, redis_url: str | None = None) ->
             try:
                 services.tenancy.ensure_tenant(TENANT, actor="bench")
                 key = services.tenancy.create_key(TENANT, scopes=list(Scope), actor="bench").key
-                api, base = start_api(env, log=root / "api.log")
+                api, base = start_api(served, log=root / "api.log")
                 try:
                     with httpx.Client(
                         base_url=base, timeout=60, headers={"Authorization": f"Bearer {key}"}
                     ) as client:
-                        return _http_hits(client, services, requests, warmup)
+                        yield client, services
                 finally:
                     api.stop()
             finally:
@@ -198,6 +205,12 @@ def measure_http(requests: int, warmup: int, *, redis_url: str | None = None) ->
             os.environ.clear()
             os.environ.update(saved)
             milvus.stop()
+
+
+def measure_http(requests: int, warmup: int, *, redis_url: str | None = None) -> dict[str, Any]:
+    """Cache hits through HTTP to the API in a process of its own (see the module)."""
+    with http_stack("hsearch-cache-hit-http-", redis_url=redis_url) as (client, services):
+        return _http_hits(client, services, requests, warmup)
 
 
 def _http_hits(client: httpx.Client, services: Any, requests: int, warmup: int) -> dict[str, Any]:

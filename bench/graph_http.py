@@ -19,25 +19,16 @@ ratio with / without, and how many of a page's hits the graph leg ranked.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
-from bench.cache_hit import http_env
+from bench.cache_hit import http_stack
 from bench.metrics import percentile
-from hsearch.config import Settings
-from hsearch.db.migrate import upgrade_database
-from hsearch.local.processes import start_api, start_milvus_lite
-from hsearch.runtime import build_services
-from hsearch.types import Scope
 
-TENANT = "bench-graph"
 VOCABULARY = 2000
 WORDS_PER_DOCUMENT = 10
 WITH_GRAPH = {"dense": 0.7, "sparse": 0.3, "graph": 0.3}
@@ -74,39 +65,9 @@ def http_section(
     *, documents: int, links: int, queries: int, warmup: int, seed: int
 ) -> dict[str, Any]:
     """The whole-search section (module docstring)."""
-    with tempfile.TemporaryDirectory(prefix="hsearch-graph-http-") as tmp:
-        root = Path(tmp)
-        (root / "data").mkdir()
-        milvus, uri = start_milvus_lite(root / "milvus", log=root / "milvus.log")
-        env = {
-            **os.environ,
-            **http_env(root, uri),
-            "HSEARCH_MILVUS__COLLECTION": "graph_http",
-            "HSEARCH_CACHE__ENABLED": "false",
-        }
-        saved = dict(os.environ)
-        os.environ.update(env)  # this process reads the same settings
-        try:
-            settings = Settings(_env_file=None)
-            upgrade_database(settings.database_url)
-            services = build_services(settings)
-            try:
-                services.tenancy.ensure_tenant(TENANT, actor="bench")
-                key = services.tenancy.create_key(TENANT, scopes=list(Scope), actor="bench").key
-                api, base = start_api(env, log=root / "api.log")
-                try:
-                    with httpx.Client(
-                        base_url=base, timeout=60, headers={"Authorization": f"Bearer {key}"}
-                    ) as client:
-                        return _measure(client, services, documents, links, queries, warmup, seed)
-                finally:
-                    api.stop()
-            finally:
-                services.close()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-            milvus.stop()
+    env = {"HSEARCH_MILVUS__COLLECTION": "graph_http", "HSEARCH_CACHE__ENABLED": "false"}
+    with http_stack("hsearch-graph-http-", env=env) as (client, services):
+        return _measure(client, services, documents, links, queries, warmup, seed)
 
 
 def _measure(

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.db.engine import create_db_engine, create_session_factory
 from hsearch.db.migrate import upgrade_database
+from tests.unit.search.corpus import AilingEmbedder, AilingModelSparseEmbedder
 
 
 @pytest.fixture
@@ -20,3 +21,18 @@ def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
     engine = create_db_engine(url)
     yield create_session_factory(engine)
     engine.dispose()
+
+
+@pytest.fixture
+def ailing() -> Iterator[AilingEmbedder]:
+    """An encoder whose model fails or hangs when told (``ailment``), released after."""
+    embedder = AilingEmbedder()
+    yield embedder
+    embedder.release()
+
+
+@pytest.fixture
+def ailing_model_sparse() -> Iterator[AilingModelSparseEmbedder]:
+    embedder = AilingModelSparseEmbedder()
+    yield embedder
+    embedder.release()

@@ -4,7 +4,7 @@ with one whose sparse side is the model's (BGE-M3)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +18,6 @@ DOCS: list[dict[str, Any]] = [
     {"external_id": "rivers", "title": "Rivers", "text": "Rivers flow into the sea."},
     {"external_id": "mountains", "title": "Mountains", "text": "Mountains rise high."},
 ]
-
-
-@pytest.fixture
-def ailing() -> Iterator[AilingEmbedder]:
-    embedder = AilingEmbedder()
-    yield embedder
-    embedder.release()
-
-
-@pytest.fixture
-def ailing_model_sparse() -> Iterator[AilingModelSparseEmbedder]:
-    embedder = AilingModelSparseEmbedder()
-    yield embedder
-    embedder.release()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from errors, legs with weight 0 skipped, and only the query sides the legs read 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -337,20 +337,6 @@ async def test_an_empty_store_is_not_a_failure() -> None:
 
 
 # -- the keyword fallback: the model fails or hangs -----------------------------------------
-
-
-@pytest.fixture
-def ailing() -> Iterator[AilingEmbedder]:
-    embedder = AilingEmbedder()
-    yield embedder
-    embedder.release()
-
-
-@pytest.fixture
-def ailing_model_sparse() -> Iterator[AilingModelSparseEmbedder]:
-    embedder = AilingModelSparseEmbedder()
-    yield embedder
-    embedder.release()
 
 
 def leg_report(result: SearchResult, leg: Leg) -> LegReport:

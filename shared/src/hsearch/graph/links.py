@@ -25,6 +25,7 @@ __all__ = [
     "MAX_LINK_WEIGHT",
     "Link",
     "LinkOrigin",
+    "LinkedPage",
     "TextLinks",
     "link_problems",
     "links_from_json",
@@ -65,6 +66,17 @@ class Link:
 
     def as_json(self) -> dict[str, Any]:
         return {"target": self.target, "type": self.type, "weight": self.weight}
+
+
+@dataclass(frozen=True, slots=True)
+class LinkedPage:
+    """A document a search hit links to (``out``) or from (``in``), by a link of
+    ``type`` (``include_linked``)."""
+
+    external_id: str
+    title: str
+    type: str
+    direction: str
 
 
 def link_problems(

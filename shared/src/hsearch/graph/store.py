@@ -34,6 +34,7 @@ from hsearch.db.engine import DATABASE_ERROR, DATABASE_UNAVAILABLE, SessionFacto
 from hsearch.db.repositories.links import LinkRepository
 from hsearch.errors import GraphUnavailableError
 from hsearch.graph.csr import LinkGraph
+from hsearch.graph.links import LinkedPage
 from hsearch.vectorstore.filters import FilterNode, matches
 
 __all__ = ["GraphStore", "LinkedPage", "LinkedPages", "TenantGraph"]
@@ -169,16 +170,6 @@ class GraphStore:
             keys=keys,
         )
         return graph, tuple(external)
-
-
-@dataclass(frozen=True, slots=True)
-class LinkedPage:
-    """A document a hit links to (``out``) or from (``in``)."""
-
-    external_id: str
-    title: str
-    type: str
-    direction: str
 
 
 class LinkedPages:

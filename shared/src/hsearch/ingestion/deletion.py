@@ -46,7 +46,7 @@ from hsearch.vectorstore.filters import (
     parse_filter,
 )
 
-__all__ = ["DocumentDeleter", "document_fields", "parse_delete_filter", "remove_documents"]
+__all__ = ["DocumentDeleter", "parse_delete_filter", "remove_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +88,6 @@ def _field_names(node: FilterNode | None) -> Iterator[str]:
             yield node.ref.spec.name
 
 
-def document_fields(doc: Document) -> dict[str, object]:
-    """A document's filterable fields, as its chunks carry them in the store."""
-    return doc.filter_fields()
-
-
 def remove_documents(
     session: Session,
     documents: Sequence[Document],
@@ -126,7 +121,7 @@ class DocumentDeleter:
         after = None
         while page := docs.tenant_page(job.tenant_id, after=after, limit=_PAGE):
             for doc in page:
-                if matches(node, document_fields(doc)):
+                if matches(node, doc.filter_fields()):
                     job.items.append(
                         JobItem(
                             ordinal=selected,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hsearch.graph.links import LinkedPage
 from hsearch.lexical.additions import TermExpansion
 from hsearch.search.facets import FacetRequest, FacetResult
 from hsearch.search.sorting import SortClause
@@ -91,16 +92,6 @@ class Explanation:
     def score_of(self, leg: str) -> float | None:
         found = self.legs.get(leg)
         return None if found is None else found.score
-
-
-@dataclass(frozen=True, slots=True)
-class LinkedPage:
-    """A document a hit links to (``out``) or from (``in``), by a link of ``type``."""
-
-    external_id: str
-    title: str
-    type: str
-    direction: str
 
 
 @dataclass(frozen=True, slots=True)

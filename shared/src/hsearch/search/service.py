@@ -51,7 +51,7 @@ from hsearch.search.caching import (
     search_id,
 )
 from hsearch.search.highlight import highlighted_query, make_snippet, term_matches
-from hsearch.search.models import LinkedPage, SearchHit, SearchQuery, SearchResult
+from hsearch.search.models import SearchHit, SearchQuery, SearchResult
 from hsearch.search.passages import DEGRADED, Fused, RetrievalService, explain, stored_fields
 from hsearch.search.planner import QueryPlanner, SearchPlan
 from hsearch.search.ranking import Ranked, Unit, page, rerank
@@ -152,16 +152,7 @@ class SearchService:
             return result
         return replace(
             result,
-            hits=tuple(
-                replace(
-                    h,
-                    linked_pages=tuple(
-                        LinkedPage(p.external_id, p.title, p.type, p.direction)
-                        for p in pages.get(h.document_id, ())
-                    ),
-                )
-                for h in result.hits
-            ),
+            hits=tuple(replace(h, linked_pages=pages.get(h.document_id, ())) for h in result.hits),
         )
 
     async def _search(self, query: SearchQuery) -> tuple[SearchResult, SearchPlan]:

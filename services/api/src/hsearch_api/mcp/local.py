@@ -26,10 +26,15 @@ from hsearch_api.errors import field_path
 from hsearch_api.limits import ApiLimits
 from hsearch_api.mcp.tools import Backend, ToolError, build_server, tool_models
 from hsearch_api.routers.answers import answer_request, answer_response
-from hsearch_api.routers.documents import document_input, document_read, job_accepted, linked_read
+from hsearch_api.routers.documents import (
+    document_input,
+    document_links_read,
+    document_read,
+    job_accepted,
+)
 from hsearch_api.routers.search import run_search
 from hsearch_api.schemas.answers import AnswerRequestBody
-from hsearch_api.schemas.documents import DocumentCreate, DocumentLinksRead, DocumentPageRead
+from hsearch_api.schemas.documents import DocumentCreate, DocumentPageRead
 from hsearch_api.schemas.search import SearchRequest
 
 __all__ = ["PRINCIPAL_KEY", "ServiceBackend", "local_server"]
@@ -112,11 +117,7 @@ class ServiceBackend:
             types=types or None,
             restriction=caller.restriction,
         )
-        return DocumentLinksRead(
-            external_id=links.external_id,
-            out=[linked_read(x) for x in links.out],
-            back=[linked_read(x) for x in links.back],
-        ).model_dump(mode="json")
+        return document_links_read(links).model_dump(mode="json")
 
     async def list_documents(
         self, *, source: str | None, limit: int, cursor: str | None

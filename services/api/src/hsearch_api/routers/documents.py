@@ -5,7 +5,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from hsearch.ingestion.api.documents import DocumentView, LinkedDocument, parse_include
+from hsearch.ingestion.api.documents import (
+    DocumentLinks,
+    DocumentView,
+    LinkedDocument,
+    parse_include,
+)
 from hsearch.ingestion.api.jobs import MAX_PAGE
 from hsearch.ingestion.models import DocumentInput, JobView
 from hsearch.types import JobStatus
@@ -129,11 +134,7 @@ def read_document_links(
         types=types,
         restriction=caller.restriction,
     )
-    return DocumentLinksRead(
-        external_id=links.external_id,
-        out=[linked_read(x) for x in links.out],
-        back=[linked_read(x) for x in links.back],
-    )
+    return document_links_read(links)
 
 
 @router.get("/documents/{external_id:path}", responses=error_responses(404))
@@ -226,6 +227,14 @@ def document_input(d: DocumentCreate) -> DocumentInput:
         metadata=d.metadata,
         links=tuple(x.link() for x in d.links),
         text_links=None if d.text_links is None else frozenset(d.text_links),
+    )
+
+
+def document_links_read(links: DocumentLinks) -> DocumentLinksRead:
+    return DocumentLinksRead(
+        external_id=links.external_id,
+        out=[linked_read(x) for x in links.out],
+        back=[linked_read(x) for x in links.back],
     )
 
 

@@ -26,12 +26,13 @@ from hsearch.db.engine import Session, SessionFactory, transaction
 from hsearch.db.models import Document, JobItemStatus, JobStatus
 from hsearch.db.repositories.documents import DocumentRepository
 from hsearch.db.repositories.jobs import JobRepository
-from hsearch.db.repositories.links import LinkRepository, LinkRow, StoredLink
+from hsearch.db.repositories.links import LinkRepository, LinkRow
 from hsearch.db.repositories.tenants import TenantRepository
 from hsearch.errors import DocumentNotFoundError, DocumentPendingError, InvalidRequestError
 from hsearch.graph.links import Link, LinkOrigin, link_problems, merged
 from hsearch.ingestion.api.jobs import check_page_limit
 from hsearch.ingestion.deletion import remove_documents
+from hsearch.ingestion.derived.links import link_row
 from hsearch.ingestion.derived.registry import DerivedKinds, standard_kinds
 from hsearch.ingestion.ids import content_hash, document_id
 from hsearch.ingestion.merge import merge_patch
@@ -50,7 +51,6 @@ __all__ = [
     "DocumentService",
     "DocumentView",
     "LinkedDocument",
-    "document_fields",
     "parse_include",
 ]
 
@@ -182,7 +182,7 @@ class DocumentService:
             if doc is not None and doc.tenant_id != tenant_id:  # ids are per tenant
                 doc = None
             if restriction is not None:
-                if doc is None or not matches(restriction, document_fields(doc)):
+                if doc is None or not matches(restriction, doc.filter_fields()):
                     raise DocumentNotFoundError(f"document {external_id!r} not found")
                 return _view(doc, external_id=external_id, pending=(), text=text)
             held = JobRepository(session).pending_jobs(tenant_id, [external_id])
@@ -209,7 +209,7 @@ class DocumentService:
             doc = DocumentRepository(session).get(doc_id)
             if doc is None or doc.tenant_id != tenant_id:
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
-            if restriction is not None and not matches(restriction, document_fields(doc)):
+            if restriction is not None and not matches(restriction, doc.filter_fields()):
                 raise DocumentNotFoundError(f"document {external_id!r} not found")
             repo = LinkRepository(session)
             out = repo.out_links(tenant_id, doc_id, types=types)
@@ -286,7 +286,7 @@ class DocumentService:
                 for doc in batch:
                     scanned += 1
                     after = doc.external_id
-                    if matches(restriction, document_fields(doc)):
+                    if matches(restriction, doc.filter_fields()):
                         found.append(_view(doc, external_id=doc.external_id, pending=()))
                         if len(found) == limit:
                             break
@@ -366,17 +366,7 @@ class DocumentService:
                 LinkRepository(session).replace(
                     tenant_id,
                     [doc.id],
-                    [
-                        StoredLink(
-                            source_id=doc.id,
-                            target_id=document_id(tenant_id, link.target),
-                            target_external_id=link.target,
-                            type=link.type,
-                            weight=link.weight,
-                            origin=LinkOrigin.GIVEN.value,
-                        )
-                        for link in merged(links)
-                    ],
+                    [link_row(tenant_id, doc.id, link, LinkOrigin.GIVEN) for link in merged(links)],
                     origins=(LinkOrigin.GIVEN.value,),
                 )
                 # Links are not in the row: the same submission as before must be
@@ -465,12 +455,7 @@ def _passing(
 ) -> set[str]:
     """Which of ``external_ids`` are indexed documents passing ``restriction``."""
     docs = DocumentRepository(session).by_external_ids(tenant_id, list(external_ids))
-    return {d.external_id for d in docs if matches(restriction, document_fields(d))}
-
-
-def document_fields(doc: Document) -> dict[str, Any]:
-    """A document's filterable fields as its chunks carry them (what a filter reads)."""
-    return doc.filter_fields()
+    return {d.external_id for d in docs if matches(restriction, d.filter_fields())}
 
 
 def _view(

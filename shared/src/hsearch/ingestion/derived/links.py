@@ -61,6 +61,7 @@ __all__ = [
     "LinksKind",
     "TextLinkFinder",
     "effective_text_links",
+    "link_row",
     "stored_links",
     "text_links_column",
 ]
@@ -135,11 +136,12 @@ class LinksKind:
 def stored_links(tenant_id: str, document: DerivedDocument) -> list[StoredLink]:
     """``document``'s given links as rows."""
     return [
-        _row(tenant_id, document.document_id, link, LinkOrigin.GIVEN) for link in document.links
+        link_row(tenant_id, document.document_id, link, LinkOrigin.GIVEN) for link in document.links
     ]
 
 
-def _row(tenant_id: str, source_id: uuid.UUID, link: Link, origin: LinkOrigin) -> StoredLink:
+def link_row(tenant_id: str, source_id: uuid.UUID, link: Link, origin: LinkOrigin) -> StoredLink:
+    """``link`` of the document ``source_id`` as its row."""
     return StoredLink(
         source_id=source_id,
         target_id=document_id(tenant_id, link.target),
@@ -211,7 +213,7 @@ class TextLinkFinder:
                 continue
             taken.add((found.target, found.type))
             link = Link(found.target, found.type, found.weight)
-            rows.append(_row(self._tenant_id, source_id, link, LinkOrigin.TEXT))
+            rows.append(link_row(self._tenant_id, source_id, link, LinkOrigin.TEXT))
             if len(rows) == MAX_LINKS:
                 break
         return rows

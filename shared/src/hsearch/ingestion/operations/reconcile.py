@@ -170,7 +170,7 @@ class Reconciler:
     def _resubmit_batch(self, tenant_id: str, external_ids: Sequence[str]) -> uuid.UUID:
         with transaction(self._sessions) as session:
             docs = DocumentRepository(session).by_external_ids(tenant_id, external_ids)
-            given = LinkRepository(session)
+            stored = LinkRepository(session).stored_from(tenant_id, [d.id for d in docs])
             inputs = [
                 DocumentInput(
                     external_id=d.external_id,
@@ -183,8 +183,10 @@ class Reconciler:
                     # Its links as they stand (unresolved ones too); those found in the
                     # text are found again.
                     links=tuple(
-                        Link(r.external_id, r.type, r.weight)
-                        for r in given.out_links(tenant_id, d.id)
+                        Link(r.target_external_id, r.type, r.weight)
+                        for r in sorted(
+                            stored.get(d.id, ()), key=lambda r: (r.type, r.target_external_id)
+                        )
                         if r.origin == LinkOrigin.GIVEN.value
                     ),
                     text_links=(
