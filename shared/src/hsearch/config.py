@@ -510,6 +510,38 @@ class LlmSettings(BaseModel):
     local_port: int = Field(default=0, ge=0, le=65535, description="0: a free port.")
 
 
+class LazySettings(BaseModel):
+    """Lazy graph search (``POST /v1/answer`` with ``strategy: "lazy"``, docs/lazy.md):
+    one budget a request, the defaults a request gets and the most it may ask for."""
+
+    relevance_tests: int = Field(
+        default=100, ge=1, le=100_000, description="Relevance tests a request gets by default."
+    )
+    llm_calls: int = Field(
+        default=4, ge=0, le=1000, description="Model calls by default, the answer's included."
+    )
+    tokens: int = Field(
+        default=6000, ge=0, le=10_000_000, description="Model tokens (read and written) by default."
+    )
+    seconds: float = Field(default=25.0, gt=0, le=600, description="Wall time by default.")
+    max_relevance_tests: int = Field(default=1500, ge=1, le=100_000)
+    max_llm_calls: int = Field(default=50, ge=0, le=1000)
+    max_tokens: int = Field(default=100_000, ge=0, le=10_000_000)
+    max_seconds: float = Field(default=120.0, gt=0, le=600)
+    tester: Literal["cheap", "model"] = Field(
+        default="cheap",
+        description="Who judges relevance by default: code (retrieval and term scores) or "
+        "the model (a batch a call; the cheap tester where it does not judge).",
+    )
+    threshold: float = Field(
+        default=0.4, gt=0, le=1, description="The cheap tester's score of a relevant chunk."
+    )
+    batch: int = Field(default=8, ge=1, le=64, description="Candidates tested at a time.")
+    candidates: int = Field(
+        default=20, ge=1, le=200, description="Level 0 candidates (the question's retrieval)."
+    )
+
+
 class RerankSettings(BaseModel):
     model_path: Path | None = Field(
         default=None,
@@ -984,6 +1016,7 @@ class Settings(BaseSettings):
     rerank: RerankSettings = RerankSettings()
     llm: LlmSettings = LlmSettings()
     graph: GraphSettings = GraphSettings()
+    lazy: LazySettings = LazySettings()
     ingest: IngestSettings = IngestSettings()
     api: ApiSettings = ApiSettings()
     webhooks: WebhookSettings = WebhookSettings()

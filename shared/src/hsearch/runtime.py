@@ -29,6 +29,7 @@ from hsearch.cache.guard import CacheCounters, GuardedCache
 from hsearch.cache.protocol import CacheBackend
 from hsearch.compositions.answers.caching import AnswerCache
 from hsearch.compositions.answers.service import AnswerService, CitationSettings
+from hsearch.compositions.lazy.service import LazyGatherer
 from hsearch.config import Settings
 from hsearch.db.engine import (
     Engine,
@@ -181,6 +182,10 @@ class Services:
     Redis is configured); ``None`` when this process does not cache (workers)."""
     cache_counters: CacheCounters = field(default_factory=CacheCounters)
     """Hits, misses and errors of the caches, per cache (for metrics)."""
+    generations: GenerationReader | None = None
+    """The tenants' data versions (what caches and the in-memory graphs are kept on)."""
+    graphs: GraphStore | None = None
+    """The tenants' document graphs in memory (``None`` when the graph is off)."""
     query_batcher: QueryBatcher | None = None
     """Where searches' query encodings go (behind the query-embedding cache): concurrent
     queries share one model call (``encoder.query_batch_max``); ``None`` when off."""
@@ -216,6 +221,23 @@ class Services:
             settings=self.settings.llm,
             cache=self.answer_cache,
             quota=quota,
+            lazy=self.lazy,
+        )
+
+    @cached_property
+    def lazy(self) -> LazyGatherer | None:
+        """Lazy graph search over this process's search, graph and model (``None``
+        without the data versions it reads its graphs at)."""
+        if self.generations is None:
+            return None
+        return LazyGatherer(
+            retrieval=self.search.retrieval,
+            store=self.store,
+            generations=self.generations,
+            settings=self.settings.lazy,
+            graphs=self.graphs,
+            llm=self.llm,
+            llm_timeout_s=self.settings.llm.timeout_s,
         )
 
     @cached_property
@@ -676,6 +698,8 @@ def build_services(
         query_batcher=batcher,
         llm=llm if llm is not None else create_llm(settings.llm),
         answer_cache=answer_cache,
+        generations=generations,
+        graphs=graphs,
     )
     if graphs is not None:
         services.tenant_purge_hooks.append(graphs.forget)

@@ -18,6 +18,7 @@ from hsearch.compositions.answers.models import (
     Answer,
     AnswerEvent,
     AnswerRequest,
+    AnswerStrategy,
     Delta,
     Failed,
     Finished,
@@ -26,6 +27,8 @@ from hsearch.compositions.answers.models import (
     Speaker,
     Turn,
 )
+from hsearch.compositions.lazy.budget import LazyLimits
+from hsearch.compositions.lazy.models import LazyProgress
 from hsearch.errors import InvalidRequestError
 from hsearch_api.deps import AnswerServiceDep, Caller, SearchCallerDep
 from hsearch_api.schemas.answers import (
@@ -36,6 +39,7 @@ from hsearch_api.schemas.answers import (
     AnswerTokensRead,
     CitationRead,
     ContextPassageRead,
+    LazyReportRead,
     SentenceRead,
     SupportRead,
     answer_request_model,
@@ -47,7 +51,10 @@ SSE_EVENT_SCHEMA = {
     "description": "One server-sent event of the stream (`stream: true`): `data` is JSON.",
     "type": "object",
     "properties": {
-        "event": {"type": "string", "enum": ["retrieval", "delta", "citation", "error", "done"]},
+        "event": {
+            "type": "string",
+            "enum": ["progress", "retrieval", "delta", "citation", "error", "done"],
+        },
         "data": {"type": "string"},
     },
     "required": ["event", "data"],
@@ -110,6 +117,17 @@ def answer_request(body: AnswerRequestBody, caller: Caller) -> AnswerRequest:
         context_tokens=body.context_tokens,
         expand=body.expand,
         llm_rerank=body.llm_rerank,
+        strategy=AnswerStrategy(body.strategy),
+        generate=body.generate,
+        budget=None
+        if body.budget is None
+        else LazyLimits(
+            relevance_tests=body.budget.relevance_tests,
+            llm_calls=body.budget.llm_calls,
+            tokens=body.budget.tokens,
+            seconds=body.budget.seconds,
+        ),
+        tester=body.tester,
     )
 
 
@@ -128,6 +146,8 @@ def _event(event: AnswerEvent) -> str:
 
 
 def _encode(event: AnswerEvent) -> tuple[str, Any]:
+    if isinstance(event, LazyProgress):
+        return "progress", asdict(event)
     if isinstance(event, Retrieved):
         passages = [
             ContextPassageRead.model_validate(asdict(p)).model_dump() for p in event.passages
@@ -187,4 +207,6 @@ def answer_response(answer: Answer) -> AnswerResponse:
         timings=AnswerTimingsRead.model_validate(asdict(answer.timings)),
         tokens=AnswerTokensRead.model_validate(asdict(answer.tokens)),
         cached=answer.cached,
+        strategy=answer.strategy.value,
+        lazy=None if answer.lazy is None else LazyReportRead.model_validate(asdict(answer.lazy)),
     )

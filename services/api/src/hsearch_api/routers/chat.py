@@ -40,7 +40,29 @@ from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
 router = APIRouter(prefix="/v1", tags=["answers"], responses=COMMON_ERRORS)
 
 
-@router.post("/chat/completions", response_model=None, responses=error_responses(413))
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={
+        **error_responses(413),
+        200: {
+            "description": "A chat completion, or its chunks as server-sent events "
+            "(`stream: true`).",
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {
+                    "schema": {
+                        "description": "One chunk: `data` is a chat.completion.chunk as "
+                        "JSON, or `[DONE]`.",
+                        "type": "object",
+                        "properties": {"data": {"type": "string"}},
+                        "required": ["data"],
+                    }
+                },
+            },
+        },
+    },
+)
 async def chat_completions(
     body: ChatCompletionRequest, caller: SearchCallerDep, service: AnswerServiceDep
 ) -> Any:

@@ -18,6 +18,14 @@ class TurnWrite(BaseModel):
     content: str = Field(min_length=1, max_length=4000)
 
 
+class LazyBudgetWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    relevance_tests: StrictInt = Field(default=100, ge=1)
+    llm_calls: StrictInt = Field(default=4, ge=0, description="The answer's call included.")
+    tokens: StrictInt = Field(default=6000, ge=0, description="Read and written, every call.")
+    seconds: float = Field(default=25.0, gt=0, description="Wall time, the answer's included.")
+
+
 class AnswerRequestBody(BaseModel):
     """The body of ``POST /v1/answer``: the search's retrieval fields, the stream switch,
     earlier turns and generation limits."""
@@ -51,7 +59,8 @@ class AnswerRequestBody(BaseModel):
     candidates: StrictInt | None = Field(default=None, ge=1)
     stream: StrictBool = Field(
         default=False,
-        description="Server-sent events: `retrieval`, `delta` (text), `citation` (a sentence "
+        description="Server-sent events: `progress` (lazy search), `retrieval`, `delta` (text), "
+        "`citation` (a sentence "
         "checked), `error` (the model broke off), `done` (the whole answer, as without "
         "streaming).",
     )
@@ -74,6 +83,28 @@ class AnswerRequestBody(BaseModel):
         default=False,
         description="Let the model order the passages before it answers (listwise; one more "
         "model call). Not the search's `rerank`, which uses the cross-encoder.",
+    )
+    strategy: Literal["default", "lazy"] = Field(
+        default="default",
+        description="`lazy`: lazy graph search (relevance tests of candidates from the "
+        "question's retrieval, its concepts' communities and the document links; claims "
+        "from the relevant ones; deepening until they suffice or the `budget` is spent); the "
+        "answer is written from the claims (docs/lazy.md).",
+    )
+    generate: StrictBool = Field(
+        default=True,
+        description="False: the context only (the passages the model would be given, and the "
+        "lazy search's report), no answer and no model call for it.",
+    )
+    budget: LazyBudgetWrite | None = Field(
+        default=None,
+        description="The lazy search's budget; each field at most the server's maximum "
+        "(unset: the server's default).",
+    )
+    tester: Literal["cheap", "model"] | None = Field(
+        default=None,
+        description="The lazy search's relevance tester: `cheap` (code) or `model` (the "
+        "model judges a batch a call, paid from the budget). Unset: the server's default.",
     )
 
 
@@ -153,6 +184,38 @@ class AnswerTokensRead(BaseModel):
     )
 
 
+class BudgetLineRead(BaseModel):
+    used: float
+    allowed: float
+
+
+class ClaimRead(BaseModel):
+    text: str
+    chunk_id: str
+    start: int = Field(description="Where the claim lies in its chunk's text.")
+    end: int
+    score: float
+
+
+class LazyReportRead(BaseModel):
+    budget: dict[str, BudgetLineRead] = Field(
+        description="`relevance_tests`, `llm_calls`, `tokens` and `elapsed_ms`: used and allowed."
+    )
+    stopped: str = Field(
+        description="Why it stopped: `sufficient`, `budget_spent` or `exhausted` (nothing "
+        "left to test)."
+    )
+    levels: dict[str, int] = Field(
+        description="Candidates queued by how they were reached: `retrieval` (Level 0), "
+        "`concepts` and `communities` (Level 1), `links`."
+    )
+    depth: int = Field(description="The deepest step from Level 0 a relevant chunk lay at.")
+    tested: int
+    relevant: int
+    claims: list[ClaimRead]
+    tester: str
+
+
 class AnswerResponse(BaseModel):
     query: str
     standalone_query: str
@@ -173,4 +236,8 @@ class AnswerResponse(BaseModel):
     cached: bool = Field(
         description="True: the answer of an earlier identical question on the same data, "
         "model and prompt (its timings and tokens are that answer's)."
+    )
+    strategy: Literal["default", "lazy"] = "default"
+    lazy: LazyReportRead | None = Field(
+        default=None, description="What the lazy search did (`strategy: lazy`)."
     )

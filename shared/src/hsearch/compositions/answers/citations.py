@@ -36,6 +36,7 @@ __all__ = [
     "best_quote",
     "check_sentence",
     "marker_suffix",
+    "sentence_spans",
     "support_score",
 ]
 
@@ -333,7 +334,7 @@ def marker_suffix(citations: Sequence[Support]) -> str:
 def best_quote(sentence: str, passage: str) -> tuple[int, int]:
     """The span (start, end) in ``passage`` of its sentence that best supports
     ``sentence``: the most of its terms; the whole passage when it has one sentence."""
-    spans = _sentence_spans(passage)
+    spans = sentence_spans(passage)
     best, best_score = (0, len(passage)), -1.0
     for start, end in spans:
         score = support_score(sentence, passage[start:end])
@@ -342,7 +343,7 @@ def best_quote(sentence: str, passage: str) -> tuple[int, int]:
     return best
 
 
-def _sentence_spans(text: str) -> list[tuple[int, int]]:
+def sentence_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     for match in _SENTENCE_END.finditer(text):

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from hsearch.compositions.lazy.budget import LazyLimits
+from hsearch.compositions.lazy.models import LazyProgress, LazyReport
 from hsearch.search.models import LegReport
 from hsearch.types import FusionMethod, SearchMode
 from hsearch.vectorstore.filters import FilterNode
@@ -14,6 +16,7 @@ __all__ = [
     "Answer",
     "AnswerRequest",
     "AnswerSentence",
+    "AnswerStrategy",
     "AnswerTimings",
     "AnswerTokens",
     "Citation",
@@ -30,6 +33,14 @@ __all__ = [
 class Speaker(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
+
+
+class AnswerStrategy(StrEnum):
+    DEFAULT = "default"
+    """Retrieve, pack, answer."""
+    LAZY = "lazy"
+    """Lazy graph search: test candidates, take claims, deepen under a budget; answer
+    from the claims (docs/lazy.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +72,14 @@ class AnswerRequest:
     """Also search the model's other ways to ask the question (multi-query expansion)."""
     llm_rerank: bool = False
     """Let the model order the passages before the answer is written (listwise)."""
+    strategy: AnswerStrategy = AnswerStrategy.DEFAULT
+    generate: bool = True
+    """``False``: the context only (the passages the model would be given), no answer."""
+    budget: LazyLimits | None = None
+    """The lazy search's budget (``None``: the server's default)."""
+    tester: str | None = None
+    """The lazy search's relevance tester, ``cheap`` or ``model`` (``None``: the
+    server's default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +179,9 @@ class Answer:
     cached: bool = False
     """Served from the answer cache: an identical question on the same data and model
     (its timings and tokens are those of the answer that was cached)."""
+    strategy: AnswerStrategy = AnswerStrategy.DEFAULT
+    lazy: LazyReport | None = None
+    """What the lazy search did (its budget used and allowed, its claims)."""
 
     @property
     def unsupported(self) -> int:
@@ -207,4 +229,4 @@ class Finished:
     answer: Answer
 
 
-AnswerEvent = Retrieved | Delta | SentenceChecked | Failed | Finished
+AnswerEvent = LazyProgress | Retrieved | Delta | SentenceChecked | Failed | Finished

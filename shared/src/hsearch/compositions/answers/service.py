@@ -38,6 +38,7 @@ from hsearch.compositions.answers.models import (
     AnswerEvent,
     AnswerRequest,
     AnswerSentence,
+    AnswerStrategy,
     AnswerTimings,
     AnswerTokens,
     Citation,
@@ -58,6 +59,9 @@ from hsearch.compositions.answers.prompts import (
     quote,
 )
 from hsearch.compositions.answers.shaping import parse_order, parse_queries
+from hsearch.compositions.lazy.budget import LazySpend
+from hsearch.compositions.lazy.models import Gathered, LazyProgress, LazyReport
+from hsearch.compositions.lazy.service import LazyGatherer, claim_passages
 from hsearch.config import LlmSettings
 from hsearch.errors import InvalidRequestError, ModelError
 from hsearch.llm.protocol import LLM, ChatMessage, Role, Usage
@@ -102,6 +106,7 @@ class AnswerService:
         cache: AnswerCache | None = None,
         quota: TokenQuota | None = None,
         prompt_version: int = ANSWER_PROMPT_VERSION,
+        lazy: LazyGatherer | None = None,
     ) -> None:
         self._retrieval = retrieval
         self._llm = llm
@@ -111,6 +116,7 @@ class AnswerService:
         self._quota = quota
         self._prompt_version = prompt_version
         self._slots = asyncio.Semaphore(settings.max_concurrent)
+        self._lazy = lazy
 
     @property
     def model(self) -> str | None:
@@ -132,6 +138,14 @@ class AnswerService:
         SearchUnavailableError (503) before the first event, as a search does."""
         started = time.perf_counter()
         _check(request, self._settings)
+        if request.strategy is AnswerStrategy.LAZY:
+            if self._lazy is None:
+                raise InvalidRequestError("strategy: lazy search is not available on this server")
+            request = replace(
+                request,
+                budget=self._lazy.limits(request.budget),
+                tester=self._lazy.tester_name(request.tester),
+            )
         key = None
         if self._cache is not None and self._llm is not None:
             key = await self._cache.key(
@@ -161,11 +175,22 @@ class AnswerService:
     ) -> AsyncGenerator[AnswerEvent, None]:
         spend = _Spend()
         standalone = await self._standalone(request, spend)
-        passages = await self._retrieve(request, standalone, spend)
-        if request.llm_rerank:
-            passages = await self._rerank(standalone, passages, spend)
-        retrieved = time.perf_counter()
-        context = self._pack(passages, request)
+        lazy: _Lazy | None = None
+        if request.strategy is AnswerStrategy.LAZY and self._lazy is not None:
+            lazy = _Lazy(self._lazy_spend(request))
+            async with contextlib.aclosing(self._gather(request, standalone, lazy)) as events:
+                async for progress in events:
+                    yield progress
+            if lazy.passages is None:
+                raise RuntimeError("the lazy search ended without its passages")  # a bug
+            passages, context = lazy.passages, lazy.context
+            retrieved = time.perf_counter()
+        else:
+            passages = await self._retrieve(request, standalone, spend)
+            if request.llm_rerank:
+                passages = await self._rerank(standalone, passages, spend)
+            retrieved = time.perf_counter()
+            context = self._pack(passages, request)
         packed = time.perf_counter()
         yield Retrieved(context, standalone)
         run = _Run(
@@ -177,7 +202,16 @@ class AnswerService:
             retrieved=retrieved,
             packed=packed,
             spend=spend,
+            lazy=lazy,
         )
+        if not request.generate:
+            yield Finished(run.finish(None, None))
+            return
+        if lazy is not None and not lazy.answer_held:
+            yield Finished(
+                run.finish(None, "budget_spent: the budget leaves no model call for the answer")
+            )
+            return
         if self._llm is None:
             yield Finished(run.finish(None, "model_unavailable: no model is configured"))
             return
@@ -199,14 +233,16 @@ class AnswerService:
         run.model, run.prompt_version = llm.model, chosen.id
         run.spend.calls += 1
         assembler = SentenceAssembler()
+        timeout_s, first_token_s = self._settings.timeout_s, self._settings.first_token_timeout_s
+        if run.lazy is not None:  # the lazy search's deadline holds for its answer too
+            left = max(0.1, run.lazy.spend.end.remaining_s())
+            timeout_s, first_token_s = min(timeout_s, left), min(first_token_s, left)
         stream = llm.stream(
             messages,
-            max_tokens=min(
-                run.request.max_tokens or self._settings.max_tokens, self._settings.max_tokens
-            ),
+            max_tokens=self._answer_tokens(run.request),
             temperature=self._settings.temperature,
-            timeout_s=self._settings.timeout_s,
-            first_token_timeout_s=self._settings.first_token_timeout_s,
+            timeout_s=timeout_s,
+            first_token_timeout_s=first_token_s,
         )
         try:
             async with contextlib.aclosing(stream) as items:
@@ -231,6 +267,76 @@ class AnswerService:
             yield Finished(run.finish(None, "model_empty: the model wrote nothing"))
             return
         yield Finished(run.finish(run.text, None))
+
+    def _answer_tokens(self, request: AnswerRequest) -> int:
+        return min(request.max_tokens or self._settings.max_tokens, self._settings.max_tokens)
+
+    def _context_budget(self, request: AnswerRequest) -> int:
+        return min(
+            request.context_tokens or self._settings.context_tokens, self._settings.context_tokens
+        )
+
+    def _lazy_spend(self, request: AnswerRequest) -> LazySpend:
+        """The lazy search's budget, the answer's model call held from it first (at the
+        most it can cost) so the gathering can never leave too little for it; the
+        gathering gets half the wall time when an answer is to be written."""
+        if request.budget is None:  # set by events() for every lazy request
+            raise RuntimeError("a lazy request without its budget")
+        answering = request.generate and self._llm is not None
+        return LazySpend(request.budget, gather_share=0.5 if answering else 1.0)
+
+    async def _gather(
+        self, request: AnswerRequest, standalone: str, lazy: _Lazy
+    ) -> AsyncGenerator[LazyProgress, None]:
+        if self._lazy is None:
+            return
+        budget = self._context_budget(request)
+        if request.generate and self._llm is not None:
+            # Its prompt: the context, the question, the instructions and a title a passage.
+            lazy.answer_cost = (
+                budget + estimate_tokens(standalone) + 400 + self._answer_tokens(request)
+            )
+            lazy.answer_held = lazy.spend.reserve_call(lazy.answer_cost)
+        gathered: Gathered | None = None
+        async with contextlib.aclosing(
+            self._lazy.gather(
+                _retrieval_request(request, standalone),
+                lazy.spend,
+                tester=request.tester or "cheap",
+                context_tokens=budget,
+            )
+        ) as events:
+            async for event in events:
+                if isinstance(event, LazyProgress):
+                    yield event
+                elif isinstance(event, Gathered):
+                    gathered = event
+                else:
+                    lazy.passages = event
+        if gathered is None:
+            msg = "the lazy search ended without its context"  # a bug, never a request's
+            raise RuntimeError(msg)
+        lazy.report = gathered.report
+        lazy.context = tuple(
+            ContextPassage(
+                number=number,
+                chunk_id=chosen.candidate.chunk_id,
+                document_id=chosen.candidate.document_id,
+                external_id=chosen.candidate.external_id,
+                title=chosen.candidate.title,
+                text=chosen.text,
+                score=chosen.claim.score,
+                rank=number,
+                char_start=None
+                if chosen.candidate.char_start is None
+                else chosen.candidate.char_start + chosen.claim.start,
+                char_end=None
+                if chosen.candidate.char_start is None
+                else chosen.candidate.char_start + chosen.claim.start + len(chosen.text),
+                truncated=chosen.truncated,
+            )
+            for number, chosen in enumerate(claim_passages(gathered, context_tokens=budget), 1)
+        )
 
     def _pieces(self, pieces: Sequence[str | Closed], run: _Run) -> list[AnswerEvent]:
         events: list[AnswerEvent] = []
@@ -425,6 +531,33 @@ class _Spend:
 
 
 @dataclass
+class _Lazy:
+    """A lazy search's share of one answer."""
+
+    spend: LazySpend
+    answer_cost: int = 0
+    answer_held: bool = False
+    """The answer's call is paid for (held from the budget before the gathering)."""
+    passages: Passages | None = None
+    context: tuple[ContextPassage, ...] = ()
+    report: LazyReport | None = None
+
+    def settle(self, spend: _Spend, *, answered: bool) -> LazyReport | None:
+        """The report with the answer's call settled: at what it used when it was made,
+        released when it was not."""
+        if self.answer_held:
+            self.answer_held = False
+            if answered:
+                used = None if spend.prompt is None else spend.prompt + (spend.completion or 0)
+                self.spend.settle_call(self.answer_cost, used)
+            else:
+                self.spend.release_call(self.answer_cost)
+        if self.report is None:
+            return None
+        return replace(self.report, budget=self.spend.lines())
+
+
+@dataclass
 class _Run:
     """What one answer has gathered so far."""
 
@@ -440,6 +573,7 @@ class _Run:
     spend: _Spend = field(default_factory=_Spend)
     model: str | None = None
     prompt_version: str | None = None
+    lazy: _Lazy | None = None
 
     def __post_init__(self) -> None:
         self.sentences: list[AnswerSentence] = []
@@ -474,6 +608,10 @@ class _Run:
     def _answer(self, text: str | None, reason: str | None) -> Answer:
         now = time.perf_counter()
         degraded = [f"leg:{leg}" for leg in self.passages.degraded]
+        lazy = None
+        if self.lazy is not None:
+            lazy = self.lazy.settle(self.spend, answered=self.model is not None)
+            degraded += list(lazy.degraded if lazy is not None else ())
         if reason is not None:
             degraded.insert(0, reason)
         answered = text is not None
@@ -505,6 +643,8 @@ class _Run:
             ),
             mode=self.passages.mode,
             method=self.passages.method,
+            strategy=self.request.strategy,
+            lazy=lazy,
         )
 
 

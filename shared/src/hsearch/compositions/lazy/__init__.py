@@ -1,0 +1,2 @@
+"""Lazy graph search: relevance tests, claims and best-first deepening under one budget
+(docs/lazy.md)."""

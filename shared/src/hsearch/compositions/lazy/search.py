@@ -1,0 +1,211 @@
+"""The lazy search's loop: best-first over a queue of candidates, under one budget.
+
+1. **Start** (:meth:`Neighbourhood.start`): the question's candidates, Level 0 (its
+   hybrid retrieval) and Level 1 (chunks holding its concepts, chunks of the
+   communities they fall in), each with a prior.
+2. **Test** the best untested candidates, a batch at a time (relevance tests are
+   taken from the budget first: a batch the budget cannot pay for in full is cut to
+   what is left).
+3. **Claims** from each relevant one.
+4. **Stop** when the claims suffice, the budget is spent or nothing is left to test.
+5. Otherwise **deepen** from the relevant ones (:meth:`Neighbourhood.expand`: the
+   documents linked to and from theirs, chunks sharing their concepts, their
+   communities), each new candidate's prior its parent's score, decayed; back to 2.
+
+The loop yields a :class:`~.models.LazyProgress` after each batch and a
+:class:`~.models.Gathered` last.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from hsearch.compositions.lazy.budget import LazySpend
+from hsearch.compositions.lazy.claims import ClaimExtractor, Sufficiency
+from hsearch.compositions.lazy.models import (
+    Candidate,
+    Claim,
+    Gathered,
+    Judgement,
+    LazyProgress,
+    LazyReport,
+    Origin,
+    Stage,
+)
+from hsearch.compositions.lazy.testers import RelevanceTester, TestContext
+
+__all__ = ["LazyLoop", "Neighbourhood"]
+
+
+class Neighbourhood(Protocol):
+    """Where candidates come from, for one question of one tenant (under its filter)."""
+
+    @property
+    def degraded(self) -> Sequence[str]:
+        """What it went without so far (``level1_unavailable: ...``)."""
+        ...
+
+    async def start(self, spend: LazySpend) -> list[Candidate]:
+        """The question's candidates (Level 0 and Level 1), texts read where known."""
+        ...
+
+    async def read(self, candidates: Sequence[Candidate], spend: LazySpend) -> list[Candidate]:
+        """``candidates`` with their texts and fields, those the search may show only (a
+        chunk gone, or outside the filter, is left out)."""
+        ...
+
+    async def expand(
+        self, candidate: Candidate, judgement: Judgement, spend: LazySpend
+    ) -> list[Candidate]:
+        """Candidates reached from the relevant ``candidate``."""
+        ...
+
+
+class _Frontier:
+    """The loop's state: the queue (best prior first), what was queued, the relevant
+    chunks and their claims."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[float, int, Candidate]] = []
+        self._order = itertools.count()
+        self._queued: set[str] = set()
+        self.levels = {origin.value: 0 for origin in Origin}
+        self.tested = 0
+        self.depth = 0
+        self.relevant: list[tuple[Candidate, Judgement, tuple[Claim, ...]]] = []
+        self.claims: dict[str, tuple[Claim, ...]] = {}
+
+    def push(self, found: Sequence[Candidate]) -> None:
+        for c in found:
+            if c.chunk_id in self._queued:
+                continue
+            self._queued.add(c.chunk_id)
+            self.levels[c.origin.value] += 1
+            heapq.heappush(self.queue, (-c.prior, next(self._order), c))
+
+    def pop(self, count: int) -> list[Candidate]:
+        return [heapq.heappop(self.queue)[2] for _ in range(min(count, len(self.queue)))]
+
+    def found(self, candidate: Candidate, judgement: Judgement, claims: tuple[Claim, ...]) -> None:
+        self.claims[candidate.chunk_id] = claims
+        self.relevant.append((candidate, judgement, claims))
+        self.depth = max(self.depth, candidate.depth)
+
+    def all_claims(self) -> list[Claim]:
+        return [c for taken in self.claims.values() for c in taken]
+
+    def progress(self, stage: Stage) -> LazyProgress:
+        return LazyProgress(
+            stage=stage,
+            tested=self.tested,
+            relevant=len(self.relevant),
+            claims=sum(len(v) for v in self.claims.values()),
+            queued=len(self.queue),
+        )
+
+    def gathered(
+        self, stopped: Stage, spend: LazySpend, *, tester: str, degraded: Sequence[str]
+    ) -> Gathered:
+        ordered = sorted(self.relevant, key=lambda r: -r[1].score)
+        return Gathered(
+            report=LazyReport(
+                budget=spend.lines(),
+                stopped=stopped,
+                levels=dict(self.levels),
+                depth=self.depth,
+                tested=self.tested,
+                relevant=len(self.relevant),
+                claims=tuple(c for _, _, taken in ordered for c in taken),
+                tester=tester,
+                degraded=tuple(degraded),
+            ),
+            chunks=tuple(ordered),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LazyLoop:
+    tester: RelevanceTester
+    extractor: ClaimExtractor
+    sufficiency: Sufficiency
+    batch: int = 8
+    decay: float = 0.8
+    """A candidate reached from a relevant one starts at that one's score times this."""
+    max_depth: int = 3
+
+    async def run(
+        self,
+        question: str,
+        neighbourhood: Neighbourhood,
+        spend: LazySpend,
+        *,
+        context_tokens: int,
+    ) -> AsyncGenerator[LazyProgress | Gathered, None]:
+        state = _Frontier()
+        state.push(await neighbourhood.start(spend))  # a search that fails raises here
+        yield state.progress(Stage.STARTING)
+        while True:
+            if spend.out_of_time() or spend.tests_left() == 0:
+                stopped = Stage.BUDGET_SPENT
+                break
+            if not state.queue:
+                stopped = Stage.EXHAUSTED
+                break
+            found = await self._test(question, neighbourhood, spend, state)
+            if found is None:
+                continue
+            yield state.progress(Stage.TESTING)
+            if self.sufficiency.sufficient(
+                question, state.all_claims(), context_tokens=context_tokens
+            ):
+                stopped = Stage.SUFFICIENT
+                break
+            if found:
+                await self._deepen(found, neighbourhood, spend, state)
+                yield state.progress(Stage.DEEPENING)
+        yield state.progress(stopped)
+        yield state.gathered(
+            stopped, spend, tester=self.tester.name, degraded=neighbourhood.degraded
+        )
+
+    async def _test(
+        self, question: str, neighbourhood: Neighbourhood, spend: LazySpend, state: _Frontier
+    ) -> list[tuple[Candidate, Judgement]] | None:
+        """Test the next batch (its tests taken from the budget first); the relevant
+        ones, their claims taken; ``None`` when nothing of the batch could be tested."""
+        batch = (await neighbourhood.read(state.pop(self.batch), spend))[: spend.tests_left()]
+        batch = batch[: spend.take_tests(len(batch))]
+        if not batch:
+            return None
+        state.tested += len(batch)
+        judgements = await self.tester.judge(batch, TestContext(question, state.claims))
+        found: list[tuple[Candidate, Judgement]] = []
+        for candidate, judgement in zip(batch, judgements, strict=True):
+            if judgement.relevant:
+                taken = await self.extractor.claims(
+                    candidate, judgement, question=question, earlier=state.claims
+                )
+                state.found(candidate, judgement, taken)
+                found.append((candidate, judgement))
+        return found
+
+    async def _deepen(
+        self,
+        found: Sequence[tuple[Candidate, Judgement]],
+        neighbourhood: Neighbourhood,
+        spend: LazySpend,
+        state: _Frontier,
+    ) -> None:
+        for candidate, judgement in sorted(found, key=lambda f: -f[1].score):
+            if candidate.depth >= self.max_depth or spend.out_of_time():
+                continue
+            reached = await neighbourhood.expand(candidate, judgement, spend)
+            for c in reached:
+                c.depth = candidate.depth + 1
+                c.parent = candidate.chunk_id
+                c.prior = judgement.score * self.decay * min(1.0, max(0.0, c.prior))
+            state.push(reached)

@@ -1,0 +1,20 @@
+"""The terms the cheap steps compare (the lexical analyzer's: stems for English,
+character bigrams for Japanese and Chinese), read once per text."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from hsearch.lexical.analyzer import analyze
+
+__all__ = ["coverage", "terms"]
+
+
+@lru_cache(maxsize=8192)
+def terms(text: str) -> frozenset[str]:
+    return frozenset(analyze(text))
+
+
+def coverage(wanted: frozenset[str], held: frozenset[str]) -> float:
+    """The share of ``wanted`` that ``held`` holds (0 when nothing is wanted)."""
+    return len(wanted & held) / len(wanted) if wanted else 0.0
