@@ -44,13 +44,14 @@ from typing import Any
 
 from bench.datasets import DATASETS_ROOT, DEFAULT_SEED, Dataset, load_dataset, select_queries
 from bench.interrupt import progress
+from bench.lazy_answers import compare, strategy_arguments
 from bench.metrics import percentile
 from bench.runner import MILVUS_STOP_SECONDS, TENANT, Options, build_settings, ingest
 from hsearch.compositions.answers.citations import check_sentence
 from hsearch.compositions.answers.models import Answer, AnswerRequest
 from hsearch.compositions.answers.prompts import ANSWER_PROMPT_VERSION
 from hsearch.compositions.answers.service import AnswerService, CitationSettings
-from hsearch.config import LlmSettings
+from hsearch.config import LazySettings, LlmSettings
 from hsearch.db.migrate import upgrade_database
 from hsearch.llm.local import PACKAGED_MODEL_NAME, packaged_model_path
 from hsearch.llm.openai_compatible import OpenAICompatibleLLM
@@ -261,7 +262,7 @@ def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str,
         settings = settings.model_copy(update={"llm": llm.settings})
         upgrade_database(settings.database_url)
         resources = build_services(settings, llm=llm)
-        ingest(resources, dataset.corpus)
+        ingest(resources, dataset.corpus, dataset.links)
         resources.store.flush()
         answers = AnswerService(
             retrieval=resources.search.retrieval,
@@ -269,7 +270,18 @@ def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str,
             settings=settings.llm,
             citations=CitationSettings(),
             prompt_version=args.prompt_version,
+            lazy=resources.lazy,
         )
+        if args.strategy == "lazy":
+            return {
+                "dataset": dataset.name,
+                "model": args.model if not args.no_generate else None,
+                "base_url": base_url if not args.no_generate else None,
+                "context_tokens": args.context_tokens,
+                "passages": args.passages,
+                "tester": args.tester or LazySettings().tester,
+                **compare(answers, dataset, query_ids, gold, args),
+            }
         scored = asyncio.run(
             ask_all(
                 answers,
@@ -337,6 +349,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--prompt-version", type=int, default=ANSWER_PROMPT_VERSION,
         help="the answer prompt's version (prompt_files/answer-v<N>.<lang>.txt)",
     )  # fmt: skip
+    strategy_arguments(parser)
     parser.add_argument("--expand", action="store_true", help="multi-query expansion")
     parser.add_argument("--llm-rerank", action="store_true", help="listwise reranking by the model")
     parser.add_argument("--context-tokens", type=int, default=LlmSettings().context_tokens)
@@ -388,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server: Child | None = None
     base_url = args.base_url
     try:
-        if base_url is None:
+        if base_url is None and not args.no_generate:
             tmp = Path(tempfile.mkdtemp(prefix="hsearch-answers-model-"))
             server, base_url = start_model_server(
                 packaged_model_path(),
@@ -398,8 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             progress(f"local model server on {base_url} ({args.threads} thread(s))")
         for folder in folders:
-            result = run_folder(folder, args, base_url)
-            if args.json:
+            result = run_folder(folder, args, base_url or "http://127.0.0.1:9/v1")
+            if args.json or args.strategy == "lazy":
                 sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
             else:
                 _table(result)

@@ -523,6 +523,15 @@ export function answerEvent(found: ServerEvent, where = "the answer's stream"): 
     throw new ResponseFormatError(`${where}: the ${found.event} event is not what the API sends`);
   }
   switch (found.event) {
+    case "progress":
+      return {
+        event: "progress",
+        stage: String(data["stage"] ?? ""),
+        tested: Number(data["tested"] ?? 0),
+        relevant: Number(data["relevant"] ?? 0),
+        claims: Number(data["claims"] ?? 0),
+        queued: Number(data["queued"] ?? 0),
+      };
     case "retrieval":
       return {
         event: "retrieval",

@@ -492,7 +492,7 @@ export interface components {
             candidates?: number | null;
             /**
              * Stream
-             * @description Server-sent events: `retrieval`, `delta` (text), `citation` (a sentence checked), `error` (the model broke off), `done` (the whole answer, as without streaming).
+             * @description Server-sent events: `progress` (lazy search), `retrieval`, `delta` (text), `citation` (a sentence checked), `error` (the model broke off), `done` (the whole answer, as without streaming).
              * @default false
              */
             stream: boolean;
@@ -523,6 +523,26 @@ export interface components {
              * @default false
              */
             llm_rerank: boolean;
+            /**
+             * Strategy
+             * @description `lazy`: lazy graph search (relevance tests of candidates from the question's retrieval, its concepts' communities and the document links; claims from the relevant ones; deepening until they suffice or the `budget` is spent); the answer is written from the claims (docs/lazy.md).
+             * @default default
+             * @enum {string}
+             */
+            strategy: "default" | "lazy";
+            /**
+             * Generate
+             * @description False: the context only (the passages the model would be given, and the lazy search's report), no answer and no model call for it.
+             * @default true
+             */
+            generate: boolean;
+            /** @description The lazy search's budget; each field at most the server's maximum (unset: the server's default). */
+            budget?: components["schemas"]["LazyBudgetWrite"] | null;
+            /**
+             * Tester
+             * @description The lazy search's relevance tester: `cheap` (code) or `model` (the model judges a batch a call, paid from the budget). Unset: the server's default.
+             */
+            tester?: ("cheap" | "model") | null;
         };
         /** AnswerResponse */
         AnswerResponse: {
@@ -558,6 +578,14 @@ export interface components {
              * @description True: the answer of an earlier identical question on the same data, model and prompt (its timings and tokens are that answer's).
              */
             cached: boolean;
+            /**
+             * Strategy
+             * @default default
+             * @enum {string}
+             */
+            strategy: "default" | "lazy";
+            /** @description What the lazy search did (`strategy: lazy`). */
+            lazy?: components["schemas"]["LazyReportRead"] | null;
         };
         /** AnswerTimingsRead */
         AnswerTimingsRead: {
@@ -594,6 +622,13 @@ export interface components {
              * @description Model calls made for this answer (rewrite, expansion, reranking, the answer).
              */
             calls: number;
+        };
+        /** BudgetLineRead */
+        BudgetLineRead: {
+            /** Used */
+            used: number;
+            /** Allowed */
+            allowed: number;
         };
         /**
          * ChatCompletionRequest
@@ -658,6 +693,22 @@ export interface components {
             char_start: number | null;
             /** Char End */
             char_end: number | null;
+        };
+        /** ClaimRead */
+        ClaimRead: {
+            /** Text */
+            text: string;
+            /** Chunk Id */
+            chunk_id: string;
+            /**
+             * Start
+             * @description Where the claim lies in its chunk's text.
+             */
+            start: number;
+            /** End */
+            end: number;
+            /** Score */
+            score: number;
         };
         /** ComponentRead */
         ComponentRead: {
@@ -1347,6 +1398,67 @@ export interface components {
             p95_ms: number | null;
             /** P99 Ms */
             p99_ms: number | null;
+        };
+        /** LazyBudgetWrite */
+        LazyBudgetWrite: {
+            /**
+             * Relevance Tests
+             * @default 100
+             */
+            relevance_tests: number;
+            /**
+             * Llm Calls
+             * @description The answer's call included.
+             * @default 4
+             */
+            llm_calls: number;
+            /**
+             * Tokens
+             * @description Read and written, every call.
+             * @default 6000
+             */
+            tokens: number;
+            /**
+             * Seconds
+             * @description Wall time, the answer's included.
+             * @default 25
+             */
+            seconds: number;
+        };
+        /** LazyReportRead */
+        LazyReportRead: {
+            /**
+             * Budget
+             * @description `relevance_tests`, `llm_calls`, `tokens` and `elapsed_ms`: used and allowed.
+             */
+            budget: {
+                [key: string]: components["schemas"]["BudgetLineRead"];
+            };
+            /**
+             * Stopped
+             * @description Why it stopped: `sufficient`, `budget_spent` or `exhausted` (nothing left to test).
+             */
+            stopped: string;
+            /**
+             * Levels
+             * @description Candidates queued by how they were reached: `retrieval` (Level 0), `concepts` and `communities` (Level 1), `links`.
+             */
+            levels: {
+                [key: string]: number;
+            };
+            /**
+             * Depth
+             * @description The deepest step from Level 0 a relevant chunk lay at.
+             */
+            depth: number;
+            /** Tested */
+            tested: number;
+            /** Relevant */
+            relevant: number;
+            /** Claims */
+            claims: components["schemas"]["ClaimRead"][];
+            /** Tester */
+            tester: string;
         };
         /**
          * Leg
@@ -3426,7 +3538,7 @@ export interface operations {
                     "application/json": components["schemas"]["AnswerResponse"];
                     "text/event-stream": {
                         /** @enum {string} */
-                        event: "retrieval" | "delta" | "citation" | "error" | "done";
+                        event: "progress" | "retrieval" | "delta" | "citation" | "error" | "done";
                         data: string;
                     };
                 };
@@ -3516,13 +3628,16 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Successful Response */
+            /** @description A chat completion, or its chunks as server-sent events (`stream: true`). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": Record<string, never>;
+                    "text/event-stream": {
+                        data: string;
+                    };
                 };
             };
             /** @description No credential, or one that is malformed, unknown, expired or revoked (`WWW-Authenticate: Bearer`). */

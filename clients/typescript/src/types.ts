@@ -70,8 +70,26 @@ export interface DoneEvent {
   readonly answer: Answer;
 }
 
+/** A lazy search's progress (`strategy: "lazy"`), before the `retrieval` event. */
+export interface ProgressEvent {
+  readonly event: "progress";
+  /** `starting`, `testing`, `deepening`, then why it stopped: `sufficient`,
+   * `budget_spent` or `exhausted`. */
+  readonly stage: string;
+  readonly tested: number;
+  readonly relevant: number;
+  readonly claims: number;
+  readonly queued: number;
+}
+
 /** One event of an answer's stream; `event` names which. */
-export type AnswerEvent = RetrievalEvent | DeltaEvent | CitationEvent | ErrorEvent | DoneEvent;
+export type AnswerEvent =
+  | ProgressEvent
+  | RetrievalEvent
+  | DeltaEvent
+  | CitationEvent
+  | ErrorEvent
+  | DoneEvent;
 
 // Documents and jobs.
 

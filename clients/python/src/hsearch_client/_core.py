@@ -33,6 +33,7 @@ from hsearch_client.models import (
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
+    ProgressEvent,
     RetrievalEvent,
 )
 
@@ -342,24 +343,27 @@ class EventReader:
             yield found
 
 
+_EVENTS: dict[str, Callable[[Any], AnswerEvent]] = {
+    "progress": ProgressEvent.model_validate,
+    "retrieval": RetrievalEvent.model_validate,
+    "delta": DeltaEvent.model_validate,
+    "citation": CitationEvent.model_validate,
+    "error": ErrorEvent.model_validate,
+    "done": lambda data: DoneEvent.model_validate({"answer": data}),
+}
+
+
 def answer_event(name: str, data: Any) -> AnswerEvent | None:
     """The typed event of an answer's stream; ``None`` for an event this version does
     not know (the API may add some)."""
+    read = _EVENTS.get(name)
+    if read is None:
+        return None
     try:
-        if name == "retrieval":
-            return RetrievalEvent.model_validate(data)
-        if name == "delta":
-            return DeltaEvent.model_validate(data)
-        if name == "citation":
-            return CitationEvent.model_validate(data)
-        if name == "error":
-            return ErrorEvent.model_validate(data)
-        if name == "done":
-            return DoneEvent.model_validate({"answer": data})
+        return read(data)
     except ValidationError as exc:
         msg = f"the answer's {name!r} event is not what the API sends: {exc}"
         raise ResponseFormatError(msg) from exc
-    return None
 
 
 def parse(model: Callable[[Any], T], data: Any, where: str) -> T:

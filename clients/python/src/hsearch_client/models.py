@@ -345,6 +345,36 @@ class AnswerTokens(ApiModel):
     calls: int = 0
 
 
+class BudgetLine(ApiModel):
+    used: float
+    allowed: float
+
+
+class Claim(ApiModel):
+    """A statement a lazy search took from a relevant chunk: ``text`` lies at
+    ``start:end`` of the chunk's text."""
+
+    text: str
+    chunk_id: str
+    start: int
+    end: int
+    score: float
+
+
+class LazyReport(ApiModel):
+    """A lazy search's budget (``relevance_tests``, ``llm_calls``, ``tokens``,
+    ``elapsed_ms``: used and allowed), why it stopped, how far it went, its claims."""
+
+    budget: dict[str, BudgetLine] = Field(default_factory=dict)
+    stopped: str = ""
+    levels: dict[str, int] = Field(default_factory=dict)
+    depth: int = 0
+    tested: int = 0
+    relevant: int = 0
+    claims: list[Claim] = Field(default_factory=list)
+    tester: str = ""
+
+
 class Answer(ApiModel):
     """An answer (``POST /v1/answer``): ``answer`` is ``None`` when none could be written
     (``degraded`` says why), and the passages found are there either way."""
@@ -363,6 +393,22 @@ class Answer(ApiModel):
     timings: AnswerTimings = Field(default_factory=AnswerTimings)
     tokens: AnswerTokens = Field(default_factory=AnswerTokens)
     cached: bool = False
+    strategy: str = "default"
+    lazy: LazyReport | None = None
+    """What a lazy search did (``strategy="lazy"``)."""
+
+
+class ProgressEvent(ApiModel):
+    """A lazy search's progress, before the ``retrieval`` event."""
+
+    event: Literal["progress"] = "progress"
+    stage: str
+    """``starting``, ``testing``, ``deepening``, then why it stopped: ``sufficient``,
+    ``budget_spent`` or ``exhausted``."""
+    tested: int = 0
+    relevant: int = 0
+    claims: int = 0
+    queued: int = 0
 
 
 class RetrievalEvent(ApiModel):
@@ -403,7 +449,7 @@ class DoneEvent(ApiModel):
     answer: Answer
 
 
-AnswerEvent = RetrievalEvent | DeltaEvent | CitationEvent | ErrorEvent | DoneEvent
+AnswerEvent = ProgressEvent | RetrievalEvent | DeltaEvent | CitationEvent | ErrorEvent | DoneEvent
 """One event of an answer's stream; ``event`` names which."""
 
 

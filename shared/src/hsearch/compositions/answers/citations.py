@@ -226,7 +226,7 @@ def _marker_end(text: str, start: int) -> int | None:
     for j in range(start + 1, min(len(text), start + _MAX_MARKER_LENGTH)):
         if text[j] == "]":
             return j if _MARKER.fullmatch(text[start : j + 1]) else start
-        if text[j] not in _MARKER_CHARS:
+        if text[j] not in _MARKER_CHARS and not text[j].isspace():
             return start
     if len(text) - start >= _MAX_MARKER_LENGTH:
         return start

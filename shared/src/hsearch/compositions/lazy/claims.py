@@ -39,7 +39,7 @@ class ClaimExtractor(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ExtractiveClaims:
-    per_chunk: int = 2
+    per_chunk: int = 1
     max_chars: int = 600
     """A longer sentence is not a claim (a table, a list run together)."""
 

@@ -36,7 +36,7 @@ from hsearch.compositions.lazy.models import (
     Origin,
     Stage,
 )
-from hsearch.compositions.lazy.testers import RelevanceTester, TestContext
+from hsearch.compositions.lazy.testers import JudgeContext, RelevanceTester
 
 __all__ = ["LazyLoop", "Neighbourhood"]
 
@@ -110,7 +110,11 @@ class _Frontier:
     def gathered(
         self, stopped: Stage, spend: LazySpend, *, tester: str, degraded: Sequence[str]
     ) -> Gathered:
-        ordered = sorted(self.relevant, key=lambda r: -r[1].score)
+        """The relevant chunks in the order the search reached them (best-first by
+        prior: the question's retrieval order, a chunk reached from a relevant one after
+        it as its prior says), not by their test scores: a cheap score is a gate, not a
+        ranking (docs/lazy.md, measured)."""
+        ordered = list(self.relevant)
         return Gathered(
             report=LazyReport(
                 budget=spend.lines(),
@@ -182,7 +186,7 @@ class LazyLoop:
         if not batch:
             return None
         state.tested += len(batch)
-        judgements = await self.tester.judge(batch, TestContext(question, state.claims))
+        judgements = await self.tester.judge(batch, JudgeContext(question, state.claims))
         found: list[tuple[Candidate, Judgement]] = []
         for candidate, judgement in zip(batch, judgements, strict=True):
             if judgement.relevant:

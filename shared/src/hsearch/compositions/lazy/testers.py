@@ -26,14 +26,14 @@ from hsearch.compositions.lazy.calls import ModelCalls
 from hsearch.compositions.lazy.models import Candidate, Claim, Judgement
 from hsearch.compositions.lazy.terms import coverage, terms
 
-__all__ = ["CheapTester", "ModelTester", "RelevanceTester", "TestContext", "parse_judgements"]
+__all__ = ["CheapTester", "JudgeContext", "ModelTester", "RelevanceTester", "parse_judgements"]
 
 RELEVANCE_PROMPT = "relevance"
 _VERDICT = re.compile(r"^\s*\[?(\d{1,3})\]?\s*[:.)\-]\s*(yes|no)\b", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
-class TestContext:
+class JudgeContext:
     question: str
     claims: Mapping[str, tuple[Claim, ...]]
     """The claims taken so far, by the chunk they come from."""
@@ -43,7 +43,7 @@ class RelevanceTester(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def judge(self, batch: Sequence[Candidate], context: TestContext) -> list[Judgement]:
+    async def judge(self, batch: Sequence[Candidate], context: JudgeContext) -> list[Judgement]:
         """One judgement per candidate of ``batch`` (their texts read), in order."""
         ...
 
@@ -54,11 +54,11 @@ class CheapTester:
     candidate reaches (docs/lazy.md says how it was chosen)."""
 
     threshold: float = 0.4
-    question_weight: float = 0.7
-    prior_weight: float = 0.3
+    question_weight: float = 0.5
+    prior_weight: float = 0.5
     name: str = "cheap"
 
-    def score(self, candidate: Candidate, context: TestContext) -> float:
+    def score(self, candidate: Candidate, context: JudgeContext) -> float:
         wanted = terms(context.question)
         held = terms(f"{candidate.title} {candidate.text or ''}")
         direct = self.question_weight * coverage(wanted, held) + self.prior_weight * min(
@@ -70,10 +70,10 @@ class CheapTester:
         bridge = coverage(terms(candidate.title), said) if candidate.title else 0.0
         return max(direct, 0.5 * coverage(wanted, held) + 0.5 * bridge)
 
-    async def judge(self, batch: Sequence[Candidate], context: TestContext) -> list[Judgement]:
+    async def judge(self, batch: Sequence[Candidate], context: JudgeContext) -> list[Judgement]:
         return [self.judgement(c, context) for c in batch]
 
-    def judgement(self, candidate: Candidate, context: TestContext) -> Judgement:
+    def judgement(self, candidate: Candidate, context: JudgeContext) -> Judgement:
         score = round(self.score(candidate, context), 4)
         return Judgement(candidate.chunk_id, score >= self.threshold, score, "cheap")
 
@@ -106,7 +106,7 @@ class ModelTester:
         title = f"{candidate.title}: " if candidate.title else ""
         return title + (candidate.text or "")[: self._chars]
 
-    async def judge(self, batch: Sequence[Candidate], context: TestContext) -> list[Judgement]:
+    async def judge(self, batch: Sequence[Candidate], context: JudgeContext) -> list[Judgement]:
         cheap = [self._fallback.judgement(c, context) for c in batch]
         listed = "\n".join(
             f'<passage id="{i}">{quote(self._shown(c))}</passage>' for i, c in enumerate(batch, 1)

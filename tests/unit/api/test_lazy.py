@@ -1,0 +1,153 @@
+"""``POST /v1/answer`` with ``strategy: lazy`` through the API (embedded parts, the fake
+encoder, a scripted model): the context reaches a document only a link leads to, under
+the request's filter and the tenant's own data; the budget is reported and bounded;
+progress is streamed before the passages; the answer is written from the claims with
+citations checked by code; a budget past the server's maxima is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hsearch.llm.scripted import ScriptedLLM
+from hsearch.types import Scope
+from tests.unit.api.conftest import Api, api_settings, ingest, serve, sse_events
+
+QUESTION = "Who was the spouse of the director of Night Train?"
+DOCS: list[dict[str, Any]] = [
+    {
+        "external_id": "film",
+        "title": "Night Train",
+        "text": "Night Train is a film directed by Anna Berg. It was shot in winter.",
+        "links": [{"target": "anna"}],
+        "tags": ["film"],
+    },
+    # Shares no term with the question: only the film's link leads to it.
+    {
+        "external_id": "anna",
+        "title": "Anna Berg",
+        "text": "Anna Berg married Karl Holm in Oslo.",
+        "tags": ["person"],
+    },
+    {
+        "external_id": "milk",
+        "title": "Cheese",
+        "text": "Cheese is made from milk.",
+        "tags": ["food"],
+    },
+]
+
+
+def lazy(**body: Any) -> dict[str, Any]:
+    return {"query": QUESTION, "mode": "keyword", "strategy": "lazy", "generate": False, **body}
+
+
+async def ask(api: Api, **body: Any) -> dict[str, Any]:
+    resp = await api.client.post("/v1/answer", json=lazy(**body))
+    assert resp.status_code == 200, resp.text
+    result: dict[str, Any] = resp.json()
+    return result
+
+
+def documents(result: dict[str, Any]) -> list[str]:
+    return list(dict.fromkeys(p["external_id"] for p in result["passages"]))
+
+
+async def test_the_context_reaches_what_only_a_link_leads_to(api: Api) -> None:
+    await ingest(api, DOCS)
+    default = await api.client.post(
+        "/v1/answer", json={"query": QUESTION, "mode": "keyword", "generate": False}
+    )
+    assert documents(default.json()) == ["film"]
+
+    result = await ask(api)
+    assert result["strategy"] == "lazy"
+    assert result["answer"] is None
+    assert result["degraded"] == []
+    assert documents(result) == ["film", "anna"]
+    report = result["lazy"]
+    assert report["levels"]["retrieval"] == 1
+    assert report["levels"]["links"] == 1
+    assert report["depth"] == 1
+    assert report["tested"] == report["budget"]["relevance_tests"]["used"] == 2
+    assert report["relevant"] == 2
+    assert report["tester"] == "cheap"
+    assert report["budget"]["relevance_tests"]["allowed"] == 100
+    assert report["budget"]["llm_calls"]["used"] == 0
+    # Each passage is a claim: a verbatim span of its chunk, placed in its document.
+    anna = next(p for p in result["passages"] if p["external_id"] == "anna")
+    assert anna["text"] == "Anna Berg married Karl Holm in Oslo."
+    assert (anna["char_start"], anna["char_end"]) == (0, len(anna["text"]))
+    claimed = {c["chunk_id"] for c in report["claims"]}
+    assert anna["chunk_id"] in claimed
+
+
+async def test_the_filter_and_the_tenant_bound_what_is_reached(api: Api) -> None:
+    await ingest(api, DOCS)
+    result = await ask(api, filter={"tags": {"contains": "film"}})
+    assert documents(result) == ["film"]  # the link's target is outside the filter
+    assert result["lazy"]["levels"]["links"] == 0
+
+    tenancy = api.services.tenancy
+    tenancy.ensure_tenant("other", actor="test")
+    key = tenancy.create_key("other", scopes=list(Scope), actor="test").key
+    async with api.anonymous() as other:
+        resp = await other.post(
+            "/v1/answer", json=lazy(), headers={"Authorization": f"Bearer {key}"}
+        )
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["passages"] == []
+    assert resp.json()["lazy"]["tested"] == 0
+
+
+async def test_a_budget_past_the_maxima_is_refused_naming_the_field(api: Api) -> None:
+    resp = await api.client.post("/v1/answer", json=lazy(budget={"relevance_tests": 100_000}))
+    assert resp.status_code == 422, resp.text
+    assert "budget.relevance_tests" in resp.text
+    resp = await api.client.post("/v1/answer", json=lazy(tester="oracle"))
+    assert resp.status_code == 422
+
+
+async def test_progress_is_streamed_before_the_passages(api: Api) -> None:
+    await ingest(api, DOCS)
+    resp = await api.client.post("/v1/answer", json=lazy(stream=True))
+    assert resp.status_code == 200, resp.text
+    events = sse_events(resp.text)
+    names = [name for name, _ in events]
+    first_retrieval = names.index("retrieval")
+    assert names[0] == "progress"
+    assert events[0][1]["stage"] == "starting"
+    assert set(names[:first_retrieval]) == {"progress"}
+    assert events[first_retrieval - 1][1]["stage"] in ("exhausted", "sufficient")
+    assert events[first_retrieval - 1][1]["relevant"] == 2
+    assert names[-1] == "done"
+    assert events[-1][1]["lazy"]["relevant"] == 2
+
+
+async def test_the_answer_is_written_from_the_claims_and_its_citations_checked(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedLLM("Anna Berg married Karl Holm [2]. The moon is cheese [1].")
+    async with serve(api_settings(tmp_path), llm=model) as api:
+        await ingest(api, DOCS)
+        result = await ask(api, generate=True)
+        assert result["answer"] is not None
+        first, second = result["sentences"]
+        anna = next(p["number"] for p in result["passages"] if p["external_id"] == "anna")
+        assert first["citations"] == [anna]
+        assert first["supported"]
+        assert second["citations"] == []
+        assert not second["supported"]
+        budget = result["lazy"]["budget"]
+        assert budget["llm_calls"]["used"] == 1
+        assert 0 < budget["tokens"]["used"] <= budget["tokens"]["allowed"]
+        assert len(model.requests) == 1
+        prompt = model.requests[0][-1].content
+        assert "Anna Berg married Karl Holm in Oslo." in prompt
+
+        # No call left for the answer: the context, no model call, and why.
+        spent = await ask(api, generate=True, budget={"llm_calls": 0})
+        assert spent["answer"] is None
+        assert spent["degraded"][0].startswith("budget_spent")
+        assert documents(spent) == ["film", "anna"]
+        assert len(model.requests) == 1
