@@ -107,6 +107,21 @@ async def test_search_answer_and_documents_through_the_tools(indexed: Served) ->
         assert answer["citations"][0]["external_id"] == "short"
         assert answer["citations"][0]["quote"] == "Rivers carry water down to the sea."
         assert answer["passages"]
+        assert answer["lazy"] is None
+
+        lazy = structured(
+            await client.call_tool(
+                "answer",
+                {
+                    "query": "Where do rivers carry water?",
+                    "strategy": "lazy",
+                    "budget": {"relevance_tests": 3},
+                },
+            )
+        )
+        assert lazy["citations"][0]["external_id"] == "short"
+        assert lazy["lazy"]["budget"]["relevance_tests"] == {"used": 3, "allowed": 3}
+        assert lazy["lazy"]["stopped"] == "budget_spent"
 
         document = structured(await client.call_tool("get_document", {"external_id": "long"}))
         assert document["text"].startswith("The river 0 floods")

@@ -176,6 +176,16 @@ def tool_models(
         mode=_field(answer_request, "mode"),
         filter=_field(answer_request, "filter", description=FILTER_DESCRIPTION),
         messages=_field(answer_request, "messages"),
+        strategy=_field(
+            answer_request,
+            "strategy",
+            description="`default`: answer from the passages one search finds (fast). "
+            "`lazy`: for questions that need several linked facts (who directed the film "
+            "that..., the country of the composer of...): tests candidates, follows "
+            "document links and related concepts, and answers from the claims it took, "
+            "within `budget` (slower).",
+        ),
+        budget=_field(answer_request, "budget"),
     )
     get_document = create_model(
         "GetDocumentArguments",
@@ -302,6 +312,11 @@ class AnswerResult(BaseModel):
     )
     passages: list[PassageResult]
     degraded: list[str]
+    lazy: dict[str, Any] | None = Field(
+        default=None,
+        description="`strategy: lazy`: why it stopped, candidates tested and relevant, and "
+        "its budget used and allowed.",
+    )
 
 
 class DocumentResult(BaseModel):
@@ -390,6 +405,13 @@ def answer_result(api: Mapping[str, Any]) -> AnswerResult:
             for p in api.get("passages", [])
         ],
         degraded=list(api.get("degraded", [])),
+        lazy=None
+        if api.get("lazy") is None
+        else {
+            key: api["lazy"][key]
+            for key in ("stopped", "tested", "relevant", "depth", "levels", "budget")
+            if key in api["lazy"]
+        },
     )
 
 
