@@ -10,8 +10,8 @@ noun chunks; GiNZA's compound splitter) disabled.
 
 A span becomes a key (:func:`concept_key`): leading and trailing words that carry no
 concept (determiners, pronouns, numbers, particles, punctuation, stop words) dropped,
-nouns lemmatised (``papers`` → ``paper``, but not ``physics``; English only: GiNZA's surface forms are
-already the dictionary's), NFKC, case folded, whitespace collapsed; a key of fewer
+nouns lemmatised (``papers`` → ``paper``, but not ``physics``; English only: GiNZA's
+surface forms are already the dictionary's), NFKC, case folded, whitespace collapsed; a key of fewer
 than two characters, or of digits and punctuation only, is no concept. Each key once per
 text, in order of first appearance, at most ``max_per_text``.
 
@@ -61,7 +61,11 @@ _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 _WHITESPACE = re.compile(r"\s+")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 _NOT_PLURAL = ("ics", "ss", "us", "is")
-_EDGE_PUNCTUATION = "\"'`“”‘’«»()[]{}<>「」『』【】（）・.,;:!?、。-–—/\\|*#&%$@~^_+="
+# Quotes, brackets and dashes (typographic ones by code point), ASCII punctuation.
+_EDGE_PUNCTUATION = (
+    "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb\u2013\u2014()[]{}<>"
+    "\u300c\u300d\u300e\u300f\u3010\u3011\uff08\uff09\u30fb.,;:!?\u3001\u3002-/\\|*#&%$@~^_+="
+)
 
 # Words that carry no concept at a span's edges (Universal POS tags).
 _EDGE_POS: Final = frozenset(
@@ -245,7 +249,7 @@ class ConceptExtractor:
             if held is None:
                 try:
                     nlp = self._load(name)
-                except Exception as exc:  # noqa: BLE001 - any failure: the documented fallback
+                except Exception as exc:
                     logger.warning(
                         "concepts.model_unavailable model=%s error=%s: lexical terms stand in",
                         name,

@@ -277,9 +277,7 @@ class ConceptIndex:
         tokens = set(words)
         head = words[-1]
         inside = [
-            c
-            for c in self._by_token.get(head, ())
-            if set(self._vocabulary[c].split()) <= tokens
+            c for c in self._by_token.get(head, ()) if set(self._vocabulary[c].split()) <= tokens
         ]
         if inside:
             longest = max(len(self._vocabulary[c].split()) for c in inside)
@@ -287,9 +285,7 @@ class ConceptIndex:
             return sorted((self._vocabulary[c] for c in best), key=lambda s: (-self.idf(s), s))
         rarest = min(words, key=lambda w: len(self._by_token.get(w, ())))
         holding = [
-            c
-            for c in self._by_token.get(rarest, ())
-            if tokens <= set(self._vocabulary[c].split())
+            c for c in self._by_token.get(rarest, ()) if tokens <= set(self._vocabulary[c].split())
         ]
         holding.sort(key=lambda c: (-int(self._df[c]), self._vocabulary[c]))
         return [self._vocabulary[c] for c in holding[:3]]
@@ -542,9 +538,7 @@ def _communities(
             if len(group_members) < 2:
                 continue
             index = len(drafts)
-            drafts.append(
-                _Draft(level, np.asarray(sorted(group_members), np.int64), parent, [])
-            )
+            drafts.append(_Draft(level, np.asarray(sorted(group_members), np.int64), parent, []))
             if parent is not None:
                 drafts[parent].children.append(index)
             if len(group_members) > params.max_community_size and level + 1 < params.levels:
