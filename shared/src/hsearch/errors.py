@@ -30,6 +30,7 @@ carries the HTTP status the API answers with and a stable machine-readable
     │   ├── JobNotFoundError          404 job_not_found
     │   ├── DocumentNotFoundError     404 document_not_found
     │   ├── TenantNotFoundError       404 tenant_not_found
+    │   ├── CommunityNotFoundError    404 community_not_found
     │   └── ApiKeyNotFoundError       404 api_key_not_found     (also another tenant's key)
     ├── JobFinishedError              409 job_finished
     ├── TenantExistsError             409 tenant_exists         (``field``: id or name)
@@ -257,6 +258,10 @@ class DocumentNotFoundError(NotFoundError):
 
 class TenantNotFoundError(NotFoundError):
     code = "tenant_not_found"
+
+
+class CommunityNotFoundError(NotFoundError):
+    code = "community_not_found"
 
 
 class ApiKeyNotFoundError(NotFoundError):

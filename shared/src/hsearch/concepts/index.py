@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -44,6 +45,7 @@ __all__ = [
     "IndexParams",
     "Progress",
     "build_index",
+    "normalise",
 ]
 
 COMMON_FLOOR: Final = 50
@@ -327,6 +329,38 @@ class ConceptIndex:
         )
         return [(self._communities[i], s) for i, s in ranked[: max(limit, 0)]]
 
+    def find(
+        self,
+        *,
+        level: int | None = None,
+        parent: str | None = None,
+        concepts: Sequence[str] = (),
+        limit: int,
+    ) -> list[Community]:
+        """Communities (of ``level``, children of ``parent``) as a listing shows them:
+        with ``concepts`` (phrases, normalised by :func:`normalise` and matched by
+        :meth:`match`), those holding them, best first; without, by level, then largest
+        first."""
+        if concepts:
+            matched = self.match(normalise(c) for c in concepts)
+            ranked = self.communities_for(matched, limit=len(self._communities), level=level)
+            found = [c for c, _ in ranked if parent is None or c.parent == parent]
+        else:
+            found = list(self.communities(level=level, parent=parent))
+        return found[: max(limit, 0)]
+
+    def documents_of(self, community: Community, *, limit: int) -> list[tuple[str, str, str]]:
+        """The first ``limit`` distinct documents of the community's chunks, best first,
+        as (id, external id, title)."""
+        out: dict[str, tuple[str, str, str]] = {}
+        for chunk in community.chunk_ids:
+            doc = self.document(chunk)
+            if doc is not None and doc[0] not in out:
+                out[doc[0]] = doc
+                if len(out) == limit:
+                    break
+        return list(out.values())
+
     def _known(self, concepts: Iterable[str]) -> list[int]:
         seen: dict[int, None] = {}
         for concept in concepts:
@@ -334,6 +368,12 @@ class ConceptIndex:
             if c is not None:
                 seen.setdefault(c, None)
         return list(seen)
+
+
+def normalise(phrase: str) -> str:
+    """A phrase as concepts are keyed (NFKC, case folded, whitespace collapsed; no
+    lemmas: :meth:`ConceptIndex.match` finds the concepts made of its words)."""
+    return " ".join(unicodedata.normalize("NFKC", phrase).casefold().split())
 
 
 def build_index(
