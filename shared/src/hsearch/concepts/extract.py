@@ -171,6 +171,14 @@ def _spacy_load(name: str) -> Any:
     return spacy.load(name)
 
 
+def _quantity(span: Any, *, japanese: bool) -> bool:
+    """A noun chunk that is a date or a quantity entity only (``January``; in Japanese
+    one written with digits, ``1914年``: GiNZA takes ``第一次世界大戦`` for an ordinal)."""
+    if not all(t.ent_type_.lower().startswith(_NUMERIC_LABELS) for t in span):
+        return False
+    return not japanese or any(c.isdigit() for c in span.text)
+
+
 class ConceptExtractor:
     """The concepts of texts (module docstring). ``models``: the spaCy pipeline per
     language (``en``: every language but Japanese; ``ja``); ``load``: how a pipeline is
@@ -275,8 +283,7 @@ class ConceptExtractor:
         spans: list[tuple[int, Any]] = [
             (span.start, span)
             for span in doc.noun_chunks
-            # A noun chunk that is a date or a quantity entity only ("January").
-            if not all(t.ent_type_.lower().startswith(_NUMERIC_LABELS) for t in span)
+            if not _quantity(span, japanese=japanese)
         ]
         spans.extend(
             (ent.start, ent)
