@@ -13,7 +13,9 @@ VOLCANOES = ("lava", "magma", "crater", "eruption", "volcanic ash", "tectonic pl
 BAKING = ("flour", "butter", "oven", "sugar", "bread dough", "yeast")
 
 
-def corpus(topics: dict[str, tuple[str, ...]], *, per_topic: int, seed: int = 7) -> list[ConceptRow]:
+def corpus(
+    topics: dict[str, tuple[str, ...]], *, per_topic: int, seed: int = 7
+) -> list[ConceptRow]:
     """A document per topic, each chunk holding three of its topic's concepts."""
     rng = random.Random(seed)
     rows = []
@@ -76,15 +78,18 @@ def test_a_large_community_is_split_one_level_down() -> None:
     params = IndexParams(max_community_size=4, levels=3, resolution=0.2)
     index = build_index("t", "v", [row], params=params)
     levels = index.communities_per_level()
-    assert 0 in levels and 1 in levels
+    assert 0 in levels
+    assert 1 in levels
     for community in index.communities(level=1):
         parent = index.community(community.parent or "")
-        assert parent is not None and parent.level == 0
+        assert parent is not None
+        assert parent.level == 0
         assert community.id in parent.children
     for community in index.communities(level=0):
         if community.size > 4:
             children = index.communities(parent=community.id)
-            assert children and sum(c.size for c in children) <= community.size
+            assert children
+            assert sum(c.size for c in children) <= community.size
     assert len(index.communities()) == sum(levels.values())
 
 
@@ -97,7 +102,8 @@ def test_lookups_of_the_lazy_query() -> None:
     related = [c for c, _ in index.related_concepts(["lava"], limit=20)]
     assert set(related) == set(VOLCANOES) - {"lava"}  # "unique thing" is no node
     [(best, score)] = index.communities_for(["magma", "lava", "flour"], limit=1)
-    assert "magma" in best.concepts and score > 0
+    assert "magma" in best.concepts
+    assert score > 0
     assert index.match(["the volcanic ash cloud", "ash", "butter"]) == (
         "volcanic ash",
         "butter",
@@ -125,7 +131,14 @@ def test_common_concepts_and_an_empty_tenant() -> None:
 
 def test_progress_is_reported_by_stage() -> None:
     seen: list[tuple[str, float]] = []
-    build_index("t", "v", corpus({"a": VOLCANOES}, per_topic=5), progress=lambda s, f: seen.append((s, f)))
+    build_index(
+        "t", "v", corpus({"a": VOLCANOES}, per_topic=5), progress=lambda s, f: seen.append((s, f))
+    )
     stages = [s for s, _ in seen]
-    assert [k for k, _ in itertools.groupby(stages)] == ["counting", "linking", "communities", "ready"]
+    assert [k for k, _ in itertools.groupby(stages)] == [
+        "counting",
+        "linking",
+        "communities",
+        "ready",
+    ]
     assert seen[-1] == ("ready", 1.0)

@@ -281,9 +281,7 @@ class ConceptExtractor:
 
     def _concepts(self, doc: Any, *, japanese: bool) -> tuple[str, ...]:
         spans: list[tuple[int, Any]] = [
-            (span.start, span)
-            for span in doc.noun_chunks
-            if not _quantity(span, japanese=japanese)
+            (span.start, span) for span in doc.noun_chunks if not _quantity(span, japanese=japanese)
         ]
         spans.extend(
             (ent.start, ent)
