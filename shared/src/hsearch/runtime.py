@@ -678,7 +678,7 @@ def build_services(
             statistics=statistics,
             encoder=embedder.info,
             concepts=settings.concepts,
-            chunk_texts=chunk_texts(build_chunker(settings, embedder)),
+            chunk_texts=chunk_texts(partial(build_chunker, settings, embedder)),
         ).including(extra_derived),
         concepts=ConceptStore(
             sessions,
@@ -713,12 +713,16 @@ def index_params(settings: ConceptSettings) -> IndexParams:
     )
 
 
-def chunk_texts(chunker: Chunker) -> Callable[[str, str, str], list[str]]:
-    """A document's chunks' texts as ``chunker`` cuts them, from ``(content, title,
-    lang)`` (reconcile extracts missing concepts from them)."""
+def chunk_texts(chunker: Callable[[], Chunker]) -> Callable[[str, str, str], list[str]]:
+    """A document's chunks' texts as the indexer cuts them, from ``(content, title,
+    lang)`` (reconcile extracts missing concepts from them); ``chunker`` is made on
+    first use (a process that never encodes never loads the encoder's tokenizer)."""
+    made: list[Chunker] = []
 
     def texts(content: str, title: str, lang: str) -> list[str]:
-        return [c.text for c in chunker.chunk(content, title=title, lang=lang)]
+        if not made:
+            made.append(chunker())
+        return [c.text for c in made[0].chunk(content, title=title, lang=lang)]
 
     return texts
 
@@ -795,7 +799,7 @@ def reindexing(
                     statistics=LexicalStatistics(sessions),
                     encoder=embedder.info,
                     concepts=settings.concepts,
-                    chunk_texts=chunk_texts(chunker),
+                    chunk_texts=chunk_texts(lambda: chunker),
                 ).including(extra_derived),
             )
         finally:

@@ -28,6 +28,7 @@ from typing import Any
 from hsearch.concepts.extract import ConceptExtractor, primary_language
 from hsearch.db.engine import Session, SessionFactory, transaction
 from hsearch.db.repositories.documents import DocumentRepository
+from hsearch.errors import ConfigurationError
 from hsearch.ingestion.derived.protocol import (
     DerivedDocument,
     KindDrift,
@@ -143,11 +144,7 @@ class ConceptsKind:
                 rows = DocumentRepository(session).get_many(set(ids), for_update=True)
                 ready: list[tuple[Any, Sequence[str]]] = []
                 for doc in rows.values():
-                    texts = (
-                        None
-                        if self._chunk_texts is None
-                        else self._chunk_texts(doc.content, doc.title, doc.lang)
-                    )
+                    texts = self._cut(doc.content, doc.title, doc.lang)
                     cut = (
                         None
                         if texts is None
@@ -170,6 +167,18 @@ class ConceptsKind:
             len(resubmit),
         )
         return Repair(resubmit=tuple(sorted(resubmit)), changed=repaired > 0)
+
+    def _cut(self, content: str, title: str, lang: str) -> Sequence[str] | None:
+        """The chunks' texts as the indexer cuts them now; ``None`` when this process
+        cannot cut (no chunker, or an encoder it did not load): resubmitted then."""
+        if self._chunk_texts is None:
+            return None
+        try:
+            return self._chunk_texts(content, title, lang)
+        except ConfigurationError as exc:
+            logger.info("reconcile.concepts_cannot_chunk error=%s", exc)
+            self._chunk_texts = None
+            return None
 
 
 class _ConceptsWriter:
