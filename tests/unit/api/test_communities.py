@@ -183,3 +183,5 @@ async def test_stats_show_the_level1_state_and_start_a_build(api: Api) -> None:
     await ingest(api, docs("more", VOLCANO[:1]))
     level1 = (await api.client.get("/v1/stats")).json()["tenants"][0]["level1"]
     assert level1["state"] in ("building", "ready")
+    newer = await concepts.current(tenant["tenant"], timeout=30)
+    assert newer.chunk_count == 7
