@@ -456,6 +456,66 @@ class GraphSettings(BaseModel):
     )
 
 
+class ConceptSettings(BaseModel):
+    """The Level 1 index of lazy search (docs/lazy.md): each chunk's concepts, extracted
+    at indexing, and each tenant's concept graph and communities, built per API process
+    from them in the background."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Extract concepts at indexing (off: none are extracted or repaired, and "
+        "tenants' concept graphs hold what was extracted before).",
+    )
+    max_per_chunk: int = Field(
+        default=64, ge=1, le=1024, description="Concepts kept per chunk (first found first)."
+    )
+    batch_size: int = Field(
+        default=64, ge=1, le=4096, description="Texts per spaCy batch (`nlp.pipe`)."
+    )
+    min_chunks: int = Field(
+        default=2,
+        ge=1,
+        description="A concept is a node of the graph when at least this many chunks hold it.",
+    )
+    max_chunk_share: float = Field(
+        default=0.1,
+        gt=0.0,
+        le=1.0,
+        description="A concept held by more than this share of the tenant's chunks (and by "
+        "more than 50) is too common to link topics: no node.",
+    )
+    edges_per_chunk: int = Field(
+        default=24,
+        ge=2,
+        le=256,
+        description="A chunk's first concepts (that are nodes) linked pairwise: co-occurrence "
+        "work is quadratic in it.",
+    )
+    max_community_size: int = Field(
+        default=40,
+        ge=2,
+        description="A community with more concepts is split again by Leiden, one level "
+        "down (up to `levels`).",
+    )
+    levels: int = Field(default=3, ge=1, le=5, description="Levels of the community hierarchy.")
+    resolution: float = Field(
+        default=1.0, gt=0.0, description="Leiden's modularity resolution (higher: smaller)."
+    )
+    seed: int = Field(default=42, description="Leiden's seed: the same data, the same communities.")
+    chunks_per_community: int = Field(
+        default=200, ge=1, description="Chunks kept per community, best first."
+    )
+    cached_tenants: int = Field(
+        default=16, ge=1, description="Tenants' concept indexes kept in memory per process (LRU)."
+    )
+    wait_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        description="How long `GET /v1/communities` waits for a build (then the version "
+        "before, or 503 `concepts_unavailable`).",
+    )
+
+
 class LlmSettings(BaseModel):
     """The language model answers are written with (``POST /v1/answer``): any
     OpenAI-compatible chat-completions endpoint (``base_url``); unset, ``hsearch run``
@@ -1017,6 +1077,7 @@ class Settings(BaseSettings):
     llm: LlmSettings = LlmSettings()
     graph: GraphSettings = GraphSettings()
     lazy: LazySettings = LazySettings()
+    concepts: ConceptSettings = ConceptSettings()
     ingest: IngestSettings = IngestSettings()
     api: ApiSettings = ApiSettings()
     webhooks: WebhookSettings = WebhookSettings()

@@ -30,6 +30,7 @@ carries the HTTP status the API answers with and a stable machine-readable
     │   ├── JobNotFoundError          404 job_not_found
     │   ├── DocumentNotFoundError     404 document_not_found
     │   ├── TenantNotFoundError       404 tenant_not_found
+    │   ├── CommunityNotFoundError    404 community_not_found
     │   └── ApiKeyNotFoundError       404 api_key_not_found     (also another tenant's key)
     ├── JobFinishedError              409 job_finished
     ├── TenantExistsError             409 tenant_exists         (``field``: id or name)
@@ -48,6 +49,7 @@ carries the HTTP status the API answers with and a stable machine-readable
         ├── CacheUnavailableError     503 cache_unavailable     (never sent: the cache is bypassed)
         ├── MetadataUnavailableError  503 metadata_unavailable  (database down: ``retry_after``)
         ├── GraphUnavailableError     503 graph_unavailable     (the graph leg degrades)
+        ├── ConceptsUnavailableError  503 concepts_unavailable  (the Level 1 index is not ready)
         ├── ModelError                503 model_unavailable     (the model failed: answers degrade)
         │   └── ModelTimeoutError     503 model_timeout         (no token, or no end, in time)
         └── OverloadedError           503 overloaded            (``retry_after``: seconds)
@@ -258,6 +260,10 @@ class TenantNotFoundError(NotFoundError):
     code = "tenant_not_found"
 
 
+class CommunityNotFoundError(NotFoundError):
+    code = "community_not_found"
+
+
 class ApiKeyNotFoundError(NotFoundError):
     """No such key, or one of another tenant (the same answer: ids do not leak)."""
 
@@ -389,6 +395,13 @@ class GraphUnavailableError(BackendError):
     links than ``graph.max_links``: the graph leg is degraded, the search goes on."""
 
     code = "graph_unavailable"
+
+
+class ConceptsUnavailableError(BackendError):
+    """A tenant's concept index (the Level 1 index of lazy search) could not be read or
+    built in time."""
+
+    code = "concepts_unavailable"
 
 
 class MetadataUnavailableError(BackendError):

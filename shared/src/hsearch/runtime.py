@@ -29,8 +29,10 @@ from hsearch.cache.guard import CacheCounters, GuardedCache
 from hsearch.cache.protocol import CacheBackend
 from hsearch.compositions.answers.caching import AnswerCache
 from hsearch.compositions.answers.service import AnswerService, CitationSettings
-from hsearch.compositions.lazy.service import LazyGatherer
-from hsearch.config import Settings
+from hsearch.compositions.lazy.service import LazyGatherer, StoreConcepts
+from hsearch.concepts.index import IndexParams
+from hsearch.concepts.store import ConceptStore
+from hsearch.config import ConceptSettings, Settings
 from hsearch.db.engine import (
     Engine,
     SessionFactory,
@@ -186,6 +188,9 @@ class Services:
     """The tenants' data versions (what caches and the in-memory graphs are kept on)."""
     graphs: GraphStore | None = None
     """The tenants' document graphs in memory (``None`` when the graph is off)."""
+    concepts: ConceptStore | None = None
+    """The tenants' concept indexes (the Level 1 index of lazy search), built in the
+    background per data version (:mod:`hsearch.concepts.store`)."""
     query_batcher: QueryBatcher | None = None
     """Where searches' query encodings go (behind the query-embedding cache): concurrent
     queries share one model call (``encoder.query_batch_max``); ``None`` when off."""
@@ -236,6 +241,7 @@ class Services:
             generations=self.generations,
             settings=self.settings.lazy,
             graphs=self.graphs,
+            concepts=None if self.concepts is None else StoreConcepts(self.concepts),
             llm=self.llm,
             llm_timeout_s=self.settings.llm.timeout_s,
         )
@@ -690,8 +696,18 @@ def build_services(
         statistics=statistics,
         search=search,
         queue_factory=_queue_factory(settings, queue),
-        derived=standard_kinds(store=store, statistics=statistics, encoder=embedder.info).including(
-            extra_derived
+        derived=standard_kinds(
+            store=store,
+            statistics=statistics,
+            encoder=embedder.info,
+            concepts=settings.concepts,
+            chunk_texts=chunk_texts(partial(build_chunker, settings, embedder)),
+        ).including(extra_derived),
+        concepts=ConceptStore(
+            sessions,
+            params=index_params(settings.concepts),
+            cached_tenants=settings.concepts.cached_tenants,
+            generations=generations,
         ),
         cache=guarded,
         cache_counters=counters,
@@ -703,7 +719,37 @@ def build_services(
     )
     if graphs is not None:
         services.tenant_purge_hooks.append(graphs.forget)
+    if services.concepts is not None:
+        services.tenant_purge_hooks.append(services.concepts.forget)
     return services
+
+
+def index_params(settings: ConceptSettings) -> IndexParams:
+    """How tenants' concept graphs and communities are built, from the settings."""
+    return IndexParams(
+        min_chunks=settings.min_chunks,
+        max_chunk_share=settings.max_chunk_share,
+        edges_per_chunk=settings.edges_per_chunk,
+        max_community_size=settings.max_community_size,
+        levels=settings.levels,
+        resolution=settings.resolution,
+        seed=settings.seed,
+        chunks_per_community=settings.chunks_per_community,
+    )
+
+
+def chunk_texts(chunker: Callable[[], Chunker]) -> Callable[[str, str, str], list[str]]:
+    """A document's chunks' texts as the indexer cuts them, from ``(content, title,
+    lang)`` (reconcile extracts missing concepts from them); ``chunker`` is made on
+    first use (a process that never encodes never loads the encoder's tokenizer)."""
+    made: list[Chunker] = []
+
+    def texts(content: str, title: str, lang: str) -> list[str]:
+        if not made:
+            made.append(chunker())
+        return [c.text for c in made[0].chunk(content, title=title, lang=lang)]
+
+    return texts
 
 
 def source_names(settings: Settings) -> tuple[str, ...]:
@@ -767,13 +813,18 @@ def reindexing(
             store = create_vector_store(settings.milvus, uri=settings.milvus_uri)
         sessions = create_session_factory(engine)
         try:
+            chunker = build_chunker(settings, embedder)
             yield ReindexService(
                 session_factory=sessions,
                 embedder=embedder,
                 store=store,
-                chunker=build_chunker(settings, embedder),
+                chunker=chunker,
                 derived=standard_kinds(
-                    store=store, statistics=LexicalStatistics(sessions), encoder=embedder.info
+                    store=store,
+                    statistics=LexicalStatistics(sessions),
+                    encoder=embedder.info,
+                    concepts=settings.concepts,
+                    chunk_texts=chunk_texts(lambda: chunker),
                 ).including(extra_derived),
             )
         finally:

@@ -56,6 +56,8 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, set[str]]] = [
     ("GET", "/v1/synonyms", None, {Scope.ADMIN}),
     ("PUT", "/v1/synonyms", {"synonyms": []}, {Scope.ADMIN}),
     ("GET", "/v1/settings", None, {Scope.SEARCH, Scope.INGEST}),
+    ("GET", "/v1/communities", None, {Scope.SEARCH, Scope.INGEST}),
+    ("GET", "/v1/communities/L0-x", None, {Scope.SEARCH, Scope.INGEST}),
     ("PATCH", "/v1/settings", {"text_links": ["mentions"]}, {Scope.INGEST}),
 ]
 
@@ -95,6 +97,7 @@ async def test_every_v1_route_is_in_the_scope_table_and_declares_it(api: Api) ->
         str(JOB): "{job_id}",
         str(KEY): "{key_id}",
         "/v1/documents/a": "/v1/documents/{external_id}",
+        "/v1/communities/L0-x": "/v1/communities/{community_id}",
     }
 
     def templated(path: str) -> str:

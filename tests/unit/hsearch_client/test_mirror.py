@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from hsearch import errors as server_errors
 from hsearch.graph.params import GraphParams
-from hsearch_api.schemas import answers, documents, search
+from hsearch_api.schemas import answers, communities, documents, search
 from hsearch_client import errors as client_errors
 from hsearch_client import models
 
@@ -53,6 +53,11 @@ PAIRS: list[tuple[type[BaseModel], type[models.ApiModel]]] = [
     (documents.ItemErrorRead, models.JobItemError),
     (documents.WebhookRead, models.Webhook),
     (documents.EncodingRead, models.Encoding),
+    (communities.CommunityListRead, models.CommunityList),
+    (communities.CommunityRead, models.Community),
+    (communities.CommunityDocumentRead, models.CommunityDocument),
+    (communities.CommunityDetailRead, models.CommunityDetail),
+    (communities.CommunityChunkRead, models.CommunityChunk),
 ]
 
 

@@ -220,6 +220,7 @@ def test_a_registered_kind_is_maintained_by_every_maintainer(services: Services)
         "lexical_statistics",
         "vocabulary",
         "chunks",
+        "concepts",
         "links",
         "word_counts",
     )

@@ -71,6 +71,23 @@ def get_document_links(external_id: str, *, types: str | Sequence[str] | None) -
     return Request("GET", f"/v1/documents/{path_segment(external_id)}/links", params=params)
 
 
+def list_communities(
+    *,
+    level: int | None,
+    parent: str | None,
+    concepts: str | Sequence[str] | None,
+    limit: int | None,
+) -> Request:
+    params: dict[str, Any] = given(level=level, parent=parent, limit=limit)
+    if concepts:
+        params["concept"] = [concepts] if isinstance(concepts, str) else list(concepts)
+    return Request("GET", "/v1/communities", params=params or None)
+
+
+def get_community(community_id: str) -> Request:
+    return Request("GET", f"/v1/communities/{path_segment(community_id)}")
+
+
 def update_document(external_id: str, fields: Mapping[str, Any]) -> Request:
     return json_request("PATCH", f"/v1/documents/{path_segment(external_id)}", given(**fields))
 

@@ -24,6 +24,8 @@ from hsearch_client._core import (
 from hsearch_client.models import (
     Answer,
     AnswerEvent,
+    CommunityDetail,
+    CommunityList,
     Document,
     DocumentDeleted,
     DocumentInput,
@@ -281,6 +283,27 @@ class Client:
         (from the indexed documents linking to it), by type; only ``types`` when given."""
         request = endpoints.get_document_links(external_id, types=types)
         return parse(DocumentLinks.model_validate, self._send(request), request.path)
+
+    def list_communities(
+        self,
+        *,
+        level: int | None = None,
+        parent: str | None = None,
+        concepts: str | Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> CommunityList:
+        """The tenant's concept communities (lazy search's Level 1 index): of ``level``,
+        children of ``parent``, or those holding ``concepts`` first (a key only: a
+        search token is refused)."""
+        request = endpoints.list_communities(
+            level=level, parent=parent, concepts=concepts, limit=limit
+        )
+        return parse(CommunityList.model_validate, self._send(request), request.path)
+
+    def get_community(self, community_id: str) -> CommunityDetail:
+        """One concept community with its chunks, best first."""
+        request = endpoints.get_community(community_id)
+        return parse(CommunityDetail.model_validate, self._send(request), request.path)
 
     def delete_document(self, external_id: str) -> DocumentDeleted:
         request = endpoints.delete_document(external_id)

@@ -538,6 +538,44 @@ class DocumentLinks(ApiModel):
     """The indexed documents linking to it, by type then source."""
 
 
+class CommunityDocument(ApiModel):
+    external_id: str
+    title: str = ""
+
+
+class Community(ApiModel):
+    """A concept community of the tenant's Level 1 index (``GET /v1/communities``)."""
+
+    id: str
+    level: int
+    parent: str | None = None
+    children: list[str] = Field(default_factory=list)
+    concepts: list[str] = Field(default_factory=list)
+    """Representative phrases, best first."""
+    size: int = 0
+    chunk_count: int = 0
+    documents: list[CommunityDocument] = Field(default_factory=list)
+
+
+class CommunityList(ApiModel):
+    version: str
+    communities: list[Community] = Field(default_factory=list)
+
+
+class CommunityChunk(ApiModel):
+    chunk_id: str
+    external_id: str
+    title: str = ""
+    concepts: list[str] = Field(default_factory=list)
+
+
+class CommunityDetail(Community):
+    """One community with its chunks, best first (``GET /v1/communities/{id}``)."""
+
+    version: str
+    chunks: list[CommunityChunk] = Field(default_factory=list)
+
+
 class DocumentDeleted(ApiModel):
     external_id: str
     deleted_chunks: int

@@ -19,6 +19,7 @@ from hsearch_api.params import refuse_unknown_query_parameters
 from hsearch_api.routers import (
     answers,
     chat,
+    communities,
     docs,
     documents,
     health,
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(tenant_settings.router)
     app.include_router(metrics.router)
     app.include_router(stats.router)
+    app.include_router(communities.router)
     app.include_router(pages.create_router(settings.search, settings.ops, legs=legs))
     app.include_router(mcp.create_router(mcp_server))
     return app

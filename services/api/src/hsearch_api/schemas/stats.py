@@ -4,6 +4,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from hsearch_api.schemas.communities import ConceptStatusRead
+
 
 class SearchableTimesRead(BaseModel):
     jobs: int = Field(description="Ingest jobs the figures are read from (the latest 500).")
@@ -22,6 +24,11 @@ class TenantStatsRead(BaseModel):
     )
     time_to_searchable: SearchableTimesRead = Field(
         description="From submission to searchable, over the latest searchable jobs."
+    )
+    level1: ConceptStatusRead | None = Field(
+        default=None,
+        description="Its concept index (lazy search's Level 1) in the answering process; a "
+        "tenant's own request starts a build when it is older than the tenant's data.",
     )
 
 

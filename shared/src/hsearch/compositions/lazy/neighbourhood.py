@@ -69,7 +69,7 @@ class ConceptView(Protocol):
 class ConceptSource(Protocol):
     async def index(self, tenant_id: str, version: str, *, timeout: float) -> ConceptView: ...
 
-    def query_concepts(self, query: str) -> tuple[str, ...]:
+    async def query_concepts(self, query: str) -> tuple[str, ...]:
         """The concepts of a question, as the index keys them."""
         ...
 
@@ -136,7 +136,7 @@ class StoreNeighbourhood:
         index = await self._concept_index(spend)
         if index is None or self.concepts is None:
             return found
-        wanted = index.match(self.concepts.query_concepts(self.request.query))
+        wanted = index.match(await self.concepts.query_concepts(self.request.query))
         if not wanted:
             return found
         found += _scored(

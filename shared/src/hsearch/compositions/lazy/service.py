@@ -8,6 +8,8 @@ import contextlib
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
+import anyio.to_thread
+
 from hsearch.cache.generations import GenerationReader
 from hsearch.compositions.answers.packing import pack
 from hsearch.compositions.lazy.budget import LazyLimits, LazySpend
@@ -17,6 +19,9 @@ from hsearch.compositions.lazy.models import Candidate, Claim, Gathered, LazyPro
 from hsearch.compositions.lazy.neighbourhood import ConceptSource, Reach, StoreNeighbourhood
 from hsearch.compositions.lazy.search import LazyLoop
 from hsearch.compositions.lazy.testers import CheapTester, ModelTester, RelevanceTester
+from hsearch.concepts.extract import ConceptExtractor
+from hsearch.concepts.index import ConceptIndex
+from hsearch.concepts.store import ConceptStore
 from hsearch.config import LazySettings
 from hsearch.errors import InvalidRequestError
 from hsearch.graph.store import GraphStore
@@ -24,7 +29,7 @@ from hsearch.llm.protocol import LLM
 from hsearch.search.passages import Passages, RetrievalRequest, RetrievalService
 from hsearch.vectorstore.protocol import VectorStore
 
-__all__ = ["TESTERS", "ClaimPassage", "LazyGatherer", "claim_passages"]
+__all__ = ["TESTERS", "ClaimPassage", "LazyGatherer", "StoreConcepts", "claim_passages"]
 
 TESTERS = ("cheap", "model")
 
@@ -53,6 +58,22 @@ def claim_passages(gathered: Gathered, *, context_tokens: int) -> list[ClaimPass
         ClaimPassage(ordered[p.index], by_chunk[ordered[p.index].chunk_id], p.text, p.truncated)
         for p in packed
     ]
+
+
+class StoreConcepts:
+    """The Level 1 index as the lazy search reads it: the tenant's concept index (held
+    per data version by the store) and a question's concepts (extracted off the event
+    loop)."""
+
+    def __init__(self, store: ConceptStore, extractor: ConceptExtractor | None = None) -> None:
+        self._store = store
+        self._extractor = extractor or ConceptExtractor()
+
+    async def index(self, tenant_id: str, version: str, *, timeout: float) -> ConceptIndex:
+        return await self._store.index(tenant_id, version, timeout=timeout)
+
+    async def query_concepts(self, query: str) -> tuple[str, ...]:
+        return await anyio.to_thread.run_sync(self._extractor.query_concepts, query)
 
 
 class LazyGatherer:

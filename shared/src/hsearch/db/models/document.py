@@ -42,6 +42,9 @@ class Document(Base):
     # None: the tenant's setting, read whenever its links are found: at indexing and by
     # ``hsearch links relink``).
     text_links: Mapped[list[str] | None] = mapped_column(JSONType, default=None)
+    # Its chunks' concepts, aligned with chunk_ids (hsearch.ingestion.derived.concepts):
+    # {"v": extractor version, "chunks": [[concept, ...], ...]}; None: not extracted.
+    concepts: Mapped[dict[str, Any] | None] = mapped_column(JSONType, default=None, deferred=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -33,6 +33,19 @@ class LinkSource:
     """Its submission's choice of kinds (``None``: the tenant's setting)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ConceptSource:
+    """What a tenant's concept index, and the check of its concepts, read of a row."""
+
+    id: uuid.UUID
+    external_id: str
+    title: str
+    lang: str
+    chunk_ids: list[str]
+    concepts: dict[str, Any] | None
+    """``{"v": version, "chunks": [[concept, ...], ...]}``; ``None``: not extracted."""
+
+
 class DocumentRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -123,6 +136,30 @@ class DocumentRepository:
         )
         for external_id, title in self._session.execute(stmt):
             yield str(external_id), str(title)
+
+    def concept_sources(
+        self, tenant_id: str, *, batch: int = 2_000, versions_only: bool = False
+    ) -> Iterator[ConceptSource]:
+        """The tenant's documents in id order as :class:`ConceptSource`, streamed;
+        ``versions_only``: the concepts' version alone (``{"v": ...}``), not the chunks'
+        concepts (what checking them needs)."""
+        concepts = Document.concepts["v"].as_string() if versions_only else Document.concepts
+        stmt = (
+            select(
+                Document.id,
+                Document.external_id,
+                Document.title,
+                Document.lang,
+                Document.chunk_ids,
+                concepts,
+            )
+            .where(Document.tenant_id == tenant_id)
+            .order_by(Document.id)
+            .execution_options(yield_per=batch)
+        )
+        for id_, external_id, title, lang, chunk_ids, found in self._session.execute(stmt):
+            value = {"v": found} if versions_only and found is not None else found
+            yield ConceptSource(id_, external_id, title, lang, list(chunk_ids or ()), value)
 
     def link_sources(
         self, tenant_id: str, *, after: uuid.UUID | None, limit: int, for_update: bool = False

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+from hsearch.concepts.extract import ConceptExtractor
+from hsearch.config import ConceptSettings
 from hsearch.db.engine import Session, SessionFactory
 from hsearch.embedding.protocol import EncoderInfo, SparseKind
 from hsearch.ingestion.derived.chunks import StoredChunks
+from hsearch.ingestion.derived.concepts import ChunkTexts, ConceptsKind
 from hsearch.ingestion.derived.lexical import LexicalStatisticsKind, VocabularyKind
 from hsearch.ingestion.derived.links import LinksKind
 from hsearch.ingestion.derived.protocol import (
@@ -96,19 +99,32 @@ class DerivedKinds:
 
 
 def standard_kinds(
-    *, store: VectorStore, statistics: LexicalStatistics, encoder: EncoderInfo | None = None
+    *,
+    store: VectorStore,
+    statistics: LexicalStatistics,
+    encoder: EncoderInfo | None = None,
+    concepts: ConceptSettings | None = None,
+    chunk_texts: ChunkTexts | None = None,
 ) -> DerivedKinds:
     """What every deployment derives from a document, in order: the tenant's BM25
     statistics (they weigh the chunks' term counts), its vocabulary for typo tolerance,
-    the chunks in ``store``, and the documents' links. ``encoder``: the configured
+    the chunks in ``store``, the chunks' concepts (unless ``concepts.enabled`` is off;
+    ``None``: the defaults), and the documents' links. ``encoder``: the configured
     encoder, whose sparse side says whether the statistics are kept (``None``: term
-    counts, as the offline and fake encoders have)."""
+    counts, as the offline and fake encoders have); ``chunk_texts``: how the indexer
+    cuts a text now, for reconcile to extract missing concepts without indexing the
+    document again."""
     term_counts = encoder is None or encoder.sparse_kind is SparseKind.TERM_FREQUENCY
-    return DerivedKinds(
-        [
-            LexicalStatisticsKind(statistics, term_counts=term_counts),
-            VocabularyKind(),
-            StoredChunks(store),
-            LinksKind(),
-        ]
-    )
+    concepts = concepts or ConceptSettings()
+    kinds: list[DerivedKind] = [
+        LexicalStatisticsKind(statistics, term_counts=term_counts),
+        VocabularyKind(),
+        StoredChunks(store),
+    ]
+    if concepts.enabled:
+        extractor = ConceptExtractor(
+            max_per_text=concepts.max_per_chunk, batch_size=concepts.batch_size
+        )
+        kinds.append(ConceptsKind(extractor, chunk_texts=chunk_texts))
+    kinds.append(LinksKind())
+    return DerivedKinds(kinds)
