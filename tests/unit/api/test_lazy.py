@@ -151,3 +151,20 @@ async def test_the_answer_is_written_from_the_claims_and_its_citations_checked(
         assert spent["degraded"][0].startswith("budget_spent")
         assert documents(spent) == ["film", "anna"]
         assert len(model.requests) == 1
+
+
+async def test_the_concept_index_leads_to_a_chunk_no_link_and_no_term_reaches(api: Api) -> None:
+    holm = {
+        "external_id": "holm",
+        "title": "Karl Holm",
+        "text": "Karl Holm was a painter of the northern coast.",
+        "tags": ["person"],
+    }
+    await ingest(api, [*DOCS, holm])
+    stats = await api.client.get("/v1/stats")
+    assert stats.status_code == 200, stats.text
+    result = await ask(api)
+    assert documents(result) == ["film", "anna", "holm"]
+    report = result["lazy"]
+    assert report["levels"]["concepts"] + report["levels"]["communities"] >= 1
+    assert report["depth"] == 2

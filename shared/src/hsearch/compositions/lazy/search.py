@@ -66,13 +66,22 @@ class Neighbourhood(Protocol):
 
 
 class _Frontier:
-    """The loop's state: the queue (best prior first), what was queued, the relevant
-    chunks and their claims."""
+    """The loop's state: the queue (best prior first), what was queued and tested, the
+    relevant chunks and their claims.
+
+    A chunk is tested once, with one exception: a chunk judged irrelevant is queued
+    once more when another relevant chunk leads to it, since the claim that leads there
+    is evidence its first test did not have (the second hop of a question). A chunk
+    still waiting that another relevant chunk leads to waits with that parent instead
+    when it arrives with a prior at least as high (or had none)."""
 
     def __init__(self) -> None:
         self.queue: list[tuple[float, int, Candidate]] = []
         self._order = itertools.count()
-        self._queued: set[str] = set()
+        self._queued: dict[str, Candidate] = {}
+        self._tested: set[str] = set()
+        self._retested: set[str] = set()
+        self._relevant: set[str] = set()
         self.levels = {origin.value: 0 for origin in Origin}
         self.tested = 0
         self.depth = 0
@@ -81,14 +90,45 @@ class _Frontier:
 
     def push(self, found: Sequence[Candidate]) -> None:
         for c in found:
-            if c.chunk_id in self._queued:
+            if not self._takes(c):
                 continue
-            self._queued.add(c.chunk_id)
+            self._queued[c.chunk_id] = c
             self.levels[c.origin.value] += 1
             heapq.heappush(self.queue, (-c.prior, next(self._order), c))
 
+    def _takes(self, c: Candidate) -> bool:
+        before = self._queued.get(c.chunk_id)
+        if before is None:
+            return True
+        if c.chunk_id in self._relevant or c.parent is None or c.parent == before.parent:
+            return False
+        if c.chunk_id in self._tested:
+            if c.chunk_id in self._retested:
+                return False
+            self._tested.discard(c.chunk_id)
+            self._retested.add(c.chunk_id)
+            return True
+        return before.parent is None or c.prior >= before.prior
+
     def pop(self, count: int) -> list[Candidate]:
-        return [heapq.heappop(self.queue)[2] for _ in range(min(count, len(self.queue)))]
+        popped: list[Candidate] = []
+        while self.queue and len(popped) < count:
+            c = heapq.heappop(self.queue)[2]
+            if self._queued.get(c.chunk_id) is c and c.chunk_id not in self._tested:
+                popped.append(c)
+        return popped
+
+    def judged(self, candidate: Candidate, judgement: Judgement) -> None:
+        self._tested.add(candidate.chunk_id)
+        if judgement.relevant:
+            self._relevant.add(candidate.chunk_id)
+
+    @property
+    def waiting(self) -> bool:
+        return any(
+            self._queued.get(c.chunk_id) is c and c.chunk_id not in self._tested
+            for _, _, c in self.queue
+        )
 
     def found(self, candidate: Candidate, judgement: Judgement, claims: tuple[Claim, ...]) -> None:
         self.claims[candidate.chunk_id] = claims
@@ -156,7 +196,7 @@ class LazyLoop:
             if spend.out_of_time() or spend.tests_left() == 0:
                 stopped = Stage.BUDGET_SPENT
                 break
-            if not state.queue:
+            if not state.waiting:
                 stopped = Stage.EXHAUSTED
                 break
             found = await self._test(question, neighbourhood, spend, state)
@@ -189,6 +229,7 @@ class LazyLoop:
         judgements = await self.tester.judge(batch, JudgeContext(question, state.claims))
         found: list[tuple[Candidate, Judgement]] = []
         for candidate, judgement in zip(batch, judgements, strict=True):
+            state.judged(candidate, judgement)
             if judgement.relevant:
                 taken = await self.extractor.claims(
                     candidate, judgement, question=question, earlier=state.claims
