@@ -600,6 +600,12 @@ class LazySettings(BaseModel):
     candidates: int = Field(
         default=20, ge=1, le=200, description="Level 0 candidates (the question's retrieval)."
     )
+    memory_ttl_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="How long a turn's search is kept for a follow-up question to reuse "
+        "(in the search cache; 0: not kept).",
+    )
 
 
 class RerankSettings(BaseModel):

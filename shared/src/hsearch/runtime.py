@@ -29,6 +29,7 @@ from hsearch.cache.guard import CacheCounters, GuardedCache
 from hsearch.cache.protocol import CacheBackend
 from hsearch.compositions.answers.caching import AnswerCache
 from hsearch.compositions.answers.service import AnswerService, CitationSettings
+from hsearch.compositions.lazy.memory import TurnMemory
 from hsearch.compositions.lazy.service import LazyGatherer, StoreConcepts
 from hsearch.concepts.index import IndexParams
 from hsearch.concepts.store import ConceptStore
@@ -244,6 +245,14 @@ class Services:
             concepts=None if self.concepts is None else StoreConcepts(self.concepts),
             llm=self.llm,
             llm_timeout_s=self.settings.llm.timeout_s,
+            memory=TurnMemory(
+                self.cache,
+                generations=self.generations,
+                namespace=self.settings.cache.namespace,
+                ttl_s=self.settings.lazy.memory_ttl_s,
+            )
+            if self.cache is not None and self.settings.lazy.memory_ttl_s > 0
+            else None,
         )
 
     @cached_property

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hsearch.cache.memory import InMemoryCacheBackend
 from hsearch.llm.scripted import ScriptedLLM
 from hsearch.types import Scope
 from tests.unit.api.conftest import Api, api_settings, ingest, serve, sse_events
@@ -35,6 +36,17 @@ DOCS: list[dict[str, Any]] = [
         "text": "Cheese is made from milk.",
         "tags": ["food"],
     },
+]
+
+# Matches of the question's words that are not about it: tested, found irrelevant.
+NOISE: list[dict[str, Any]] = [
+    {
+        "external_id": f"train{i}",
+        "title": f"Timetable {i}",
+        "text": f"The night train number {i} leaves at ten.",
+        "tags": ["rail"],
+    }
+    for i in range(4)
 ]
 
 
@@ -168,3 +180,57 @@ async def test_the_concept_index_leads_to_a_chunk_no_link_and_no_term_reaches(ap
     report = result["lazy"]
     assert report["levels"]["concepts"] + report["levels"]["communities"] >= 1
     assert report["depth"] == 2
+
+
+async def test_a_follow_up_reuses_the_turn_it_names_on_the_same_data_only(tmp_path: Path) -> None:
+    cheeses = [
+        {"external_id": f"cheese{i}", "title": f"Cheese {i}", "text": f"Cheese {i} is soft."}
+        for i in range(4)
+    ]
+    film = {
+        **DOCS[0],
+        "links": [{"target": x} for x in ("anna", "cheese0", "cheese1", "cheese2", "cheese3")],
+    }
+    async with serve(api_settings(tmp_path), cache=InMemoryCacheBackend()) as api:
+        await ingest(api, [film, *DOCS[1:], *NOISE, *cheeses])
+        first = await ask(api)
+        session = first["lazy"]["session"]
+        assert session
+        assert first["lazy"]["followed"] is False
+
+        again = await ask(api, follow_up=session)
+        assert again["lazy"]["followed"] is True
+        # The first turn's relevant chunks, known without a read.
+        assert again["lazy"]["levels"]["memory"] == first["lazy"]["relevant"]
+        assert documents(again) == documents(first)
+        assert {"film", "anna"} <= set(documents(first))
+        # What the first turn reached from the film and found irrelevant (the cheeses)
+        # is not tested again when the film leads there again.
+        assert first["lazy"]["tested"] > first["lazy"]["relevant"]
+        assert again["lazy"]["tested"] < first["lazy"]["tested"]
+
+        # Another tenant naming the session reuses nothing.
+        tenancy = api.services.tenancy
+        tenancy.ensure_tenant("other", actor="test")
+        key = tenancy.create_key("other", scopes=list(Scope), actor="test").key
+        async with api.anonymous() as other:
+            resp = await other.post(
+                "/v1/answer",
+                json=lazy(follow_up=session),
+                headers={"Authorization": f"Bearer {key}"},
+            )
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["lazy"]["followed"] is False
+        assert resp.json()["passages"] == []
+
+        # Another filter, or a write of the tenant's data since: a fresh search.
+        filtered = await ask(api, follow_up=session, filter={"tags": {"contains": "film"}})
+        assert filtered["lazy"]["followed"] is False
+        deleted = await api.client.delete("/v1/documents/anna")
+        assert deleted.status_code in (200, 202, 204), deleted.text
+        after = await ask(api, follow_up=session)
+        assert after["lazy"]["followed"] is False
+        assert "anna" not in documents(after)
+
+        bad = await api.client.post("/v1/answer", json=lazy(follow_up="no spaces allowed"))
+        assert bad.status_code == 422

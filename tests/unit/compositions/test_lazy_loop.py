@@ -239,7 +239,13 @@ def test_it_deepens_through_a_link_to_what_the_question_does_not_name() -> None:
     )
     found = [c.chunk_id for c, _, _ in gathered.chunks]
     assert found == ["film", "anna"]
-    assert gathered.report.levels == {"retrieval": 2, "concepts": 0, "communities": 0, "links": 1}
+    assert gathered.report.levels == {
+        "retrieval": 2,
+        "concepts": 0,
+        "communities": 0,
+        "links": 1,
+        "memory": 0,
+    }
     assert gathered.report.depth == 1
     anna = gathered.chunks[1]
     assert anna[0].parent == "film"

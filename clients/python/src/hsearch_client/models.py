@@ -373,6 +373,9 @@ class LazyReport(ApiModel):
     relevant: int = 0
     claims: list[Claim] = Field(default_factory=list)
     tester: str = ""
+    session: str | None = None
+    """Pass as ``follow_up`` to reuse this search in the next turn."""
+    followed: bool = False
 
 
 class Answer(ApiModel):

@@ -128,6 +128,7 @@ def answer_request(body: AnswerRequestBody, caller: Caller) -> AnswerRequest:
             seconds=body.budget.seconds,
         ),
         tester=body.tester,
+        follow_up=body.follow_up,
     )
 
 

@@ -101,6 +101,16 @@ class AnswerRequestBody(BaseModel):
         description="The lazy search's budget; each field at most the server's maximum "
         "(unset: the server's default).",
     )
+    follow_up: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="`strategy: lazy`: the `lazy.session` of the answer this question follows "
+        "up: its relevant chunks are tested again first and the chunks it found irrelevant "
+        "are not, unless this question's leads reach them. Ignored (`lazy.followed: false`) "
+        "once the tenant's data changed, after `lazy.memory_ttl_s`, or under another filter.",
+    )
     tester: Literal["cheap", "model"] | None = Field(
         default=None,
         description="The lazy search's relevance tester: `cheap` (code) or `model` (the "
@@ -207,13 +217,17 @@ class LazyReportRead(BaseModel):
     )
     levels: dict[str, int] = Field(
         description="Candidates queued by how they were reached: `retrieval` (Level 0), "
-        "`concepts` and `communities` (Level 1), `links`."
+        "`concepts` and `communities` (Level 1), `links`, `memory` (the turn followed up)."
     )
     depth: int = Field(description="The deepest step from Level 0 a relevant chunk lay at.")
     tested: int
     relevant: int
     claims: list[ClaimRead]
     tester: str
+    session: str | None = Field(
+        default=None, description="Name it as `follow_up` to reuse this search in the next turn."
+    )
+    followed: bool = Field(default=False, description="It reused the turn `follow_up` named.")
 
 
 class AnswerResponse(BaseModel):

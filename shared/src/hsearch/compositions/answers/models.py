@@ -80,6 +80,8 @@ class AnswerRequest:
     tester: str | None = None
     """The lazy search's relevance tester, ``cheap`` or ``model`` (``None``: the
     server's default)."""
+    follow_up: str | None = None
+    """The lazy search's turn this question follows (its report's ``session``)."""
 
 
 @dataclass(frozen=True, slots=True)

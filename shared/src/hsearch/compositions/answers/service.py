@@ -304,6 +304,7 @@ class AnswerService:
                 lazy.spend,
                 tester=request.tester or "cheap",
                 context_tokens=budget,
+                follow_up=request.follow_up,
             )
         ) as events:
             async for event in events:

@@ -32,6 +32,8 @@ class Origin(StrEnum):
     concepts."""
     LINKS = "links"
     """A document a relevant chunk's document links to, or is linked from."""
+    MEMORY = "memory"
+    """A relevant chunk of the turn a follow-up question follows."""
 
 
 class Stage(StrEnum):
@@ -119,6 +121,11 @@ class LazyReport:
     tester: str
     degraded: tuple[str, ...] = ()
     """What it went without (``level1_unavailable: ...``, ``links_unavailable: ...``)."""
+    session: str | None = None
+    """What a follow-up question names to reuse this turn (``follow_up``); ``None`` when
+    it could not be kept."""
+    followed: bool = False
+    """It reused the turn its request named."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +135,5 @@ class Gathered:
 
     report: LazyReport
     chunks: tuple[tuple[Candidate, Judgement, tuple[Claim, ...]], ...]
+    visited: tuple[tuple[str, str | None], ...] = ()
+    """Every chunk it tested, with the relevant chunk that led to it."""

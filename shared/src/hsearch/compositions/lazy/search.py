@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -110,6 +110,14 @@ class _Frontier:
             return True
         return before.parent is None or c.prior >= before.prior
 
+    def visited(self, chunks: Iterable[tuple[str, str | None]]) -> None:
+        """Chunks an earlier turn tested, each with the chunk that led to it: not tested
+        again unless another relevant chunk of this turn leads to them."""
+        for chunk_id, parent in chunks:
+            if chunk_id not in self._queued:
+                self._queued[chunk_id] = Candidate(chunk_id, Origin.MEMORY, 0.0, parent=parent)
+                self._tested.add(chunk_id)
+
     def pop(self, count: int) -> list[Candidate]:
         popped: list[Candidate] = []
         while self.queue and len(popped) < count:
@@ -168,6 +176,10 @@ class _Frontier:
                 degraded=tuple(degraded),
             ),
             chunks=tuple(ordered),
+            visited=tuple(
+                (chunk_id, self._queued[chunk_id].parent)
+                for chunk_id in sorted(self._tested | self._relevant)
+            ),
         )
 
 
@@ -188,9 +200,18 @@ class LazyLoop:
         spend: LazySpend,
         *,
         context_tokens: int,
+        earlier: Sequence[Candidate] = (),
+        visited: Iterable[tuple[str, str | None]] = (),
     ) -> AsyncGenerator[LazyProgress | Gathered, None]:
+        """``earlier``: the relevant chunks of the turn a follow-up follows (queued with
+        their texts); ``visited``: the chunks it tested, each with the chunk that led to
+        it."""
         state = _Frontier()
+        state.push(earlier)
         state.push(await neighbourhood.start(spend))  # a search that fails raises here
+        # What the new question's own candidates hold is tested afresh; the rest of what
+        # the earlier turn tested only when this turn's relevant chunks lead to it.
+        state.visited(visited)
         yield state.progress(Stage.STARTING)
         while True:
             if spend.out_of_time() or spend.tests_left() == 0:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio.to_thread
 
@@ -15,6 +15,7 @@ from hsearch.compositions.answers.packing import pack
 from hsearch.compositions.lazy.budget import LazyLimits, LazySpend
 from hsearch.compositions.lazy.calls import ModelCalls
 from hsearch.compositions.lazy.claims import CheapSufficiency, ExtractiveClaims
+from hsearch.compositions.lazy.memory import Remembered, TurnMemory
 from hsearch.compositions.lazy.models import Candidate, Claim, Gathered, LazyProgress
 from hsearch.compositions.lazy.neighbourhood import ConceptSource, Reach, StoreNeighbourhood
 from hsearch.compositions.lazy.search import LazyLoop
@@ -90,6 +91,7 @@ class LazyGatherer:
         concepts: ConceptSource | None = None,
         llm: LLM | None = None,
         llm_timeout_s: float = 30.0,
+        memory: TurnMemory | None = None,
     ) -> None:
         self._retrieval = retrieval
         self._store = store
@@ -99,6 +101,7 @@ class LazyGatherer:
         self._concepts = concepts
         self._llm = llm
         self._llm_timeout_s = llm_timeout_s
+        self._memory = memory
 
     def limits(self, asked: LazyLimits | None) -> LazyLimits:
         """The request's budget: what it asked for (each within the server's maxima), or
@@ -131,9 +134,11 @@ class LazyGatherer:
         *,
         tester: str,
         context_tokens: int,
+        follow_up: str | None = None,
     ) -> AsyncGenerator[LazyProgress | Gathered | Passages, None]:
         """The loop's progress, then what it gathered, then the question's Level 0
-        passages (the answer's legs and degraded legs)."""
+        passages (the answer's legs and degraded legs). ``follow_up``: the session of
+        the turn this question follows (:mod:`.memory`)."""
         neighbourhood = StoreNeighbourhood(
             request=RetrievalRequest(
                 tenant_id=request.tenant_id,
@@ -159,13 +164,38 @@ class LazyGatherer:
             sufficiency=CheapSufficiency(),
             batch=self._settings.batch,
         )
-        async with contextlib.aclosing(
-            loop.run(request.query, neighbourhood, spend, context_tokens=context_tokens)
-        ) as events:
+        scope = TurnMemory.scope(self._retrieval.plan(neighbourhood.request).filter)
+        before = None
+        if follow_up is not None and self._memory is not None:
+            before = await self._memory.recall(request.tenant_id, follow_up, scope=scope)
+        run = loop.run(
+            request.query,
+            neighbourhood,
+            spend,
+            context_tokens=context_tokens,
+            earlier=before.candidates() if before is not None else (),
+            visited=before.visited if before is not None else (),
+        )
+        async with contextlib.aclosing(run) as events:
             async for event in events:
-                yield event
+                if isinstance(event, Gathered):
+                    yield await self._kept(request.tenant_id, event, scope, before)
+                else:
+                    yield event
         if neighbourhood.retrieved is not None:
             yield neighbourhood.retrieved
+
+    async def _kept(
+        self, tenant_id: str, gathered: Gathered, scope: str, before: Remembered | None
+    ) -> Gathered:
+        """``gathered`` with the session a follow-up can name (when it could be kept)."""
+        session = None
+        if self._memory is not None:
+            session = await self._memory.keep(
+                tenant_id, gathered, scope=scope, visited=gathered.visited, before=before
+            )
+        report = replace(gathered.report, session=session, followed=before is not None)
+        return replace(gathered, report=report)
 
     def _tester(self, name: str, spend: LazySpend) -> RelevanceTester:
         cheap = CheapTester(threshold=self._settings.threshold)
