@@ -133,6 +133,38 @@ async def test_an_answer_streams_with_citations_of_the_callers_passages(
     await llm.aclose()
 
 
+async def test_a_lazy_answer_judged_and_written_by_the_model_within_its_budget(
+    server: Server, tmp_path: Path
+) -> None:
+    llm = OpenAICompatibleLLM(settings(server, max_tokens=48))
+    async with serve(api_settings(tmp_path), llm=llm) as api:
+        await ingest(api, DOCS, api.client)
+        budget = {"relevance_tests": 6, "llm_calls": 3, "tokens": 4000, "seconds": 120}
+        ask = {
+            "query": "What is the capital of France?",
+            "strategy": "lazy",
+            "tester": "model",
+            "budget": budget,
+        }
+        resp = await api.client.post("/v1/answer", json=ask)
+        assert resp.status_code == 200, resp.text
+        done = resp.json()
+        report = done["lazy"]
+        # The endpoint's own counts, within the budget: the judgements' calls and the
+        # answer's.
+        spent = report["budget"]
+        assert 2 <= spent["llm_calls"]["used"] <= 3
+        assert 0 < spent["tokens"]["used"] <= 4000
+        assert spent["relevance_tests"]["used"] <= 6
+        assert report["tester"] == "model"
+        assert done["answer"], done
+        numbers = {p["number"] for p in done["passages"]}
+        assert {p["external_id"] for p in done["passages"]} <= {"paris", "tokyo", "rome"}
+        for sentence in done["sentences"]:
+            assert set(sentence["citations"]) <= numbers
+    await llm.aclose()
+
+
 async def test_a_model_server_killed_mid_stream(server: Server, tmp_path: Path) -> None:
     llm = Watched(settings(server, max_tokens=200))
     async with serve(api_settings(tmp_path), llm=llm) as api:
