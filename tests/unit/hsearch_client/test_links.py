@@ -209,3 +209,33 @@ def test_what_the_link_requests_send() -> None:
             }
         ]
     }
+
+
+def test_the_tenant_settings_and_a_lazy_answer_through_the_client(served: Served) -> None:
+    with Client(served.url, api_key=served.key) as client:
+        assert client.get_settings().text_links == []
+        changed = client.update_settings(text_links=["mentions", "hyperlinks"])
+        assert changed.text_links == ["hyperlinks", "mentions"]
+        assert client.update_settings().text_links == ["hyperlinks", "mentions"]  # none given
+        assert client.get_settings().text_links == ["hyperlinks", "mentions"]
+        client.update_settings(text_links=[])
+
+        linked(client)
+        answer = client.answer(
+            "volcanoes lava",
+            mode="keyword",
+            strategy="lazy",
+            generate=False,
+            budget={"relevance_tests": 5},
+        )
+        assert answer.strategy == "lazy"
+        assert answer.lazy is not None
+        assert answer.lazy.budget["relevance_tests"].allowed == 5
+        assert answer.lazy.budget["relevance_tests"].used <= 5
+        assert "volcano" in {p.external_id for p in answer.passages}
+        assert all(c.chunk_id for c in answer.lazy.claims)
+        events = list(
+            client.answer_stream("volcanoes lava", mode="keyword", strategy="lazy", generate=False)
+        )
+        assert events[0].event == "progress"
+        assert events[-1].event == "done"

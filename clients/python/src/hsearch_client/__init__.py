@@ -51,6 +51,7 @@ from hsearch_client.models import (
     RetrievalEvent,
     SearchMode,
     SearchResponse,
+    TenantSettings,
 )
 
 __version__ = "0.1.0"
@@ -90,5 +91,6 @@ __all__ = [
     "Retry",
     "SearchMode",
     "SearchResponse",
+    "TenantSettings",
     "__version__",
 ]

@@ -41,6 +41,7 @@ from hsearch_client.models import (
     JobPage,
     Link,
     SearchResponse,
+    TenantSettings,
 )
 
 __all__ = ["AsyncClient"]
@@ -308,6 +309,17 @@ class AsyncClient:
             level=level, parent=parent, concepts=concepts, limit=limit
         )
         return parse(CommunityList.model_validate, await self._send(request), request.path)
+
+    async def get_settings(self) -> TenantSettings:
+        """The tenant's settings (``GET /v1/settings``)."""
+        request = endpoints.get_settings()
+        return parse(TenantSettings.model_validate, await self._send(request), request.path)
+
+    async def update_settings(self, *, text_links: Sequence[str] | None = None) -> TenantSettings:
+        """Change the tenant's settings (those not given stay; an ``ingest`` key).
+        Documents indexed already keep their links until ``hsearch links relink``."""
+        request = endpoints.update_settings({"text_links": text_links})
+        return parse(TenantSettings.model_validate, await self._send(request), request.path)
 
     async def get_community(self, community_id: str) -> CommunityDetail:
         """One concept community with its chunks, best first."""

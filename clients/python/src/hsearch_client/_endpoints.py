@@ -88,6 +88,14 @@ def get_community(community_id: str) -> Request:
     return Request("GET", f"/v1/communities/{path_segment(community_id)}")
 
 
+def get_settings() -> Request:
+    return Request("GET", "/v1/settings")
+
+
+def update_settings(fields: Mapping[str, Any]) -> Request:
+    return json_request("PATCH", "/v1/settings", given(**fields))
+
+
 def update_document(external_id: str, fields: Mapping[str, Any]) -> Request:
     return json_request("PATCH", f"/v1/documents/{path_segment(external_id)}", given(**fields))
 

@@ -664,3 +664,11 @@ class JobAccepted(ApiModel):
 class JobPage(ApiModel):
     jobs: list[Job]
     next_cursor: str | None = None
+
+
+class TenantSettings(ApiModel):
+    """The tenant's settings (``GET /v1/settings``)."""
+
+    text_links: list[str] = Field(default_factory=list)
+    """The kinds of links found in documents' texts when their submission does not say
+    (``hyperlinks``, ``mentions``)."""
