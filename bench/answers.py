@@ -280,7 +280,7 @@ def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str,
                 "context_tokens": args.context_tokens,
                 "passages": args.passages,
                 "tester": args.tester or LazySettings().tester,
-                **compare(answers, dataset, query_ids, gold, args),
+                **asyncio.run(compare(answers, dataset, query_ids, gold, args)),
             }
         scored = asyncio.run(
             ask_all(

@@ -19,7 +19,6 @@ without ``--budget``), both with the same ``--context-tokens``. Per strategy:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import time
 from collections import Counter
@@ -145,14 +144,15 @@ async def _ask(
     return _summary(scored, generate=generate)
 
 
-def compare(
+async def compare(
     answers: AnswerService,
     dataset: Dataset,
     query_ids: Sequence[str],
     gold: Mapping[str, Sequence[str]],
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """The baseline, then lazy search at each budget (module docstring)."""
+    """The baseline, then lazy search at each budget (module docstring), in one event
+    loop (the model's HTTP client is bound to the loop it was first used in)."""
     generate = not args.no_generate
     defaults = LazySettings()
 
@@ -166,16 +166,8 @@ def compare(
         )
 
     result: dict[str, Any] = {
-        "baseline": asyncio.run(
-            _ask(
-                answers,
-                dataset,
-                query_ids,
-                gold,
-                label="baseline",
-                make=baseline,
-                generate=generate,
-            )
+        "baseline": await _ask(
+            answers, dataset, query_ids, gold, label="baseline", make=baseline, generate=generate
         )
     }
     budgets = args.budget or [defaults.relevance_tests]
@@ -199,16 +191,8 @@ def compare(
                 tester=args.tester,
             )
 
-        runs[str(tests)] = asyncio.run(
-            _ask(
-                answers,
-                dataset,
-                query_ids,
-                gold,
-                label=f"lazy {tests}",
-                make=lazy,
-                generate=generate,
-            )
+        runs[str(tests)] = await _ask(
+            answers, dataset, query_ids, gold, label=f"lazy {tests}", make=lazy, generate=generate
         )
     result["lazy"] = runs[str(budgets[0])]
     if len(budgets) > 1:

@@ -530,7 +530,6 @@ export function answerEvent(found: ServerEvent, where = "the answer's stream"): 
         tested: Number(data["tested"] ?? 0),
         relevant: Number(data["relevant"] ?? 0),
         claims: Number(data["claims"] ?? 0),
-        queued: Number(data["queued"] ?? 0),
       };
     case "retrieval":
       return {

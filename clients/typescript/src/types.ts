@@ -79,7 +79,6 @@ export interface ProgressEvent {
   readonly tested: number;
   readonly relevant: number;
   readonly claims: number;
-  readonly queued: number;
 }
 
 /** One event of an answer's stream; `event` names which. */

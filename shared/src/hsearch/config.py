@@ -607,6 +607,14 @@ class LazySettings(BaseModel):
         "(in the search cache; 0: not kept).",
     )
 
+    @model_validator(mode="after")
+    def _defaults_within_maxima(self) -> LazySettings:
+        for name in ("relevance_tests", "llm_calls", "tokens", "seconds"):
+            if getattr(self, name) > getattr(self, f"max_{name}"):
+                msg = f"lazy.{name} ({getattr(self, name)}) is above lazy.max_{name}"
+                raise ValueError(msg)
+        return self
+
 
 class RerankSettings(BaseModel):
     model_path: Path | None = Field(

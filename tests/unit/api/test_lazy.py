@@ -6,10 +6,12 @@ citations checked by code; a budget past the server's maxima is refused."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hsearch.cache.memory import InMemoryCacheBackend
+from hsearch.llm.protocol import ChatMessage
 from hsearch.llm.scripted import ScriptedLLM
 from hsearch.types import Scope
 from tests.unit.api.conftest import Api, api_settings, ingest, serve, sse_events
@@ -209,6 +211,14 @@ async def test_a_follow_up_reuses_the_turn_it_names_on_the_same_data_only(tmp_pa
         assert first["lazy"]["tested"] > first["lazy"]["relevant"]
         assert again["lazy"]["tested"] < first["lazy"]["tested"]
 
+        # What is kept is ids, read again: a chunk gone from the store (a write the data
+        # version has not caught up with) is never served from the memory.
+        anna_id = next(p["document_id"] for p in first["passages"] if p["external_id"] == "anna")
+        api.services.store.delete_document_chunks(tenant_id="default", document_id=anna_id)
+        gone = await ask(api, follow_up=session)
+        assert gone["lazy"]["followed"] is True
+        assert "anna" not in documents(gone)
+
         # Another tenant naming the session reuses nothing.
         tenancy = api.services.tenancy
         tenancy.ensure_tenant("other", actor="test")
@@ -226,11 +236,108 @@ async def test_a_follow_up_reuses_the_turn_it_names_on_the_same_data_only(tmp_pa
         # Another filter, or a write of the tenant's data since: a fresh search.
         filtered = await ask(api, follow_up=session, filter={"tags": {"contains": "film"}})
         assert filtered["lazy"]["followed"] is False
-        deleted = await api.client.delete("/v1/documents/anna")
+        deleted = await api.client.delete("/v1/documents/film")
         assert deleted.status_code in (200, 202, 204), deleted.text
         after = await ask(api, follow_up=session)
         assert after["lazy"]["followed"] is False
-        assert "anna" not in documents(after)
+        assert "film" not in documents(after)
 
         bad = await api.client.post("/v1/answer", json=lazy(follow_up="no spaces allowed"))
         assert bad.status_code == 422
+
+
+async def token(api: Api, **body: Any) -> str:
+    resp = await api.client.post("/v1/tokens", json=body)
+    assert resp.status_code == 201, resp.text
+    return str(resp.json()["token"])
+
+
+async def ask_as(api: Api, bearer: str, **body: Any) -> dict[str, Any]:
+    async with api.anonymous() as client:
+        resp = await client.post(
+            "/v1/answer", json=lazy(**body), headers={"Authorization": f"Bearer {bearer}"}
+        )
+    assert resp.status_code == 200, resp.text
+    result: dict[str, Any] = resp.json()
+    return result
+
+
+async def test_a_search_token_bounds_the_sources_and_learns_nothing_of_what_it_hides(
+    api: Api,
+) -> None:
+    await ingest(api, [*DOCS, *NOISE])
+    everything = await ask(api)
+    assert len(documents(everything)) > 2
+
+    one = await ask_as(api, await token(api, filter={"tags": {"contains": "rail"}}, max_top_k=1))
+    assert len({p["chunk_id"] for p in one["passages"]}) == 1
+
+    # A token that sees only the cheese: the question's concepts match hidden documents,
+    # which are never tested nor counted.
+    food = await ask_as(api, await token(api, filter={"tags": {"contains": "food"}}))
+    assert food["passages"] == []
+    report = food["lazy"]
+    assert report["tested"] == 0
+    assert set(report["levels"].values()) == {0}
+    assert report["claims"] == []
+
+
+async def test_a_partial_budget_takes_the_server_s_defaults_and_mismatched_fields_are_refused(
+    api: Api,
+) -> None:
+    await ingest(api, DOCS)
+    result = await ask(api, budget={"relevance_tests": 10})
+    budget = result["lazy"]["budget"]
+    assert budget["relevance_tests"]["allowed"] == 10
+    assert budget["llm_calls"]["allowed"] == 4  # lazy.llm_calls
+    assert budget["elapsed_ms"]["allowed"] == 25_000
+    for body, field in (
+        ({"strategy": "default", "budget": {"relevance_tests": 3}}, "budget"),
+        ({"strategy": "default", "follow_up": "abc"}, "follow_up"),
+        ({"expand": True}, "expand"),
+        ({"passages": 3}, "passages"),
+        ({"budget": {"seconds": True}}, "seconds"),
+        ({"budget": {"llm_calls": -1}}, "llm_calls"),
+    ):
+        resp = await api.client.post("/v1/answer", json={**lazy(), **body})
+        assert resp.status_code == 422, (body, resp.text)
+        assert field in resp.text
+
+
+def scripted(messages: Sequence[ChatMessage]) -> str:
+    """A model for each prompt: the rewrite, the relevance judgements, the answer."""
+    system = messages[0].content
+    if "judge whether passages help" in system:
+        return "\n".join(f"{n}: yes" for n in range(1, 10))
+    if "<passage" in messages[-1].content:
+        return "Anna Berg married Karl Holm [1]."
+    return "Who was the spouse of the director of Night Train?"
+
+
+async def test_every_model_call_is_paid_from_one_budget(tmp_path: Path) -> None:
+    model = ScriptedLLM(scripted)
+    async with serve(api_settings(tmp_path), llm=model) as api:
+        await ingest(api, [*DOCS, *NOISE])
+        turns = [{"role": "user", "content": "Tell me about Night Train."}]
+        body = {"generate": True, "tester": "model", "messages": turns}
+
+        result = await ask(api, **body, budget={"llm_calls": 3, "tokens": 20_000})
+        spent = result["lazy"]["budget"]
+        # The rewrite, the judgements and the answer: each a call paid from the budget.
+        assert spent["llm_calls"]["used"] == len(model.requests) <= 3
+        assert result["tokens"]["calls"] == len(model.requests)
+        assert result["answer"] is not None
+        assert 0 < spent["tokens"]["used"] <= 20_000
+        # Every call's tokens, as the endpoint counted them, are the answer's too (what a
+        # tenant's token quota is charged).
+        assert (
+            result["tokens"]["prompt"] + result["tokens"]["completion"] == spent["tokens"]["used"]
+        )
+
+        # One call: the answer's, held first; no rewrite, no model judgement.
+        model.requests.clear()
+        one = await ask(api, **body, budget={"llm_calls": 1})
+        assert len(model.requests) == 1
+        assert "<passage" in model.requests[0][-1].content
+        assert one["answer"] is not None
+        assert one["lazy"]["budget"]["llm_calls"]["used"] == 1

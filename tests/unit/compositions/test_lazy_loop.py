@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hsearch.compositions.answers.prompts import prompt_cost
 from hsearch.compositions.lazy.budget import LazyLimits, LazySpend
 from hsearch.compositions.lazy.calls import ModelCalls
 from hsearch.compositions.lazy.claims import CheapSufficiency, ExtractiveClaims
@@ -84,7 +85,7 @@ class RandomTester:
 
 
 class RandomModel:
-    """Replies anything; reports usage that may exceed what was reserved; may fail."""
+    """Replies anything, counts any usage up to what the call was paid for, may fail."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -110,7 +111,10 @@ class RandomModel:
             f"{self.rng.randint(-1, 12)}: {self.rng.choice(['yes', 'no', 'maybe'])}"
             for _ in range(self.rng.randint(0, 10))
         )
-        yield Usage(self.rng.randint(0, 5000), self.rng.randint(0, 5000))
+        # What it counts is within what the call was paid for (the estimate errs high).
+        paid = prompt_cost(messages) + max_tokens
+        prompt = self.rng.randint(0, prompt_cost(messages))
+        yield Usage(prompt, self.rng.randint(0, paid - prompt))
 
     async def ping(self, *, timeout_s: float) -> None:
         pass
@@ -320,3 +324,34 @@ def test_claims_are_verbatim_spans_of_their_chunk() -> None:
         ExtractiveClaims().claims(candidate, judgement, question="cheese", earlier={})
     )
     assert [c.text for c in other] == ["Intro words here."]
+
+
+def test_an_endpoint_counting_above_the_estimate_is_charged_and_gets_no_more_calls() -> None:
+    class Greedy:
+        model = "greedy"
+        calls = 0
+
+        async def stream(
+            self, messages: Sequence[ChatMessage], **_: object
+        ) -> AsyncGenerator[str | Usage, None]:
+            self.calls += 1
+            yield "1: yes"
+            yield Usage(5000, 10)
+
+        async def ping(self, *, timeout_s: float) -> None:
+            pass
+
+        async def aclose(self) -> None:
+            pass
+
+    llm = Greedy()
+    spend = LazySpend(LazyLimits(50, 10, 6000, 60.0))
+    tester = ModelTester(ModelCalls(llm, spend, timeout_s=5))
+    batch = [Candidate("a", Origin.RETRIEVAL, 1.0, title="Volcano", text="Volcano lava.")]
+    for _ in range(3):
+        asyncio.run(tester.judge(batch, JudgeContext("volcano", {})))
+    # The first call was paid for at the estimate and charged what the endpoint counted;
+    # what is left pays for no further call.
+    assert llm.calls == 2
+    assert spend.tokens == 10_020
+    assert spend.lines()["tokens"].used > spend.lines()["tokens"].allowed

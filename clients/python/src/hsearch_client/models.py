@@ -411,7 +411,6 @@ class ProgressEvent(ApiModel):
     tested: int = 0
     relevant: int = 0
     claims: int = 0
-    queued: int = 0
 
 
 class RetrievalEvent(ApiModel):

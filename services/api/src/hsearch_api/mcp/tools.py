@@ -515,6 +515,8 @@ def build_server(backend_for: BackendFor, *, models: ToolModels) -> MCPServer:
 
     async def answer(ctx: Context, **arguments: Any) -> Any:
         body = _given(arguments)
+        if body.get("strategy") == "lazy":
+            body.pop("passages", None)  # its context is the claims that fit, not a count
 
         async def call(backend: Backend) -> BaseModel:
             return answer_result(await backend.answer(body))

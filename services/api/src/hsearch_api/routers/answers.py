@@ -27,7 +27,7 @@ from hsearch.compositions.answers.models import (
     Speaker,
     Turn,
 )
-from hsearch.compositions.lazy.budget import LazyLimits
+from hsearch.compositions.lazy.budget import BudgetAsk
 from hsearch.compositions.lazy.models import LazyProgress
 from hsearch.errors import InvalidRequestError
 from hsearch_api.deps import AnswerServiceDep, Caller, SearchCallerDep
@@ -48,7 +48,12 @@ from hsearch_api.schemas.errors import COMMON_ERRORS, error_responses
 
 SSE = "text/event-stream"
 SSE_EVENT_SCHEMA = {
-    "description": "One server-sent event of the stream (`stream: true`): `data` is JSON.",
+    "description": "One server-sent event of the stream (`stream: true`): `data` is JSON. "
+    "`progress` (lazy search, before `retrieval`): `{stage, tested, relevant, claims}`, "
+    "`stage` one of `starting`, `testing`, `deepening`, then why it stopped: `sufficient`, "
+    "`budget_spent`, `exhausted`. `retrieval`: `{standalone_query, passages}`. `delta`: "
+    "`{text}`. `citation`: `{sentence, citations}`. `error`: `{error, detail}`. `done`: "
+    "the whole answer.",
     "type": "object",
     "properties": {
         "event": {
@@ -100,8 +105,13 @@ def create_router(*, legs: Sequence[str]) -> APIRouter:
 
 
 def answer_request(body: AnswerRequestBody, caller: Caller) -> AnswerRequest:
-    if caller.max_top_k is not None and body.passages > caller.max_top_k:
+    lazy = body.strategy == "lazy"
+    if not lazy and caller.max_top_k is not None and body.passages > caller.max_top_k:
         raise InvalidRequestError(f"passages: this search token allows at most {caller.max_top_k}")
+    if lazy and "passages" in body.model_fields_set:
+        raise InvalidRequestError(
+            "passages: not with strategy lazy (its context is the claims that fit context_tokens)"
+        )
     return AnswerRequest(
         tenant_id=caller.tenant_id,
         required_filter=caller.restriction,
@@ -121,14 +131,15 @@ def answer_request(body: AnswerRequestBody, caller: Caller) -> AnswerRequest:
         generate=body.generate,
         budget=None
         if body.budget is None
-        else LazyLimits(
+        else BudgetAsk(
             relevance_tests=body.budget.relevance_tests,
             llm_calls=body.budget.llm_calls,
             tokens=body.budget.tokens,
-            seconds=body.budget.seconds,
+            seconds=None if body.budget.seconds is None else float(body.budget.seconds),
         ),
         tester=body.tester,
         follow_up=body.follow_up,
+        max_sources=caller.max_top_k if lazy else None,
     )
 
 

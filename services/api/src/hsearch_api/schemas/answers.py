@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    create_model,
+)
 
 from hsearch.search.planner import MAX_QUERY_CHARS
 from hsearch.types import FusionMethod, LegStatus, SearchMode
@@ -19,11 +27,22 @@ class TurnWrite(BaseModel):
 
 
 class LazyBudgetWrite(BaseModel):
+    """Each field left out takes the server's default (`lazy.*`); each given, at most the
+    server's maximum (`lazy.max_*`)."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    relevance_tests: StrictInt = Field(default=100, ge=1)
-    llm_calls: StrictInt = Field(default=4, ge=0, description="The answer's call included.")
-    tokens: StrictInt = Field(default=6000, ge=0, description="Read and written, every call.")
-    seconds: float = Field(default=25.0, gt=0, description="Wall time, the answer's included.")
+    relevance_tests: StrictInt | None = Field(default=None, ge=1)
+    llm_calls: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        description="Model calls, the answer's and a follow-up's rewrite included.",
+    )
+    tokens: StrictInt | None = Field(
+        default=None, ge=0, description="Model tokens, read and written, every call."
+    )
+    seconds: StrictFloat | StrictInt | None = Field(
+        default=None, gt=0, description="Wall time, the answer's included."
+    )
 
 
 class AnswerRequestBody(BaseModel):
@@ -190,7 +209,8 @@ class AnswerTokensRead(BaseModel):
     completion: int | None
     context: int = Field(description="The passages' tokens in the prompt, as packed.")
     calls: int = Field(
-        description="Model calls made for this answer (rewrite, expansion, reranking, the answer)."
+        description="Model calls made for this answer (rewrite, expansion, reranking, a lazy "
+        "search's relevance judgements, the answer)."
     )
 
 
@@ -216,8 +236,9 @@ class LazyReportRead(BaseModel):
         "left to test)."
     )
     levels: dict[str, int] = Field(
-        description="Candidates queued by how they were reached: `retrieval` (Level 0), "
-        "`concepts` and `communities` (Level 1), `links`, `memory` (the turn followed up)."
+        description="Chunks tested, by how they were first reached: `retrieval` (Level 0), "
+        "`concepts` and `communities` (Level 1), `links`, `memory` (the turn followed up). "
+        "Only chunks the request's filter (and a search token's) lets through are counted."
     )
     depth: int = Field(description="The deepest step from Level 0 a relevant chunk lay at.")
     tested: int

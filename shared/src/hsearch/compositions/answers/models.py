@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from hsearch.compositions.lazy.budget import LazyLimits
+from hsearch.compositions.lazy.budget import BudgetAsk, LazyLimits
 from hsearch.compositions.lazy.models import LazyProgress, LazyReport
 from hsearch.search.models import LegReport
 from hsearch.types import FusionMethod, SearchMode
@@ -75,13 +75,17 @@ class AnswerRequest:
     strategy: AnswerStrategy = AnswerStrategy.DEFAULT
     generate: bool = True
     """``False``: the context only (the passages the model would be given), no answer."""
-    budget: LazyLimits | None = None
-    """The lazy search's budget (``None``: the server's default)."""
+    budget: BudgetAsk | LazyLimits | None = None
+    """The lazy search's budget as asked (``None``, or a field left out: the server's
+    default); the service replaces it by the :class:`LazyLimits` it runs with."""
     tester: str | None = None
     """The lazy search's relevance tester, ``cheap`` or ``model`` (``None``: the
     server's default)."""
     follow_up: str | None = None
     """The lazy search's turn this question follows (its report's ``session``)."""
+    max_sources: int | None = None
+    """The most chunks a lazy search may give the model (a search token's
+    ``max_top_k``); ``None``: as many as fit the context."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,20 +11,32 @@ speak as the instructions do.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
+from hsearch.compositions.answers.packing import estimate_tokens
 from hsearch.llm.protocol import ChatMessage, Role
 
-__all__ = ["ANSWER_PROMPT_VERSION", "Prompt", "answer_messages", "prompt", "query_language"]
+__all__ = [
+    "ANSWER_PROMPT_VERSION",
+    "Prompt",
+    "answer_messages",
+    "fill",
+    "prompt",
+    "prompt_cost",
+    "query_language",
+]
 
 ANSWER_PROMPT = "answer"
 ANSWER_PROMPT_VERSION = 1
 _LANGUAGES = ("en", "ja")
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 _QUOTE_BREAK = re.compile(r"</?\s*passages?\b", re.IGNORECASE)
+_FIELD = re.compile(r"\{(\w+)\}")
+MESSAGE_OVERHEAD = 8
+"""Tokens a chat template adds a message (its role markers), erring high."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +73,19 @@ def prompt(name: str, version: int, language: str) -> Prompt:
     return Prompt(name, version, lang, system.strip(), user.strip())
 
 
+def fill(template: str, fields: Mapping[str, str]) -> str:
+    """``template`` with each ``{name}`` of ``fields`` replaced, in one pass: a value
+    holding ``{other}`` stays as it is (a question cannot pull a passage in)."""
+    return _FIELD.sub(lambda m: fields.get(m.group(1), m.group(0)), template)
+
+
+def prompt_cost(messages: Sequence[ChatMessage]) -> int:
+    """The most ``messages`` can cost in the model's tokens, estimated high
+    (:func:`~hsearch.compositions.answers.packing.estimate_tokens` and the template's
+    markers)."""
+    return sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in messages)
+
+
 def quote(text: str) -> str:
     """``text`` as it may stand inside a ``<passage>``: no tag of the quotation in it."""
     return _QUOTE_BREAK.sub(lambda m: m.group(0).replace("<", "\u2039"), text)
@@ -80,7 +105,7 @@ def answer_messages(
         f'<passage id="{i}" title="{_attribute(title)}">\n{quote(text)}\n</passage>'
         for i, (title, text) in enumerate(passages, start=1)
     )
-    user = chosen.user.replace("{question}", question.strip()).replace("{passages}", quoted)
+    user = fill(chosen.user, {"question": question.strip(), "passages": quoted})
     return chosen, [ChatMessage(Role.SYSTEM, chosen.system), ChatMessage(Role.USER, user)]
 
 

@@ -54,12 +54,14 @@ from hsearch.compositions.answers.packing import estimate_tokens, pack
 from hsearch.compositions.answers.prompts import (
     ANSWER_PROMPT_VERSION,
     answer_messages,
+    fill,
     prompt,
+    prompt_cost,
     query_language,
     quote,
 )
 from hsearch.compositions.answers.shaping import parse_order, parse_queries
-from hsearch.compositions.lazy.budget import LazySpend
+from hsearch.compositions.lazy.budget import LazyLimits, LazySpend, usage_tokens
 from hsearch.compositions.lazy.models import Gathered, LazyProgress, LazyReport
 from hsearch.compositions.lazy.service import LazyGatherer, claim_passages
 from hsearch.config import LlmSettings
@@ -174,16 +176,20 @@ class AnswerService:
         self, request: AnswerRequest, started: float
     ) -> AsyncGenerator[AnswerEvent, None]:
         spend = _Spend()
-        standalone = await self._standalone(request, spend)
         lazy: _Lazy | None = None
         if request.strategy is AnswerStrategy.LAZY and self._lazy is not None:
             lazy = _Lazy(self._lazy_spend(request))
-            async with contextlib.aclosing(self._gather(request, standalone, lazy)) as events:
+            self._hold_answer(request, lazy)  # before any other call: the answer comes first
+        standalone = await self._standalone(request, spend, lazy)
+        if lazy is not None:
+            async with contextlib.aclosing(
+                self._gather(request, standalone, lazy, spend)
+            ) as events:
                 async for progress in events:
                     yield progress
             if lazy.passages is None:
                 raise RuntimeError("the lazy search ended without its passages")  # a bug
-            passages, context = lazy.passages, lazy.context
+            passages, context = lazy.passages, self._fit_answer(request, standalone, lazy)
             retrieved = time.perf_counter()
         else:
             passages = await self._retrieve(request, standalone, spend)
@@ -249,6 +255,7 @@ class AnswerService:
                 async for item in items:
                     if isinstance(item, Usage):
                         run.spend.add(item)
+                        run.answer_usage = item
                         continue
                     if run.first_token is None:
                         run.first_token = time.perf_counter()
@@ -280,23 +287,39 @@ class AnswerService:
         """The lazy search's budget, the answer's model call held from it first (at the
         most it can cost) so the gathering can never leave too little for it; the
         gathering gets half the wall time when an answer is to be written."""
-        if request.budget is None:  # set by events() for every lazy request
-            raise RuntimeError("a lazy request without its budget")
+        if not isinstance(request.budget, LazyLimits):  # set by events() for a lazy request
+            raise RuntimeError("a lazy request without its budget")  # a bug
         answering = request.generate and self._llm is not None
         return LazySpend(request.budget, gather_share=0.5 if answering else 1.0)
 
+    def _hold_answer(self, request: AnswerRequest, lazy: _Lazy) -> None:
+        """Hold the answer's call from the budget at a generous guess (the context twice
+        over for the passages' markup, the question and the turns, the instructions),
+        so nothing before it can leave too little; settled at the real prompt's cost
+        once the context is known (:meth:`_fit_answer`)."""
+        if not request.generate or self._llm is None:
+            return
+        asked = request.query + "".join(t.content for t in request.messages[-2:])
+        lazy.answer_cost = (
+            2 * self._context_budget(request)
+            + estimate_tokens(asked)
+            + 600
+            + self._answer_tokens(request)
+        )
+        lazy.answer_held = lazy.spend.reserve_call(lazy.answer_cost)
+
     async def _gather(
-        self, request: AnswerRequest, standalone: str, lazy: _Lazy
+        self, request: AnswerRequest, standalone: str, lazy: _Lazy, spend: _Spend
     ) -> AsyncGenerator[LazyProgress, None]:
         if self._lazy is None:
             return
         budget = self._context_budget(request)
-        if request.generate and self._llm is not None:
-            # Its prompt: the context, the question, the instructions and a title a passage.
-            lazy.answer_cost = (
-                budget + estimate_tokens(standalone) + 400 + self._answer_tokens(request)
-            )
-            lazy.answer_held = lazy.spend.reserve_call(lazy.answer_cost)
+
+        def record(usage: Usage | None) -> None:
+            spend.calls += 1
+            if usage is not None:
+                spend.add(usage)
+
         gathered: Gathered | None = None
         async with contextlib.aclosing(
             self._lazy.gather(
@@ -305,6 +328,9 @@ class AnswerService:
                 tester=request.tester or "cheap",
                 context_tokens=budget,
                 follow_up=request.follow_up,
+                max_sources=request.max_sources,
+                record=record,
+                slots=self._slots,
             )
         ) as events:
             async for event in events:
@@ -336,8 +362,36 @@ class AnswerService:
                 else chosen.candidate.char_start + chosen.claim.start + len(chosen.text),
                 truncated=chosen.truncated,
             )
-            for number, chosen in enumerate(claim_passages(gathered, context_tokens=budget), 1)
+            for number, chosen in enumerate(
+                claim_passages(gathered, context_tokens=budget, max_sources=request.max_sources),
+                1,
+            )
         )
+
+    def _fit_answer(
+        self, request: AnswerRequest, standalone: str, lazy: _Lazy
+    ) -> tuple[ContextPassage, ...]:
+        """The lazy context the answer's call can pay for: the hold is released and the
+        real prompt's cost reserved (its passages dropped from the end while it does not
+        fit); none fits: the context as gathered, and no call (``answer_held`` false)."""
+        context = lazy.context
+        if not lazy.answer_held:
+            return context
+        lazy.spend.release_call(lazy.answer_cost)
+        lazy.answer_held = False
+        language = query_language(standalone)
+        for keep in range(len(context), -1, -1):
+            _, messages = answer_messages(
+                standalone,
+                [(p.title, p.text) for p in context[:keep]],
+                language=language,
+                version=self._prompt_version,
+            )
+            cost = prompt_cost(messages) + self._answer_tokens(request)
+            if keep and lazy.spend.reserve_call(cost):
+                lazy.answer_cost, lazy.answer_held = cost, True
+                return context[:keep]
+        return context
 
     def _pieces(self, pieces: Sequence[str | Closed], run: _Run) -> list[AnswerEvent]:
         events: list[AnswerEvent] = []
@@ -393,7 +447,9 @@ class AnswerService:
             for number, chosen in enumerate(packed, start=1)
         )
 
-    async def _standalone(self, request: AnswerRequest, spend: _Spend) -> str:
+    async def _standalone(
+        self, request: AnswerRequest, spend: _Spend, lazy: _Lazy | None = None
+    ) -> str:
         """The question to search for: a follow-up rewritten to stand alone by the
         model; without one (or when it fails, or writes nonsense) the earlier user
         turns and the question together."""
@@ -404,7 +460,11 @@ class AnswerService:
         )[-2000:]
         conversation = "\n".join(f"{t.role.value}: {t.content}" for t in request.messages[-6:])
         written = await self._complete(
-            REWRITE_PROMPT, spend, conversation=conversation, question=request.query
+            REWRITE_PROMPT,
+            spend,
+            budget=lazy.spend if lazy is not None else None,
+            conversation=conversation,
+            question=request.query,
         )
         line = written.strip().splitlines()[0].strip() if written and written.strip() else ""
         if not 3 <= len(line) <= 500:
@@ -446,18 +506,29 @@ class AnswerService:
         return replace(passages, passages=reordered)
 
     async def _complete(
-        self, name: str, spend: _Spend, *, max_tokens: int = 64, **fields: str
+        self,
+        name: str,
+        spend: _Spend,
+        *,
+        max_tokens: int = 64,
+        budget: LazySpend | None = None,
+        **fields: str,
     ) -> str | None:
         """The model's whole reply to prompt ``name`` with ``fields`` filled in; ``None``
-        without a model or when it fails (the caller then goes on without it)."""
+        without a model, when it fails (the caller then goes on without it) or when
+        ``budget`` (a lazy search's) cannot pay for it."""
         if self._llm is None:
             return None
         chosen = prompt(name, 1, "en")
-        user = chosen.user
-        for key, value in fields.items():
-            user = user.replace("{" + key + "}", value)
-        messages = [ChatMessage(Role.SYSTEM, chosen.system), ChatMessage(Role.USER, user)]
+        messages = [
+            ChatMessage(Role.SYSTEM, chosen.system),
+            ChatMessage(Role.USER, fill(chosen.user, fields)),
+        ]
+        cost = prompt_cost(messages) + max_tokens
+        if budget is not None and not budget.reserve_call(cost):
+            return None
         written = ""
+        usage: Usage | None = None
         spend.calls += 1
         try:
             async with contextlib.aclosing(
@@ -474,10 +545,15 @@ class AnswerService:
                         written += item
                     else:
                         spend.add(item)
+                        usage = item
         except Exception as exc:  # a helper call's failure only skips it
             failure = exc if isinstance(exc, ModelError) else _unexpected(exc)
             logger.info("answer.%s.failed error=%s", name, failure.message)
+            if budget is not None:
+                budget.settle_call(cost, None)
             return None
+        if budget is not None:
+            budget.settle_call(cost, usage_tokens(usage))
         return written
 
 
@@ -543,14 +619,13 @@ class _Lazy:
     context: tuple[ContextPassage, ...] = ()
     report: LazyReport | None = None
 
-    def settle(self, spend: _Spend, *, answered: bool) -> LazyReport | None:
-        """The report with the answer's call settled: at what it used when it was made,
-        released when it was not."""
+    def settle(self, usage: Usage | None, *, answered: bool) -> LazyReport | None:
+        """The report with the answer's call settled: at what the endpoint counted for it
+        when it was made, released when it was not."""
         if self.answer_held:
             self.answer_held = False
             if answered:
-                used = None if spend.prompt is None else spend.prompt + (spend.completion or 0)
-                self.spend.settle_call(self.answer_cost, used)
+                self.spend.settle_call(self.answer_cost, usage_tokens(usage))
             else:
                 self.spend.release_call(self.answer_cost)
         if self.report is None:
@@ -575,6 +650,8 @@ class _Run:
     model: str | None = None
     prompt_version: str | None = None
     lazy: _Lazy | None = None
+    answer_usage: Usage | None = None
+    """What the endpoint counted for the answer's own call."""
 
     def __post_init__(self) -> None:
         self.sentences: list[AnswerSentence] = []
@@ -611,7 +688,7 @@ class _Run:
         degraded = [f"leg:{leg}" for leg in self.passages.degraded]
         lazy = None
         if self.lazy is not None:
-            lazy = self.lazy.settle(self.spend, answered=self.model is not None)
+            lazy = self.lazy.settle(self.answer_usage, answered=self.model is not None)
             degraded += list(lazy.degraded if lazy is not None else ())
         if reason is not None:
             degraded.insert(0, reason)
@@ -698,6 +775,13 @@ def _check(request: AnswerRequest, settings: LlmSettings) -> None:
     ):
         msg = f"context_tokens: must be between 64 and {settings.context_tokens}"
         raise InvalidRequestError(msg)
+    lazy = request.strategy is AnswerStrategy.LAZY
+    if lazy and (request.expand or request.llm_rerank):
+        raise InvalidRequestError("expand, llm_rerank: not with strategy lazy")
+    if not lazy and (
+        request.budget is not None or request.tester is not None or request.follow_up is not None
+    ):
+        raise InvalidRequestError("budget, tester, follow_up: only with strategy lazy")
     if len(request.messages) > MAX_TURNS:
         raise InvalidRequestError(f"messages: at most {MAX_TURNS} earlier turns")
     for i, turn in enumerate(request.messages):

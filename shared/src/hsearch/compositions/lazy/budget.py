@@ -5,11 +5,12 @@ or by a model), model calls, the tokens those calls read and write, and wall tim
 :class:`LazyLimits` says how much of each a request may use (within the server's
 maxima, :class:`~hsearch.config.LazySettings`); :class:`LazySpend` is handed to every
 step and is asked *before* anything is started: a step that cannot be paid for in full
-is not started, so no count is ever passed. A model call is paid for before it is made
-with the most it can cost (its prompt, estimated high, plus the tokens it may write);
-once it ends the reservation is settled at what the endpoint counted (never more than
-was reserved: a count above the reservation is an endpoint that wrote past
-``max_tokens``, and the reservation is what is charged).
+is not started, so no count is passed. A model call is paid for before it is made with
+the most it can cost (its prompt, estimated high, plus the tokens it may write); once it
+ends the reservation is settled at what the endpoint counted. The token count holds as
+long as the endpoint counts no more than the estimate (which errs high: a token per
+three characters of ASCII, two per other character); an endpoint that counts more is
+charged what it counted, the report shows it, and no further call is made.
 """
 
 from __future__ import annotations
@@ -18,8 +19,17 @@ import time
 from dataclasses import dataclass, field
 
 from hsearch.budget import Budget
+from hsearch.llm.protocol import Usage
 
-__all__ = ["BudgetLine", "LazyLimits", "LazySpend"]
+__all__ = ["BudgetAsk", "BudgetLine", "LazyLimits", "LazySpend", "usage_tokens"]
+
+
+def usage_tokens(usage: Usage | None) -> int | None:
+    """The tokens a call read and wrote, as the endpoint counted them (``None``: it did
+    not say)."""
+    if usage is None or (usage.prompt_tokens is None and usage.completion_tokens is None):
+        return None
+    return (usage.prompt_tokens or 0) + (usage.completion_tokens or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +40,17 @@ class LazyLimits:
     llm_calls: int = 4
     tokens: int = 6000
     seconds: float = 25.0
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetAsk:
+    """What a request asked of the budget: each field it left out (``None``) takes the
+    server's default."""
+
+    relevance_tests: int | None = None
+    llm_calls: int | None = None
+    tokens: int | None = None
+    seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +119,11 @@ class LazySpend:
 
     def settle_call(self, reserved: int, used: int | None) -> None:
         """A call reserved at ``reserved`` ended having used ``used`` tokens (``None``:
-        the endpoint did not say: the reservation is charged)."""
+        the endpoint did not say: the reservation is charged). What the endpoint
+        counted is charged, also above the reservation (an estimate that erred low):
+        the report then says so, and no call is made past it."""
         self._reserved -= reserved
-        charged = reserved if used is None else min(max(used, 0), reserved)
-        self.tokens += charged
+        self.tokens += reserved if used is None else max(used, 0)
 
     def release_call(self, reserved: int) -> None:
         """A call reserved at ``reserved`` that was never made: nothing is charged."""

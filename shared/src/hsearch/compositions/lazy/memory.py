@@ -1,17 +1,19 @@
 """What a lazy search leaves for the next turn of the conversation (as DRIFT search
-does): its relevant chunks, with their texts and scores, and every chunk it tested.
+does): its relevant chunks (ids, scores and what led to them; no text) and every chunk
+it tested.
 
 A follow-up question names the turn it follows (``follow_up``: the ``session`` of the
 previous answer's report); its search then starts with the previous relevant chunks in
-its queue (tested again against the new question, without reading the store) and does
+its queue (read again from the store under the request's filter, so a chunk deleted
+since is never reused, and tested again against the new question) and does
 not test again a chunk the previous turn reached by deepening and found irrelevant,
 unless another relevant chunk than the one that led there then leads to it (the new
 question's own candidates are always tested).
 
-Kept in the search cache (Redis, or in-process) under the tenant and its data version,
-for ``ttl_s``: a key of another tenant never finds it, and after any write of the
-tenant's data (a document changed or deleted, a purge) it is no longer found, so a
-follow-up never reuses what is no longer there. The request's filter is part of it: a
+Kept in the search cache (Redis, or in-process) under the tenant and its data version
+as the turn started, for ``ttl_s``: a key of another tenant never finds it, and after
+any write of the tenant's data (a document changed or deleted, a purge; during the turn
+too) it is no longer found. The request's filter is part of it: a
 follow-up with another filter starts afresh.
 """
 
@@ -35,17 +37,14 @@ logger = logging.getLogger(__name__)
 
 LAZY_KIND = "lazy"
 MAX_VISITED = 5000
+MAX_RELEVANT = 50
 
 
 @dataclass(frozen=True, slots=True)
 class RememberedChunk:
     chunk_id: str
-    document_id: str
-    external_id: str
-    title: str
-    text: str
-    char_start: int | None
-    char_end: int | None
+    parent: str | None
+    """The relevant chunk that led to it (``None``: the question's own candidate)."""
     score: float
 
 
@@ -60,18 +59,14 @@ class Remembered:
     """Each chunk it tested, with the chunk that led to it."""
 
     def candidates(self) -> list[Candidate]:
-        """The relevant chunks, as candidates of the new turn (texts known)."""
+        """The relevant chunks, as candidates of the new turn: read again from the
+        store (a chunk gone, or outside the filter, is left out then)."""
         return [
             Candidate(
                 chunk_id=c.chunk_id,
                 origin=Origin.MEMORY,
                 prior=min(1.0, max(0.0, c.score)),
-                document_id=c.document_id,
-                external_id=c.external_id,
-                title=c.title,
-                text=c.text,
-                char_start=c.char_start,
-                char_end=c.char_end,
+                parent=c.parent,
             )
             for c in self.relevant
         ]
@@ -95,15 +90,26 @@ class TurnMemory:
     def scope(filter: object) -> str:
         return digest(filter)
 
-    async def recall(self, tenant_id: str, session: str, *, scope: str) -> Remembered | None:
-        """The turn ``session`` of the tenant, on its current data and under ``scope``;
+    async def version(self, tenant_id: str) -> str | None:
+        """The tenant's data version, read once when a turn starts: the turn is recalled
+        and kept under it, so a write during the turn makes what it keeps unreachable
+        rather than filed under the data after the write."""
+        try:
+            generation, _ = await self._generations.read(tenant_id)
+        except BackendError:
+            return None
+        return generation
+
+    async def recall(
+        self, tenant_id: str, session: str, *, version: str | None, scope: str
+    ) -> Remembered | None:
+        """The turn ``session`` of the tenant, at ``version`` and under ``scope``;
         ``None`` when there is none (another tenant's, expired, the data changed since,
         another filter) or the cache is away."""
-        key = await self._key(tenant_id, session)
-        if key is None:
+        if version is None:
             return None
         try:
-            raw = await self._store.get(key)
+            raw = await self._store.get(self._key(tenant_id, version, session))
             found = None if raw is None else _codec.validate_json(raw)
         except (BackendError, ValidationError) as exc:
             logger.info("lazy.memory.unreadable error=%s", type(exc).__name__)
@@ -117,45 +123,31 @@ class TurnMemory:
         tenant_id: str,
         gathered: Gathered,
         *,
+        version: str | None,
         scope: str,
-        visited: tuple[tuple[str, str | None], ...],
         before: Remembered | None,
     ) -> str | None:
-        """Keep this turn (with what the turn before it kept); its session, or ``None``
+        """Keep this turn: its relevant chunks (at most :data:`MAX_RELEVANT`, best
+        first) and what it and the turns before it tested; its session, or ``None``
         when it could not be kept."""
-        session = secrets.token_urlsafe(12)
-        key = await self._key(tenant_id, session)
-        if key is None:
+        if version is None:
             return None
-        relevant = {
-            candidate.chunk_id: RememberedChunk(
-                chunk_id=candidate.chunk_id,
-                document_id=candidate.document_id,
-                external_id=candidate.external_id,
-                title=candidate.title,
-                text=candidate.text or "",
-                char_start=candidate.char_start,
-                char_end=candidate.char_end,
-                score=judgement.score,
-            )
-            for candidate, judgement, _ in gathered.chunks
-        }
-        for chunk in before.relevant if before is not None else ():
-            relevant.setdefault(chunk.chunk_id, chunk)
-        seen = dict((*(before.visited if before else ()), *visited))
-        value = Remembered(
-            scope, tuple(relevant.values()), tuple(list(seen.items())[-MAX_VISITED:])
+        session = secrets.token_urlsafe(12)
+        ranked = sorted(gathered.chunks, key=lambda found: -found[1].score)[:MAX_RELEVANT]
+        relevant = tuple(
+            RememberedChunk(candidate.chunk_id, candidate.parent, judgement.score)
+            for candidate, judgement, _ in ranked
         )
+        seen = dict((*(before.visited if before else ()), *gathered.visited))
+        value = Remembered(scope, relevant, tuple(list(seen.items())[-MAX_VISITED:]))
         try:
-            await self._store.set(key, _codec.dump_json(value), ttl_s=self._ttl_s)
+            await self._store.set(
+                self._key(tenant_id, version, session), _codec.dump_json(value), ttl_s=self._ttl_s
+            )
         except BackendError as exc:
             logger.info("lazy.memory.unwritable error=%s", type(exc).__name__)
             return None
         return session
 
-    async def _key(self, tenant_id: str, session: str) -> str | None:
-        try:
-            generation, _ = await self._generations.read(tenant_id)
-        except BackendError:
-            return None
-        return cache_key(self._namespace, LAZY_KIND, tenant_id, generation, session)
+    def _key(self, tenant_id: str, version: str, session: str) -> str:
+        return cache_key(self._namespace, LAZY_KIND, tenant_id, version, session)

@@ -102,7 +102,6 @@ class LazyProgress:
     tested: int
     relevant: int
     claims: int
-    queued: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +111,7 @@ class LazyReport:
     budget: dict[str, BudgetLine]
     stopped: Stage
     levels: dict[str, int]
-    """Candidates queued by how they were reached (:class:`Origin`)."""
+    """Chunks tested, by how they were first reached (:class:`Origin`)."""
     depth: int
     """The deepest step taken from Level 0."""
     tested: int

@@ -136,7 +136,13 @@ class StoreNeighbourhood:
         index = await self._concept_index(spend)
         if index is None or self.concepts is None:
             return found
-        wanted = index.match(await self.concepts.query_concepts(self.request.query))
+        try:
+            asked = await self.concepts.query_concepts(self.request.query)
+        except Exception as exc:  # Level 1 is gone without, never a failed answer
+            logger.warning("lazy.query_concepts.failed error=%s", type(exc).__name__, exc_info=exc)
+            self._note(f"level1_unavailable: the question's concepts ({type(exc).__name__})")
+            return found
+        wanted = index.match(asked)
         if not wanted:
             return found
         found += _scored(

@@ -72,8 +72,12 @@ class _Frontier:
     A chunk is tested once, with one exception: a chunk judged irrelevant is queued
     once more when another relevant chunk leads to it, since the claim that leads there
     is evidence its first test did not have (the second hop of a question). A chunk
-    still waiting that another relevant chunk leads to waits with that parent instead
-    when it arrives with a prior at least as high (or had none)."""
+    still waiting that a relevant chunk leads to keeps its place, or takes the better
+    prior it arrives with; either way it is tested with that chunk as its parent.
+
+    What is counted (``levels``, ``tested``) is what was tested: read from the store
+    under the request's filter first, so the counts say nothing of chunks a filter or a
+    search token hides."""
 
     def __init__(self) -> None:
         self.queue: list[tuple[float, int, Candidate]] = []
@@ -82,6 +86,7 @@ class _Frontier:
         self._tested: set[str] = set()
         self._retested: set[str] = set()
         self._relevant: set[str] = set()
+        self._counted: set[str] = set()
         self.levels = {origin.value: 0 for origin in Origin}
         self.tested = 0
         self.depth = 0
@@ -90,11 +95,9 @@ class _Frontier:
 
     def push(self, found: Sequence[Candidate]) -> None:
         for c in found:
-            if not self._takes(c):
-                continue
-            self._queued[c.chunk_id] = c
-            self.levels[c.origin.value] += 1
-            heapq.heappush(self.queue, (-c.prior, next(self._order), c))
+            if self._takes(c):
+                self._queued[c.chunk_id] = c
+                heapq.heappush(self.queue, (-c.prior, next(self._order), c))
 
     def _takes(self, c: Candidate) -> bool:
         before = self._queued.get(c.chunk_id)
@@ -108,7 +111,11 @@ class _Frontier:
             self._tested.discard(c.chunk_id)
             self._retested.add(c.chunk_id)
             return True
-        return before.parent is None or c.prior >= before.prior
+        if c.prior > before.prior:
+            return True
+        if before.parent is None:
+            before.parent = c.parent  # tested with the claim that leads to it
+        return False
 
     def visited(self, chunks: Iterable[tuple[str, str | None]]) -> None:
         """Chunks an earlier turn tested, each with the chunk that led to it: not tested
@@ -122,21 +129,25 @@ class _Frontier:
         popped: list[Candidate] = []
         while self.queue and len(popped) < count:
             c = heapq.heappop(self.queue)[2]
-            if self._queued.get(c.chunk_id) is c and c.chunk_id not in self._tested:
+            if self._live(c):
                 popped.append(c)
         return popped
 
     def judged(self, candidate: Candidate, judgement: Judgement) -> None:
         self._tested.add(candidate.chunk_id)
+        self.tested += 1
+        if candidate.chunk_id not in self._counted:
+            self._counted.add(candidate.chunk_id)
+            self.levels[candidate.origin.value] += 1
         if judgement.relevant:
             self._relevant.add(candidate.chunk_id)
 
+    def _live(self, c: Candidate) -> bool:
+        return self._queued.get(c.chunk_id) is c and c.chunk_id not in self._tested
+
     @property
     def waiting(self) -> bool:
-        return any(
-            self._queued.get(c.chunk_id) is c and c.chunk_id not in self._tested
-            for _, _, c in self.queue
-        )
+        return any(self._live(c) for _, _, c in self.queue)
 
     def found(self, candidate: Candidate, judgement: Judgement, claims: tuple[Claim, ...]) -> None:
         self.claims[candidate.chunk_id] = claims
@@ -152,7 +163,6 @@ class _Frontier:
             tested=self.tested,
             relevant=len(self.relevant),
             claims=sum(len(v) for v in self.claims.values()),
-            queued=len(self.queue),
         )
 
     def gathered(
@@ -214,11 +224,11 @@ class LazyLoop:
         state.visited(visited)
         yield state.progress(Stage.STARTING)
         while True:
-            if spend.out_of_time() or spend.tests_left() == 0:
-                stopped = Stage.BUDGET_SPENT
-                break
             if not state.waiting:
                 stopped = Stage.EXHAUSTED
+                break
+            if spend.out_of_time() or spend.tests_left() == 0:
+                stopped = Stage.BUDGET_SPENT
                 break
             found = await self._test(question, neighbourhood, spend, state)
             if found is None:
@@ -241,22 +251,29 @@ class LazyLoop:
         self, question: str, neighbourhood: Neighbourhood, spend: LazySpend, state: _Frontier
     ) -> list[tuple[Candidate, Judgement]] | None:
         """Test the next batch (its tests taken from the budget first); the relevant
-        ones, their claims taken; ``None`` when nothing of the batch could be tested."""
+        ones, their claims taken; ``None`` when nothing of the batch could be tested. A
+        candidate whose parent is in the same batch (an earlier turn's chunks) is judged
+        after it, with its claims known."""
         batch = (await neighbourhood.read(state.pop(self.batch), spend))[: spend.tests_left()]
         batch = batch[: spend.take_tests(len(batch))]
         if not batch:
             return None
-        state.tested += len(batch)
-        judgements = await self.tester.judge(batch, JudgeContext(question, state.claims))
+        here = {c.chunk_id for c in batch}
+        first = [c for c in batch if c.parent not in here]
+        after = [c for c in batch if c.parent in here]
         found: list[tuple[Candidate, Judgement]] = []
-        for candidate, judgement in zip(batch, judgements, strict=True):
-            state.judged(candidate, judgement)
-            if judgement.relevant:
-                taken = await self.extractor.claims(
-                    candidate, judgement, question=question, earlier=state.claims
-                )
-                state.found(candidate, judgement, taken)
-                found.append((candidate, judgement))
+        for part in (first, after):
+            if not part:
+                continue
+            judgements = await self.tester.judge(part, JudgeContext(question, state.claims))
+            for candidate, judgement in zip(part, judgements, strict=True):
+                state.judged(candidate, judgement)
+                if judgement.relevant:
+                    taken = await self.extractor.claims(
+                        candidate, judgement, question=question, earlier=state.claims
+                    )
+                    state.found(candidate, judgement, taken)
+                    found.append((candidate, judgement))
         return found
 
     async def _deepen(

@@ -4,15 +4,16 @@ turned into the passages the model is given."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
 
 import anyio.to_thread
 
 from hsearch.cache.generations import GenerationReader
 from hsearch.compositions.answers.packing import pack
-from hsearch.compositions.lazy.budget import LazyLimits, LazySpend
+from hsearch.compositions.lazy.budget import BudgetAsk, LazyLimits, LazySpend
 from hsearch.compositions.lazy.calls import ModelCalls
 from hsearch.compositions.lazy.claims import CheapSufficiency, ExtractiveClaims
 from hsearch.compositions.lazy.memory import Remembered, TurnMemory
@@ -26,7 +27,7 @@ from hsearch.concepts.store import ConceptStore
 from hsearch.config import LazySettings
 from hsearch.errors import InvalidRequestError
 from hsearch.graph.store import GraphStore
-from hsearch.llm.protocol import LLM
+from hsearch.llm.protocol import LLM, Usage
 from hsearch.search.passages import Passages, RetrievalRequest, RetrievalService
 from hsearch.vectorstore.protocol import VectorStore
 
@@ -46,11 +47,14 @@ class ClaimPassage:
     truncated: bool
 
 
-def claim_passages(gathered: Gathered, *, context_tokens: int) -> list[ClaimPassage]:
-    """The claims that fit ``context_tokens`` (as passages are packed), best first; a
-    chunk's claims next to each other, in its order."""
-    by_chunk = {candidate.chunk_id: candidate for candidate, _, _ in gathered.chunks}
-    ordered = [claim for _, _, claims in gathered.chunks for claim in claims]
+def claim_passages(
+    gathered: Gathered, *, context_tokens: int, max_sources: int | None = None
+) -> list[ClaimPassage]:
+    """The claims that fit ``context_tokens`` (as passages are packed), of the first
+    ``max_sources`` chunks at most, in the order the search reached them."""
+    chunks = gathered.chunks[:max_sources] if max_sources is not None else gathered.chunks
+    by_chunk = {candidate.chunk_id: candidate for candidate, _, _ in chunks}
+    ordered = [claim for _, _, claims in chunks for claim in claims]
     packed = pack(
         [(by_chunk[c.chunk_id].document_id or c.chunk_id, c.text) for c in ordered],
         budget_tokens=context_tokens,
@@ -103,23 +107,35 @@ class LazyGatherer:
         self._llm_timeout_s = llm_timeout_s
         self._memory = memory
 
-    def limits(self, asked: LazyLimits | None) -> LazyLimits:
-        """The request's budget: what it asked for (each within the server's maxima), or
-        the defaults; raises InvalidRequestError naming the field."""
+    def limits(self, asked: BudgetAsk | LazyLimits | None) -> LazyLimits:
+        """The request's budget: what it asked for (each within the server's maxima),
+        the server's default for what it left out; raises InvalidRequestError naming the
+        field."""
         s = self._settings
-        if asked is None:
-            return LazyLimits(s.relevance_tests, s.llm_calls, s.tokens, s.seconds)
-        for name, value, most in (
-            ("relevance_tests", asked.relevance_tests, s.max_relevance_tests),
-            ("llm_calls", asked.llm_calls, s.max_llm_calls),
-            ("tokens", asked.tokens, s.max_tokens),
-            ("seconds", asked.seconds, s.max_seconds),
+        if isinstance(asked, LazyLimits):
+            asked = BudgetAsk(asked.relevance_tests, asked.llm_calls, asked.tokens, asked.seconds)
+        asked = asked or BudgetAsk()
+        limits = LazyLimits(
+            relevance_tests=s.relevance_tests
+            if asked.relevance_tests is None
+            else asked.relevance_tests,
+            llm_calls=s.llm_calls if asked.llm_calls is None else asked.llm_calls,
+            tokens=s.tokens if asked.tokens is None else asked.tokens,
+            seconds=s.seconds if asked.seconds is None else asked.seconds,
+        )
+        for name, value, low, most in (
+            ("relevance_tests", limits.relevance_tests, 1, s.max_relevance_tests),
+            ("llm_calls", limits.llm_calls, 0, s.max_llm_calls),
+            ("tokens", limits.tokens, 0, s.max_tokens),
         ):
-            low = 1 if name == "relevance_tests" else 0
-            if not low <= value <= most or (name == "seconds" and value <= 0):
-                least = "above 0" if name == "seconds" else f"at least {low}"
-                raise InvalidRequestError(f"budget.{name}: must be {least} and at most {most}")
-        return asked
+            if not low <= value <= most:
+                msg = f"budget.{name}: must be at least {low} and at most {most}"
+                raise InvalidRequestError(msg)
+        if not 0 < limits.seconds <= s.max_seconds:
+            raise InvalidRequestError(
+                f"budget.seconds: must be above 0 and at most {s.max_seconds}"
+            )
+        return limits
 
     def tester_name(self, asked: str | None) -> str:
         name = asked or self._settings.tester
@@ -135,15 +151,22 @@ class LazyGatherer:
         tester: str,
         context_tokens: int,
         follow_up: str | None = None,
+        max_sources: int | None = None,
+        record: Callable[[Usage | None], None] | None = None,
+        slots: asyncio.Semaphore | None = None,
     ) -> AsyncGenerator[LazyProgress | Gathered | Passages, None]:
         """The loop's progress, then what it gathered, then the question's Level 0
         passages (the answer's legs and degraded legs). ``follow_up``: the session of
-        the turn this question follows (:mod:`.memory`)."""
+        the turn this question follows (:mod:`.memory`); ``max_sources``: the most
+        chunks its context may come from (and its Level 0 depth); ``record``: told of
+        every model call made (its usage, ``None`` when it failed); ``slots``: the
+        generation slots a model call takes one of (none free: the cheap tester
+        judges)."""
         neighbourhood = StoreNeighbourhood(
             request=RetrievalRequest(
                 tenant_id=request.tenant_id,
                 query=request.query,
-                limit=self._settings.candidates,
+                limit=min(self._settings.candidates, max_sources or self._settings.candidates),
                 mode=request.mode,
                 filter=request.filter,
                 required_filter=request.required_filter,
@@ -159,15 +182,20 @@ class LazyGatherer:
             reach=Reach(retrieval=self._settings.candidates),
         )
         loop = LazyLoop(
-            tester=self._tester(tester, spend),
+            tester=self._tester(tester, spend, record=record, slots=slots),
             extractor=ExtractiveClaims(),
             sufficiency=CheapSufficiency(),
             batch=self._settings.batch,
         )
         scope = TurnMemory.scope(self._retrieval.plan(neighbourhood.request).filter)
+        version = None
         before = None
-        if follow_up is not None and self._memory is not None:
-            before = await self._memory.recall(request.tenant_id, follow_up, scope=scope)
+        if self._memory is not None:
+            version = await self._memory.version(request.tenant_id)
+            if follow_up is not None:
+                before = await self._memory.recall(
+                    request.tenant_id, follow_up, version=version, scope=scope
+                )
         run = loop.run(
             request.query,
             neighbourhood,
@@ -179,28 +207,41 @@ class LazyGatherer:
         async with contextlib.aclosing(run) as events:
             async for event in events:
                 if isinstance(event, Gathered):
-                    yield await self._kept(request.tenant_id, event, scope, before)
+                    yield await self._kept(request.tenant_id, event, version, scope, before)
                 else:
                     yield event
         if neighbourhood.retrieved is not None:
             yield neighbourhood.retrieved
 
     async def _kept(
-        self, tenant_id: str, gathered: Gathered, scope: str, before: Remembered | None
+        self,
+        tenant_id: str,
+        gathered: Gathered,
+        version: str | None,
+        scope: str,
+        before: Remembered | None,
     ) -> Gathered:
         """``gathered`` with the session a follow-up can name (when it could be kept)."""
         session = None
         if self._memory is not None:
             session = await self._memory.keep(
-                tenant_id, gathered, scope=scope, visited=gathered.visited, before=before
+                tenant_id, gathered, version=version, scope=scope, before=before
             )
         report = replace(gathered.report, session=session, followed=before is not None)
         return replace(gathered, report=report)
 
-    def _tester(self, name: str, spend: LazySpend) -> RelevanceTester:
+    def _tester(
+        self,
+        name: str,
+        spend: LazySpend,
+        *,
+        record: Callable[[Usage | None], None] | None,
+        slots: asyncio.Semaphore | None,
+    ) -> RelevanceTester:
         cheap = CheapTester(threshold=self._settings.threshold)
         if name == "model" and self._llm is not None:
-            return ModelTester(
-                ModelCalls(self._llm, spend, timeout_s=self._llm_timeout_s), fallback=cheap
+            calls = ModelCalls(
+                self._llm, spend, timeout_s=self._llm_timeout_s, record=record, slots=slots
             )
+            return ModelTester(calls, fallback=cheap)
         return cheap
