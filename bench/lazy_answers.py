@@ -10,7 +10,8 @@ without ``--budget``), both with the same ``--context-tokens``. Per strategy:
   passages given to the model (their documents), averaged;
 * ``context_tokens``: the context's tokens per question (as packing counts them);
 * ``answer_recall``: the share of answers holding a gold string (``--no-generate``: not
-  measured, ``null``);
+  measured, ``null``); ``gold_in_context``: the share of contexts holding one (what a
+  model that reads well could answer from);
 * ``llm_calls`` and ``tokens`` per question (the answer's and every lazy step's);
 * ``answer_ms``: ``{p50, p95}`` of the whole request;
 * lazy only: relevance tests per question, and how often it stopped for each reason.
@@ -68,6 +69,7 @@ class _One:
     answer_ms: float
     tests: int = 0
     stopped: str = ""
+    gold_in_context: bool = False
 
 
 def _contains(answer: str | None, gold: Sequence[str]) -> bool:
@@ -99,6 +101,7 @@ def _score(answer: Answer, judged: Mapping[str, float], gold: Sequence[str]) -> 
         answer_ms=answer.timings.total_ms,
         tests=0 if lazy is None else int(lazy.budget["relevance_tests"].used),
         stopped="" if lazy is None else lazy.stopped.value,
+        gold_in_context=_contains(" ".join(p.text for p in answer.passages), gold),
     )
 
 
@@ -113,6 +116,7 @@ def _summary(scored: Sequence[_One], *, generate: bool) -> dict[str, Any]:
         if generate
         else None,
         "answered": sum(s.answered for s in scored),
+        "gold_in_context": round(sum(s.gold_in_context for s in scored) / len(scored), 5),
         "llm_calls": round(statistics.fmean(s.calls for s in scored), 3),
         "tokens": round(statistics.fmean(s.tokens for s in scored), 1),
         "answer_ms": {"p50": percentile(times, 50), "p95": percentile(times, 95)},

@@ -54,6 +54,8 @@ def answer(text: str | None, *ids: str, lazy: LazyReport | None = None) -> Answe
 def test_context_recall_answer_recall_and_the_lazy_budget() -> None:
     judged = {"a": 1.0, "b": 1.0, "x": 0.0}
     base = _score(answer("It was Paris.", "a", "x"), judged, ["paris"])
+    assert not base.gold_in_context
+    assert _score(answer(None, "a"), judged, ["abc"]).gold_in_context
     assert base.context_recall == 0.5
     assert base.context_tokens == 2 * 4  # "abc abc abc " is 12 ASCII characters
     assert base.recall
