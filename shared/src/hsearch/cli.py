@@ -333,11 +333,28 @@ def ingest(  # noqa: PLR0917 - typer reads a command's options from its paramete
 
 
 @app.command("ask")
-def ask(
+def ask(  # noqa: PLR0917 - typer reads a command's options from its parameters
     question: Annotated[str, typer.Argument(help="The question.", show_default=False)],
     passages: Annotated[
         int | None,
         typer.Option("--passages", min=1, max=50, help="Passages to retrieve (default: 5)."),
+    ] = None,
+    lazy: Annotated[
+        bool,
+        typer.Option(
+            "--lazy",
+            help="Lazy graph search: test candidates, follow links and concepts, answer "
+            "from the claims (docs/lazy.md).",
+        ),
+    ] = False,
+    tests: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            min=1,
+            help="With --lazy: relevance tests it may run (default: the server's).",
+            show_default=False,
+        ),
     ] = None,
     as_json: JsonOption = False,
     url: UrlOption = None,
@@ -347,15 +364,27 @@ def ask(
     import json  # noqa: PLC0415 - keep `--help` fast
 
     from hsearch.client.display import answer_footer  # noqa: PLC0415
-    from hsearch_client import DeltaEvent, DoneEvent, ErrorEvent  # noqa: PLC0415
+    from hsearch_client import DeltaEvent, DoneEvent, ErrorEvent, ProgressEvent  # noqa: PLC0415
 
+    if tests is not None and not lazy:
+        typer.echo("error (invalid_request): --budget: only with --lazy", err=True)
+        raise typer.Exit(1)
+    fields: dict[str, object] = {"passages": passages}
+    if lazy:
+        fields = {"strategy": "lazy", "budget": {"relevance_tests": tests} if tests else None}
     with _api(url, api_key) as client:
-        for event in client.answer_stream(question, passages=passages):
+        for event in client.answer_stream(question, **fields):
             if as_json:
                 if isinstance(event, DoneEvent):
                     typer.echo(json.dumps(event.answer.to_json(), ensure_ascii=False))
                 continue
-            if isinstance(event, DeltaEvent):
+            if isinstance(event, ProgressEvent):
+                typer.echo(
+                    f"[{event.stage}: {event.tested} tested, {event.relevant} relevant, "
+                    f"{event.claims} claims]",
+                    err=True,
+                )
+            elif isinstance(event, DeltaEvent):
                 typer.echo(event.text, nl=False)
             elif isinstance(event, ErrorEvent):
                 typer.echo(f"\n[the model broke off: {event.error}: {event.detail}]", err=True)

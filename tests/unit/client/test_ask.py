@@ -34,3 +34,12 @@ def test_ask_streams_the_answer_then_its_citations(tmp_path: Path) -> None:
         assert body["citations"][0]["external_id"] == "rivers"
         refused = cli("ask", "Where?", "--passages", "0")
         assert refused.exit_code != 0
+        lazy = cli("ask", "Where do rivers carry water?", "--lazy", "--budget", "3")
+        assert lazy.exit_code == 0, lazy.output
+        out = lazy.output.splitlines()
+        assert out[0] == "[starting: 0 tested, 0 relevant, 0 claims]"  # progress, on stderr
+        assert any(line.startswith("Rivers carry water down to the sea.") for line in out)
+        assert any(
+            line.startswith("Lazy search: ") and "relevance tests 2/3" in line for line in out
+        ), out
+        assert cli("ask", "Where?", "--budget", "3").exit_code == 1

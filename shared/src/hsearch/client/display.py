@@ -139,6 +139,17 @@ def answer_footer(answer: Answer) -> list[str]:
     if unsupported:
         lines.append(f"Not supported by the passages ({len(unsupported)}):")
         lines += [f"  - {s.text}" for s in unsupported]
+    if answer.lazy is not None:
+        spent = answer.lazy.budget
+        used = ", ".join(
+            f"{name.replace('_', ' ')} {line.used:g}/{line.allowed:g}"
+            for name, line in spent.items()
+            if name != "elapsed_ms"
+        )
+        lines.append(
+            f"Lazy search: {answer.lazy.stopped}; {answer.lazy.relevant} of "
+            f"{answer.lazy.tested} tested relevant; {used}"
+        )
     return lines
 
 
