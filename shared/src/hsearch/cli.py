@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -369,11 +369,11 @@ def ask(  # noqa: PLR0917 - typer reads a command's options from its parameters
     if tests is not None and not lazy:
         typer.echo("error (invalid_request): --budget: only with --lazy", err=True)
         raise typer.Exit(1)
-    fields: dict[str, object] = {"passages": passages}
+    fields: dict[str, Any] = {}
     if lazy:
         fields = {"strategy": "lazy", "budget": {"relevance_tests": tests} if tests else None}
     with _api(url, api_key) as client:
-        for event in client.answer_stream(question, **fields):
+        for event in client.answer_stream(question, passages=passages, **fields):
             if as_json:
                 if isinstance(event, DoneEvent):
                     typer.echo(json.dumps(event.answer.to_json(), ensure_ascii=False))
