@@ -425,9 +425,51 @@ export interface paths {
         /**
          * Stats
          * @description Documents, chunks, jobs by status, last ingest and time to searchable per tenant;
-         *     search latency per leg, degraded share and cache hit ratio.
+         *     its Level 1 (concept) index; search latency per leg, degraded share and cache hit
+         *     ratio.
          */
         get: operations["stats_v1_stats_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/communities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Communities
+         * @description The tenant's concept communities: of a level, children of a parent, or holding
+         *     concepts.
+         */
+        get: operations["list_communities_v1_communities_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/communities/{community_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Community
+         * @description One concept community with its chunks, best first.
+         */
+        get: operations["read_community_v1_communities__community_id__get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -539,6 +581,11 @@ export interface components {
             /** @description The lazy search's budget; each field at most the server's maximum (unset: the server's default). */
             budget?: components["schemas"]["LazyBudgetWrite"] | null;
             /**
+             * Follow Up
+             * @description `strategy: lazy`: the `lazy.session` of the answer this question follows up: its relevant chunks are tested again first and the chunks it found irrelevant are not, unless this question's leads reach them. Ignored (`lazy.followed: false`) once the tenant's data changed, after `lazy.memory_ttl_s`, or under another filter.
+             */
+            follow_up?: string | null;
+            /**
              * Tester
              * @description The lazy search's relevance tester: `cheap` (code) or `model` (the model judges a batch a call, paid from the budget). Unset: the server's default.
              */
@@ -619,7 +666,7 @@ export interface components {
             context: number;
             /**
              * Calls
-             * @description Model calls made for this answer (rewrite, expansion, reranking, the answer).
+             * @description Model calls made for this answer (rewrite, expansion, reranking, a lazy search's relevance judgements, the answer).
              */
             calls: number;
         };
@@ -710,6 +757,118 @@ export interface components {
             /** Score */
             score: number;
         };
+        /** CommunityChunkRead */
+        CommunityChunkRead: {
+            /** Chunk Id */
+            chunk_id: string;
+            /** External Id */
+            external_id: string;
+            /** Title */
+            title: string;
+            /**
+             * Concepts
+             * @description The chunk's concepts, in reading order.
+             */
+            concepts: string[];
+        };
+        /** CommunityDetailRead */
+        CommunityDetailRead: {
+            /**
+             * Id
+             * @description Stable for the same data (derived from its level and concepts).
+             */
+            id: string;
+            /**
+             * Level
+             * @description 0: the top of the hierarchy; a child is one level down.
+             */
+            level: number;
+            /** Parent */
+            parent: string | null;
+            /** Children */
+            children: string[];
+            /**
+             * Concepts
+             * @description Representative phrases, best first (computed over the whole tenant).
+             */
+            concepts: string[];
+            /**
+             * Size
+             * @description Concepts in it.
+             */
+            size: number;
+            /**
+             * Chunk Count
+             * @description Chunks holding any of its concepts.
+             */
+            chunk_count: number;
+            /**
+             * Documents
+             * @description A few documents of its best chunks, best first.
+             */
+            documents: components["schemas"]["CommunityDocumentRead"][];
+            /** Version */
+            version: string;
+            /**
+             * Chunks
+             * @description Its chunks, best first (those holding most of its concepts; at most concepts.chunks_per_community).
+             */
+            chunks: components["schemas"]["CommunityChunkRead"][];
+        };
+        /** CommunityDocumentRead */
+        CommunityDocumentRead: {
+            /** External Id */
+            external_id: string;
+            /** Title */
+            title: string;
+        };
+        /** CommunityListRead */
+        CommunityListRead: {
+            /**
+             * Version
+             * @description The tenant's data version the index was built at.
+             */
+            version: string;
+            /** Communities */
+            communities: components["schemas"]["CommunityRead"][];
+        };
+        /** CommunityRead */
+        CommunityRead: {
+            /**
+             * Id
+             * @description Stable for the same data (derived from its level and concepts).
+             */
+            id: string;
+            /**
+             * Level
+             * @description 0: the top of the hierarchy; a child is one level down.
+             */
+            level: number;
+            /** Parent */
+            parent: string | null;
+            /** Children */
+            children: string[];
+            /**
+             * Concepts
+             * @description Representative phrases, best first (computed over the whole tenant).
+             */
+            concepts: string[];
+            /**
+             * Size
+             * @description Concepts in it.
+             */
+            size: number;
+            /**
+             * Chunk Count
+             * @description Chunks holding any of its concepts.
+             */
+            chunk_count: number;
+            /**
+             * Documents
+             * @description A few documents of its best chunks, best first.
+             */
+            documents: components["schemas"]["CommunityDocumentRead"][];
+        };
         /** ComponentRead */
         ComponentRead: {
             /**
@@ -726,6 +885,66 @@ export interface components {
             latency_ms: number | null;
             /** Detail */
             detail: string | null;
+        };
+        /**
+         * ConceptStatusRead
+         * @description The tenant's Level 1 index in the process that answered (docs/lazy.md).
+         */
+        ConceptStatusRead: {
+            /**
+             * State
+             * @description none (not built yet), building, ready (at the tenant's data version), or stale (at an older one: a build of the current one is started).
+             */
+            state: string;
+            /**
+             * Version
+             * @description The data version of the index held.
+             */
+            version: string | null;
+            /**
+             * Chunks
+             * @description Chunks with concepts.
+             */
+            chunks: number;
+            /**
+             * Concepts
+             * @description Concepts that are nodes of the co-occurrence graph.
+             */
+            concepts: number;
+            /**
+             * Links
+             * @description Co-occurrence links.
+             */
+            links: number;
+            /**
+             * Communities
+             * @description Communities per level.
+             */
+            communities: {
+                [key: string]: number;
+            };
+            /** Build S */
+            build_s: number | null;
+            /**
+             * Building
+             * @description The version being built, during a build.
+             */
+            building: string | null;
+            /**
+             * Stage
+             * @description During a build: reading, counting, linking or communities.
+             */
+            stage: string | null;
+            /**
+             * Fraction
+             * @description During a build: the share of its stage done.
+             */
+            fraction: number | null;
+            /**
+             * Error
+             * @description Why the last build failed (until one succeeds).
+             */
+            error: string | null;
         };
         /** ContextPassageRead */
         ContextPassageRead: {
@@ -1399,31 +1618,29 @@ export interface components {
             /** P99 Ms */
             p99_ms: number | null;
         };
-        /** LazyBudgetWrite */
+        /**
+         * LazyBudgetWrite
+         * @description Each field left out takes the server's default (`lazy.*`); each given, at most the
+         *     server's maximum (`lazy.max_*`).
+         */
         LazyBudgetWrite: {
-            /**
-             * Relevance Tests
-             * @default 100
-             */
-            relevance_tests: number;
+            /** Relevance Tests */
+            relevance_tests?: number | null;
             /**
              * Llm Calls
-             * @description The answer's call included.
-             * @default 4
+             * @description Model calls, the answer's and a follow-up's rewrite included.
              */
-            llm_calls: number;
+            llm_calls?: number | null;
             /**
              * Tokens
-             * @description Read and written, every call.
-             * @default 6000
+             * @description Model tokens, read and written, every call.
              */
-            tokens: number;
+            tokens?: number | null;
             /**
              * Seconds
              * @description Wall time, the answer's included.
-             * @default 25
              */
-            seconds: number;
+            seconds?: (number) | null;
         };
         /** LazyReportRead */
         LazyReportRead: {
@@ -1441,7 +1658,7 @@ export interface components {
             stopped: string;
             /**
              * Levels
-             * @description Candidates queued by how they were reached: `retrieval` (Level 0), `concepts` and `communities` (Level 1), `links`.
+             * @description Chunks tested, by how they were first reached: `retrieval` (Level 0), `concepts` and `communities` (Level 1), `links`, `memory` (the turn followed up). Only chunks the request's filter (and a search token's) lets through are counted.
              */
             levels: {
                 [key: string]: number;
@@ -1459,6 +1676,17 @@ export interface components {
             claims: components["schemas"]["ClaimRead"][];
             /** Tester */
             tester: string;
+            /**
+             * Session
+             * @description Name it as `follow_up` to reuse this search in the next turn.
+             */
+            session?: string | null;
+            /**
+             * Followed
+             * @description It reused the turn `follow_up` named.
+             * @default false
+             */
+            followed: boolean;
         };
         /**
          * Leg
@@ -2116,6 +2344,8 @@ export interface components {
             last_ingest_at: string | null;
             /** @description From submission to searchable, over the latest searchable jobs. */
             time_to_searchable: components["schemas"]["SearchableTimesRead"];
+            /** @description Its concept index (lazy search's Level 1) in the answering process; a tenant's own request starts a build when it is older than the tenant's data. */
+            level1?: components["schemas"]["ConceptStatusRead"] | null;
         };
         /** TermMatchRead */
         TermMatchRead: {
@@ -4479,6 +4709,185 @@ export interface operations {
             };
             /** @description The credential may not do this: a scope it lacks, a suspended tenant, another tenant named. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid or out of bounds (named in `detail` and `errors`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's rate limit is reached (`Retry-After`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description An unexpected error; the message says nothing of the cause. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A backing service is unavailable (the metadata database: `metadata_unavailable`, with `Retry-After`), or the process is at its search capacity (`overloaded`, with `Retry-After`). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_communities_v1_communities_get: {
+        parameters: {
+            query?: {
+                level?: number | null;
+                parent?: string | null;
+                /** @description Only communities holding these concepts, best first (repeat the parameter; a phrase finds the concepts made of its words). */
+                concept?: string[] | null;
+                limit?: number;
+            };
+            header?: {
+                /** @description Operator credentials only: the tenant the request acts for (the action is written to the audit log). A tenant's key may not name another tenant. */
+                "X-Hsearch-Tenant"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CommunityListRead"];
+                };
+            };
+            /** @description No credential, or one that is malformed, unknown, expired or revoked (`WWW-Authenticate: Bearer`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this: a scope it lacks, a suspended tenant, another tenant named. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field is invalid or out of bounds (named in `detail` and `errors`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's rate limit is reached (`Retry-After`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description An unexpected error; the message says nothing of the cause. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A backing service is unavailable (the metadata database: `metadata_unavailable`, with `Retry-After`), or the process is at its search capacity (`overloaded`, with `Retry-After`). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_community_v1_communities__community_id__get: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Operator credentials only: the tenant the request acts for (the action is written to the audit log). A tenant's key may not name another tenant. */
+                "X-Hsearch-Tenant"?: string | null;
+            };
+            path: {
+                community_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CommunityDetailRead"];
+                };
+            };
+            /** @description No credential, or one that is malformed, unknown, expired or revoked (`WWW-Authenticate: Bearer`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this: a scope it lacks, a suspended tenant, another tenant named. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource for this tenant. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
