@@ -111,6 +111,21 @@ describe("with a key", { skip }, () => {
     assert.ok(events.every((e) => e.event !== "delta"), "no model: no text");
   });
 
+  test("a lazy answer's stream: progress first, the budget it spent last", async () => {
+    const events: AnswerEvent[] = [];
+    const stream = client().answerStream("What does Milvus run?", {
+      strategy: "lazy",
+      budget: { relevance_tests: 5 },
+    });
+    for await (const event of stream) events.push(event);
+    assert.equal(events[0]?.event, "progress");
+    const last = events.at(-1);
+    assert.ok(last?.event === "done");
+    assert.equal(last.answer.strategy, "lazy");
+    const spent = last.answer.lazy?.budget["relevance_tests"];
+    assert.ok(spent !== undefined && spent.used <= 5 && spent.allowed === 5, JSON.stringify(spent));
+  });
+
   test("a bad key is a 401 with its code's class", async () => {
     const stranger = new Client(URL, { apiKey: "hsk_nosuchkey_0000000000000000" });
     const thrown = await stranger.search("fox").catch((e: unknown) => e);

@@ -253,6 +253,7 @@ describe("error classes", () => {
 describe("the answer's stream", () => {
   const EVENTS = [
     ": keep-alive\r\n\r\n",
+    'event: progress\ndata: {"stage": "testing", "tested": 8, "relevant": 3, "claims": 3}\n\n',
     'event: retrieval\r\ndata: {"standalone_query": "q", "passages": []}\r\n\r\n',
     'event: delta\ndata: {"text": "Rivers "}\n\n',
     'event: del',
@@ -274,8 +275,11 @@ describe("the answer's stream", () => {
     for await (const event of new Client(url).answerStream("q", { passages: 2 })) seen.push(event);
     assert.deepEqual(
       seen.map((e) => e.event),
-      ["retrieval", "delta", "delta", "error", "done"],
+      ["progress", "retrieval", "delta", "delta", "error", "done"],
     );
+    const progress = seen[0];
+    assert.ok(progress?.event === "progress");
+    assert.deepEqual([progress.stage, progress.tested, progress.relevant, progress.claims], ["testing", 8, 3, 3]);
     const texts = seen.flatMap((e) => (e.event === "delta" ? [e.text] : []));
     assert.equal(texts.join(""), "Rivers flow [1].");
     const last = seen.at(-1);
@@ -290,7 +294,7 @@ describe("the answer's stream", () => {
     const { url } = await serve([
       (_req, res) => {
         res.writeHead(200, { "content-type": "text/event-stream" });
-        res.write(EVENTS[1]);
+        res.write(EVENTS[2]);
         res.on("close", closed); // the server never ends this stream itself
       },
     ]);
