@@ -27,6 +27,7 @@ from hsearch.compositions.lazy.models import (
     Stage,
 )
 from hsearch.compositions.lazy.search import LazyLoop
+from hsearch.compositions.lazy.service import claim_passages
 from hsearch.compositions.lazy.testers import (
     CheapTester,
     JudgeContext,
@@ -319,39 +320,43 @@ def test_claims_are_verbatim_spans_of_their_chunk() -> None:
     )
     assert [c.text for c in claims] == ["Volcano lava is hot!", "Lava cools into rock."]
     assert all(text[c.start : c.end] == c.text for c in claims)
-    # None bears on the question: the first sentence, which says what the chunk is about.
+    # None bears on the question (asked in another language, say): the whole chunk.
     other = asyncio.run(
-        ExtractiveClaims().claims(candidate, judgement, question="cheese", earlier={})
+        ExtractiveClaims().claims(candidate, judgement, question="Wo ist Käse?", earlier={})
     )
-    assert [c.text for c in other] == ["Intro words here."]
+    assert [c.text for c in other] == [text]
+    assert (other[0].start, other[0].end) == (0, len(text))
 
 
-def test_an_endpoint_counting_above_the_estimate_is_charged_and_gets_no_more_calls() -> None:
-    class Greedy:
-        model = "greedy"
-        calls = 0
+def test_the_context_gives_every_chunk_s_claim_then_fills_with_more_of_the_first_chunks() -> None:
+    def found(chunk: str, text: str, claim: str) -> tuple[Candidate, Judgement, tuple[Claim, ...]]:
+        start = text.index(claim)
+        return (
+            Candidate(chunk, Origin.RETRIEVAL, 1.0, document_id=chunk, text=text),
+            Judgement(chunk, True, 0.8, "cheap"),
+            (Claim(claim, chunk, start, start + len(claim), 0.8),),
+        )
 
-        async def stream(
-            self, messages: Sequence[ChatMessage], **_: object
-        ) -> AsyncGenerator[str | Usage, None]:
-            self.calls += 1
-            yield "1: yes"
-            yield Usage(5000, 10)
-
-        async def ping(self, *, timeout_s: float) -> None:
-            pass
-
-        async def aclose(self) -> None:
-            pass
-
-    llm = Greedy()
-    spend = LazySpend(LazyLimits(50, 10, 6000, 60.0))
-    tester = ModelTester(ModelCalls(llm, spend, timeout_s=5))
-    batch = [Candidate("a", Origin.RETRIEVAL, 1.0, title="Volcano", text="Volcano lava.")]
-    for _ in range(3):
-        asyncio.run(tester.judge(batch, JudgeContext("volcano", {})))
-    # The first call was paid for at the estimate and charged what the endpoint counted;
-    # what is left pays for no further call.
-    assert llm.calls == 2
-    assert spend.tokens == 10_020
-    assert spend.lines()["tokens"].used > spend.lines()["tokens"].allowed
+    a = "Volcano lava is hot. It flows downhill. Ash falls far away."
+    b = "Islands form over hotspots. Hawaii is one. Its volcanoes are young."
+    gathered = Gathered(
+        report=None,  # type: ignore[arg-type]  # not read here
+        chunks=(found("a", a, "Volcano lava is hot."), found("b", b, "Hawaii is one.")),
+    )
+    # Room for both claims and a little more: the first chunk's next sentence, joined to
+    # its claim as one span.
+    given = claim_passages(gathered, question="volcano lava", context_tokens=19)
+    assert [(p.candidate.chunk_id, p.text) for p in given] == [
+        ("a", "Volcano lava is hot. It flows downhill."),
+        ("b", "Hawaii is one."),
+    ]
+    assert all((p.candidate.text or "")[p.claim.start : p.claim.end] == p.text for p in given)
+    # Room for everything: each chunk whole, in its own order.
+    whole = claim_passages(gathered, question="volcano lava", context_tokens=700)
+    assert [p.text for p in whole] == [a, b]
+    # Only the claims fit: the claims, in the order the chunks were reached.
+    tight = claim_passages(gathered, question="volcano lava", context_tokens=12)
+    assert [p.text for p in tight] == ["Volcano lava is hot.", "Hawaii is one."]
+    assert [
+        p.text for p in claim_passages(gathered, question="x", context_tokens=700, max_sources=1)
+    ] == [a]

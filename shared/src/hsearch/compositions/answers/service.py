@@ -363,7 +363,12 @@ class AnswerService:
                 truncated=chosen.truncated,
             )
             for number, chosen in enumerate(
-                claim_passages(gathered, context_tokens=budget, max_sources=request.max_sources),
+                claim_passages(
+                    gathered,
+                    question=standalone,
+                    context_tokens=budget,
+                    max_sources=request.max_sources,
+                ),
                 1,
             )
         )

@@ -66,7 +66,11 @@ class ExtractiveClaims:
         if not scored:
             return ()
         bearing = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))
-        chosen = bearing[: self.per_chunk] or [scored[0]]
+        if not bearing:  # nothing says which sentence matters (another language): all
+            whole = text.strip()
+            start = text.index(whole)
+            return (Claim(whole, candidate.chunk_id, start, start + len(whole), judgement.score),)
+        chosen = bearing[: self.per_chunk]
         chosen.sort(key=lambda s: s[1])  # in the chunk's order
         return tuple(
             Claim(

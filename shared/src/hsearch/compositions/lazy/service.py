@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import anyio.to_thread
 
 from hsearch.cache.generations import GenerationReader
+from hsearch.compositions.answers.citations import sentence_spans
 from hsearch.compositions.answers.packing import pack
 from hsearch.compositions.lazy.budget import BudgetAsk, LazyLimits, LazySpend
 from hsearch.compositions.lazy.calls import ModelCalls
@@ -20,6 +21,7 @@ from hsearch.compositions.lazy.memory import Remembered, TurnMemory
 from hsearch.compositions.lazy.models import Candidate, Claim, Gathered, LazyProgress
 from hsearch.compositions.lazy.neighbourhood import ConceptSource, Reach, StoreNeighbourhood
 from hsearch.compositions.lazy.search import LazyLoop
+from hsearch.compositions.lazy.terms import coverage, terms
 from hsearch.compositions.lazy.testers import CheapTester, ModelTester, RelevanceTester
 from hsearch.concepts.extract import ConceptExtractor
 from hsearch.concepts.index import ConceptIndex
@@ -48,21 +50,68 @@ class ClaimPassage:
 
 
 def claim_passages(
-    gathered: Gathered, *, context_tokens: int, max_sources: int | None = None
+    gathered: Gathered,
+    *,
+    question: str,
+    context_tokens: int,
+    max_sources: int | None = None,
 ) -> list[ClaimPassage]:
-    """The claims that fit ``context_tokens`` (as passages are packed), of the first
-    ``max_sources`` chunks at most, in the order the search reached them."""
+    """What the model is given, within ``context_tokens`` (as passages are packed), of
+    the first ``max_sources`` relevant chunks at most: every chunk's claims first, in the
+    order the search reached the chunks; then, while room is left, more of each
+    chunk's sentences, a sentence a chunk at a time (those holding the most of the
+    question's terms first), so a search that found few chunks still fills the context
+    with what they say. A chunk's passages are given in its order, adjacent sentences
+    joined into one span."""
     chunks = gathered.chunks[:max_sources] if max_sources is not None else gathered.chunks
-    by_chunk = {candidate.chunk_id: candidate for candidate, _, _ in chunks}
-    ordered = [claim for _, _, claims in chunks for claim in claims]
+    wanted = terms(question)
+    first: list[tuple[int, Claim]] = []
+    more: list[list[Claim]] = []
+    for n, (candidate, judgement, claims) in enumerate(chunks):
+        first += [(n, claim) for claim in claims]
+        taken = {(c.start, c.end) for c in claims}
+        text = candidate.text or ""
+        rest = [
+            Claim(text[a:b], candidate.chunk_id, a, b, round(judgement.score / 2, 4))
+            for a, b in sentence_spans(text)
+            if (a, b) not in taken and text[a:b].strip()
+        ]
+        rest.sort(key=lambda c: (-coverage(wanted, terms(c.text)), c.start))
+        more.append(rest)
+    extra = [(n, claim) for n, rest in enumerate(more) for claim in rest]
+    offered = first + extra
     packed = pack(
-        [(by_chunk[c.chunk_id].document_id or c.chunk_id, c.text) for c in ordered],
+        [(chunks[n][0].document_id or chunks[n][0].chunk_id, c.text) for n, c in offered],
         budget_tokens=context_tokens,
+        per_document=len(offered),
     )
-    return [
-        ClaimPassage(ordered[p.index], by_chunk[ordered[p.index].chunk_id], p.text, p.truncated)
-        for p in packed
-    ]
+    chosen = sorted(
+        ((offered[p.index][0], offered[p.index][1], p) for p in packed),
+        key=lambda x: (x[0], x[1].start),
+    )
+    out: list[ClaimPassage] = []
+    for n, claim, p in chosen:
+        candidate = chunks[n][0]
+        last = out[-1] if out else None
+        text = candidate.text or ""
+        if (
+            last is not None
+            and last.candidate is candidate
+            and not last.truncated
+            and not p.truncated
+            and not text[last.claim.end : claim.start].strip()
+        ):
+            joined = Claim(
+                text[last.claim.start : claim.end],
+                claim.chunk_id,
+                last.claim.start,
+                claim.end,
+                max(last.claim.score, claim.score),
+            )
+            out[-1] = ClaimPassage(joined, candidate, joined.text, False)
+            continue
+        out.append(ClaimPassage(claim, candidate, p.text, p.truncated))
+    return out
 
 
 class StoreConcepts:
