@@ -245,11 +245,13 @@ async def ask_all(
 
 def run_folder(path: Path, args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     dataset = load_dataset(path)
-    gold = load_answers(path)
+    context_only = args.strategy == "lazy" and args.no_generate
+    # The context alone is scored by the judged passages: a set without gold answers will do.
+    gold = load_answers(path) if not context_only or (path / "answers.jsonl").is_file() else {}
     query_ids = [
         q
         for q in select_queries(dataset, max_queries=args.max_queries, seed=args.seed)
-        if q in gold
+        if (q in gold if gold else bool(dataset.qrels.get(q)))
     ]
     progress(f"{dataset.name}: {len(dataset.corpus)} documents, {len(query_ids)} questions")
     tmp = Path(tempfile.mkdtemp(prefix=f"hsearch-answers-{dataset.name}-"))
