@@ -351,6 +351,15 @@ def test_the_context_gives_every_chunk_s_claim_then_fills_with_more_of_the_first
         ("b", "Hawaii is one."),
     ]
     assert all((p.candidate.text or "")[p.claim.start : p.claim.end] == p.text for p in given)
+    # The best chunk whole first (a question one passage answers), the others' claims
+    # after it; without that, every claim before any chunk's other sentences.
+    assert [
+        p.text for p in claim_passages(gathered, question="volcano lava", context_tokens=20)
+    ] == [a]
+    assert [
+        p.text
+        for p in claim_passages(gathered, question="volcano lava", context_tokens=20, whole=0)
+    ] == ["Volcano lava is hot. It flows downhill.", "Hawaii is one."]
     # Room for everything: each chunk whole, in its own order.
     whole = claim_passages(gathered, question="volcano lava", context_tokens=700)
     assert [p.text for p in whole] == [a, b]

@@ -55,14 +55,17 @@ def claim_passages(
     question: str,
     context_tokens: int,
     max_sources: int | None = None,
+    whole: int = 1,
 ) -> list[ClaimPassage]:
     """What the model is given, within ``context_tokens`` (as passages are packed), of
-    the first ``max_sources`` relevant chunks at most: every chunk's claims first, in the
-    order the search reached the chunks; then, while room is left, more of each
-    chunk's sentences, a sentence a chunk at a time (those holding the most of the
-    question's terms first), so a search that found few chunks still fills the context
-    with what they say. A chunk's passages are given in its order, adjacent sentences
-    joined into one span."""
+    the first ``max_sources`` relevant chunks at most: the first ``whole`` chunks whole
+    (their claims first), then every other chunk's claims, in the order the search
+    reached the chunks; then, while room is left, the rest of each chunk's sentences,
+    chunk by chunk (those holding the most of the question's terms first). So the best
+    chunk is read in full (a question one passage answers), the others by their claims
+    (a question several answer), and a search that found few chunks still fills the
+    context. A chunk's passages are given in its order, adjacent sentences joined into
+    one span (docs/lazy.md, measured)."""
     chunks = gathered.chunks[:max_sources] if max_sources is not None else gathered.chunks
     wanted = terms(question)
     first: list[tuple[int, Claim]] = []
@@ -78,8 +81,10 @@ def claim_passages(
         ]
         rest.sort(key=lambda c: (-coverage(wanted, terms(c.text)), c.start))
         more.append(rest)
-    extra = [(n, claim) for n, rest in enumerate(more) for claim in rest]
-    offered = first + extra
+    lead = [(n, claim) for n in range(min(whole, len(more))) for claim in more[n]]
+    extra = [(n, claim) for n, rest in enumerate(more) for claim in rest if n >= whole]
+    head = [(n, c) for n, c in first if n < whole]
+    offered = head + lead + [(n, c) for n, c in first if n >= whole] + extra
     packed = pack(
         [(chunks[n][0].document_id or chunks[n][0].chunk_id, c.text) for n, c in offered],
         budget_tokens=context_tokens,
