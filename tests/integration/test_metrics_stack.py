@@ -170,7 +170,13 @@ def test_traffic_moves_the_scraped_figures_across_processes(
         answer = httpx.post(f"{base}/v1/search", json=query, headers=auth, timeout=30)
         assert answer.status_code == 200, answer.text
         sent += 1
+    # A request is counted once its response is sent (the middleware's last step): the
+    # last answer can reach the client a moment before its count does.
     by_process = per_process_searches(running.metrics_dir, tmp_path)
+    settle = time.monotonic() + 10
+    while sum(by_process.values()) < sent and time.monotonic() < settle:
+        time.sleep(0.05)
+        by_process = per_process_searches(running.metrics_dir, tmp_path)
     after = scrape(base)
 
     def moved(name: str, **labels: str) -> float:
