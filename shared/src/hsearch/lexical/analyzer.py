@@ -72,6 +72,7 @@ __all__ = [
     "query_term_frequencies",
     "term_frequencies",
     "term_id",
+    "term_set",
     "tokens",
 ]
 
@@ -352,6 +353,13 @@ def analyze(text: str, *, lang: str | None = None) -> list[str]:
     letters or digits, or made of stop words only.
     """
     return _analyze(text, english=_is_english(lang), query=False)
+
+
+@lru_cache(maxsize=8192)
+def term_set(text: str) -> frozenset[str]:
+    """The distinct terms of ``text`` as :func:`analyze` gives them (cached: what support
+    and relevance checks compare, sentence against passage, many times a request)."""
+    return frozenset(analyze(text))
 
 
 def analyze_query(text: str) -> list[str]:

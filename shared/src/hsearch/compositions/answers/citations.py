@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from hsearch.lexical.analyzer import analyze
+from hsearch.lexical.analyzer import term_set
 
 __all__ = [
     "CheckedSentence",
@@ -251,17 +251,13 @@ def _merged(out: list[str | Closed]) -> list[str | Closed]:
 # -- support ----------------------------------------------------------------------------
 
 
-def _terms(text: str) -> set[str]:
-    return set(analyze(text))
-
-
 def support_score(sentence: str, passage: str) -> float:
     """The share of ``sentence``'s terms that ``passage`` holds (0 for a sentence
     without terms)."""
-    wanted = _terms(sentence)
+    wanted = term_set(sentence)
     if not wanted:
         return 0.0
-    return len(wanted & _terms(passage)) / len(wanted)
+    return len(wanted & term_set(passage)) / len(wanted)
 
 
 @dataclass(frozen=True, slots=True)

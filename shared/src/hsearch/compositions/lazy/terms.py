@@ -3,16 +3,9 @@ character bigrams for Japanese and Chinese), read once per text."""
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from hsearch.lexical.analyzer import analyze
+from hsearch.lexical.analyzer import term_set as terms
 
 __all__ = ["coverage", "terms"]
-
-
-@lru_cache(maxsize=8192)
-def terms(text: str) -> frozenset[str]:
-    return frozenset(analyze(text))
 
 
 def coverage(wanted: frozenset[str], held: frozenset[str]) -> float:
