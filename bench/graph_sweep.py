@@ -14,6 +14,11 @@ Usage (from the repository root)::
 
     python -m bench.graph_sweep --dataset ../shared/datasets/en-musique-train-100
     python -m bench.graph_sweep --dataset DIR --weights 0.1,0.2 --scorings pagerank --json
+    python -m bench.graph_sweep --dataset DIR --scorings bridge --seeds 5 --http
+
+``--http`` sends every search as a ``POST /v1/search`` through the HTTP API (the app
+served in this process over httpx's ASGI transport, the set's tenant's key, rate limits
+off): the request's JSON, its checks and the response's, not only the service.
 
 Progress goes to stderr; the table (or with ``--json`` one JSON object) to stdout.
 """
@@ -186,6 +191,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="false",
         help="comma-separated true/false: whether the graph leg ranks its seeds too",
     )
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="send every search through the HTTP API (the app in process, over ASGI)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object, not a table")
     parser.add_argument("--verbose", action="store_true", help="hsearch's own INFO logs")
     args = parser.parse_args(argv)
@@ -220,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         GraphOptions,
         ModeRequest,
         Options,
+        api_client,
         graph_request,
         prepared_stack,
         run_queries,
@@ -255,9 +266,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             requests = {HYBRID_NO_GRAPH: ModeRequest(SearchMode.HYBRID)} | {
                 name: graph_request(stack.fusion, graph) for name, graph in configs.items()
             }
-            runs = asyncio.run(
-                run_queries(stack.resources, dataset, query_ids, list(requests), requests=requests)
-            )
+
+            async def searched() -> dict[str, ModeRun]:
+                if not args.http:
+                    return await run_queries(
+                        stack.resources, dataset, query_ids, list(requests), requests=requests
+                    )
+                async with api_client(stack.resources) as api:
+                    return await run_queries(
+                        stack.resources,
+                        dataset,
+                        query_ids,
+                        list(requests),
+                        requests=requests,
+                        api=api,
+                    )
+
+            runs = asyncio.run(searched())
     except KeyboardInterrupt:
         progress("interrupted")
         return INTERRUPTED
@@ -274,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 {"max_queries": args.max_queries, "seed": args.seed} if args.max_queries else None
             ),
             "ingest_seconds": round(stack.ingested["seconds"], 1),
+            "through": "http" if args.http else "service",
             "rows": rows,
         }
         print(json.dumps(summary, ensure_ascii=False))
@@ -281,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{dataset.name}: {len(query_ids)} queries, {len(dataset.corpus)} documents, "
             f"{dataset.link_count} links; encoder {stack.encoder}; hybrid fusion "
-            f"{stack.fusion.describe()}\n"
+            f"{stack.fusion.describe()}; searched through "
+            f"{'the HTTP API' if args.http else 'the search service'}\n"
         )
         render_table(rows, sys.stdout)
     return 0

@@ -26,7 +26,7 @@ HYBRID_NO_GRAPH = "hybrid_no_graph"
 """On a set with links, ``hybrid`` is the default hybrid request plus the graph leg, and
 this mode the default hybrid request alone (what ``hybrid`` is on a set without links)."""
 REPORTED_MODES = (*MODES, HYBRID_NO_GRAPH)  # the order of the tables
-GRAPH_SCORINGS = ("proximity", "pagerank")  # the graph leg's ``scoring`` parameter
+GRAPH_SCORINGS = ("proximity", "pagerank", "bridge")  # the graph leg's ``scoring`` parameter
 DEFAULT_GRAPH_WEIGHT = 0.1
 """The graph leg's weight in ``hybrid`` on a set with links, beside the encoder's own
 dense and sparse weights: the smallest of ``python -m bench.graph_sweep``'s grid, which

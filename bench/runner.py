@@ -38,11 +38,13 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
+from asgi_lifespan import LifespanManager
 from pydantic import SecretStr
 
 from bench.datasets import DEFAULT_SEED, Dataset, load_dataset, select_queries
@@ -69,7 +71,8 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.models import SearchQuery, SearchResult
-from hsearch.types import FusionDefault, FusionMethod, SearchMode
+from hsearch.types import FusionDefault, FusionMethod, Scope, SearchMode
+from hsearch_api.main import create_app
 
 DOCUMENTS_PER_JOB = 500
 TENANT = "bench"
@@ -123,6 +126,22 @@ class ModeRequest:
     mode: SearchMode
     weights: Mapping[str, float] | None = None
     leg_params: Mapping[str, Mapping[str, Any]] | None = None
+
+    def body(self, *, text: str, candidates: int, fusion: FusionMethod | None) -> dict[str, Any]:
+        """:meth:`query` as the JSON body of ``POST /v1/search``."""
+        body: dict[str, Any] = {
+            "query": text,
+            "mode": self.mode.value,
+            "top_k": TOP_K,
+            "candidates": candidates,
+        }
+        if fusion is not None:
+            body["fusion"] = fusion.value
+        if self.weights is not None:
+            body["weights"] = dict(self.weights)
+        for leg, params in (self.leg_params or {}).items():
+            body[leg] = dict(params)
+        return body
 
     def query(self, *, text: str, candidates: int, fusion: FusionMethod | None) -> SearchQuery:
         """The search of one query in this mode (``top_k`` :data:`TOP_K`)."""
@@ -239,6 +258,9 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
             "search": search,
             # The benchmark indexes each job itself, whole (no queue to take turns in).
             "ingest": base.ingest.model_copy(update={"batches_per_task": 0}),
+            # Searched through the HTTP API (api_client), a sweep sends thousands of
+            # searches a minute with one key.
+            "ratelimit": base.ratelimit.model_copy(update={"enabled": False}),
         }
     )
 
@@ -341,6 +363,64 @@ def default_candidates(settings: Settings) -> int:
     return max(TOP_K, settings.search.candidates)
 
 
+@dataclass(frozen=True)
+class Searched:
+    """What the benchmark reads of one search: the hits' external ids, in order."""
+
+    external_ids: list[str]
+    degraded: bool
+    method: str
+    result: SearchResult | None = None
+    """The service's result (in process only): the single-leg modes' candidates."""
+
+
+@contextlib.asynccontextmanager
+async def api_client(resources: Services) -> AsyncIterator[httpx.AsyncClient]:
+    """The HTTP API over ``resources`` (the app in this process, reached through httpx's
+    ASGI transport), as a client of the benchmark's tenant (the stack's settings turn
+    rate limits off: :func:`build_settings`)."""
+    async with LifespanManager(create_app(services=resources)) as manager:
+        resources.tenancy.ensure_tenant(TENANT, actor="bench")
+        key = resources.tenancy.create_key(TENANT, scopes=[Scope.SEARCH], actor="bench").key
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app),
+            base_url="http://bench",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60.0,
+        ) as client:
+            yield client
+
+
+async def _search(
+    resources: Services,
+    api: httpx.AsyncClient | None,
+    request: ModeRequest,
+    *,
+    text: str,
+    candidates: int,
+    fusion: FusionMethod | None,
+) -> Searched:
+    """One search, in process or through ``api``; raises :class:`HsearchError` (an
+    HTTP error: its status and body)."""
+    if api is None:
+        result = await resources.search.search(
+            request.query(text=text, candidates=candidates, fusion=fusion)
+        )
+        return Searched(
+            [h.external_id for h in result.hits], bool(result.degraded), result.method, result
+        )
+    resp = await api.post(
+        "/v1/search", json=request.body(text=text, candidates=candidates, fusion=fusion)
+    )
+    if resp.status_code != 200:
+        msg = f"HTTP {resp.status_code}: {resp.text[:300]}"
+        raise HsearchError(msg)
+    body = resp.json()
+    return Searched(
+        [h["external_id"] for h in body["hits"]], bool(body["degraded"]), body["method"]
+    )
+
+
 async def run_queries(
     resources: Services,
     dataset: Dataset,
@@ -349,16 +429,19 @@ async def run_queries(
     fusion: str | None = None,
     save_legs: TextIO | None = None,
     requests: Mapping[str, ModeRequest] | None = None,
+    api: httpx.AsyncClient | None = None,
 ) -> dict[str, ModeRun]:
-    """Every query in every mode, one search at a time, through SearchService.
+    """Every query in every mode, one search at a time, through SearchService, or
+    through the HTTP API with ``api`` (:func:`api_client`).
 
     A mode is asked as ``requests`` says (:func:`mode_requests`), else with the default
-    request of the search mode of its name. With ``save_legs``, one JSON line per query
-    records the candidate lists of the single-leg modes (see :func:`leg_record`) for
-    ``bench.fusion_replay``.
+    request of the search mode of its name. With ``save_legs`` (in process only), one
+    JSON line per query records the candidate lists of the single-leg modes (see
+    :func:`leg_record`) for ``bench.fusion_replay``.
     """
+    if api is not None and save_legs is not None:
+        raise ValueError("save_legs records the service's results: not through the API")
     asked = {mode: (requests or {}).get(mode) or ModeRequest(SearchMode(mode)) for mode in modes}
-    service = resources.search
     runs = {mode: ModeRun() for mode in modes}
     candidates = default_candidates(resources.settings)
     method = None if fusion is None else FusionMethod(fusion)
@@ -372,10 +455,13 @@ async def run_queries(
                 run = runs[mode]
                 t0 = time.perf_counter()
                 try:
-                    result = await service.search(
-                        asked[mode].query(
-                            text=dataset.queries[qid], candidates=candidates, fusion=method
-                        )
+                    searched = await _search(
+                        resources,
+                        api,
+                        asked[mode],
+                        text=dataset.queries[qid],
+                        candidates=candidates,
+                        fusion=method,
                     )
                 except HsearchError as exc:
                     failed = True
@@ -388,11 +474,12 @@ async def run_queries(
                         raise RuntimeError(msg) from exc
                     continue
                 run.latencies_ms.append((time.perf_counter() - t0) * 1000)
-                run.degraded += bool(result.degraded)
-                run.methods.add(result.method)
-                run.per_query.append(evaluate_ranking([h.external_id for h in result.hits], qrels))
-                if save_legs is not None and mode in SINGLE_LEG_MODES:
-                    legs[SINGLE_LEG_MODES[mode]] = leg_candidates(result)
+                run.degraded += searched.degraded
+                run.methods.add(searched.method)
+                run.per_query.append(evaluate_ranking(searched.external_ids, qrels))
+                single = SINGLE_LEG_MODES.get(mode)
+                if save_legs is not None and single and searched.result is not None:
+                    legs[single] = leg_candidates(searched.result)
             # A failed search has no candidates to replay: recorded, it would replay as
             # a miss of every design (the run's failed_searches says how many there were).
             if save_legs is not None and not failed:

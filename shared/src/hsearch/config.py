@@ -437,9 +437,10 @@ class GraphSettings(BaseModel):
         description="Its fusion weight when a request names no weights (0: only requests "
         "that weigh it run it; the measured choice, docs/graph.md).",
     )
-    scoring: Literal["proximity", "pagerank"] = Field(
+    scoring: Literal["proximity", "pagerank", "bridge"] = Field(
         default="proximity",
-        description="Default scoring: 1/hops proximity, or personalised PageRank.",
+        description="Default scoring: 1/hops proximity, personalised PageRank, or the "
+        "bridge from the best hit to the linked documents the query also found.",
     )
     depth: int = Field(default=2, ge=1, le=3, description="Default hops (proximity).")
     seeds: int = Field(

@@ -108,6 +108,30 @@ async def test_pagerank_scoring_reaches_the_linked_document(api: Api) -> None:
     assert found(result) == ["volcano", "island"]
 
 
+async def test_bridge_scoring_lifts_the_linked_documents_the_query_found_too(api: Api) -> None:
+    flow = "Lava flows cool into basalt."
+    lamp = "A lava lamp: lava, lava and wax in a lamp."
+    await ingest(
+        api,
+        [
+            doc("volcano", VOLCANO, "island", "flow"),
+            doc("island", ISLAND),
+            doc("flow", flow),
+            doc("lamp", lamp),
+        ],
+    )
+    assert found(await search(api, weights={"sparse": 1.0})) == ["volcano", "lamp", "flow"]
+    result = await search(api, graph={"scoring": "bridge", "seeds": 1})
+    # The best hit's link to "flow" lifts it over "lamp" (by RRF, the test encoder's
+    # fusion, over the volcano too); "island", linked as well but not found by the
+    # query, is not brought in (proximity would bring it).
+    assert found(result) == ["flow", "volcano", "lamp"]
+    legs = result["hits"][0]["explanation"]["legs"]
+    assert legs["graph"]["rank"] == 1
+    assert legs["graph"]["detail"]["path"] == ["volcano", "flow"]
+    assert "island" in found(await search(api, graph={"seeds": 1}))
+
+
 async def test_another_tenants_links_are_never_followed(api: Api) -> None:
     other = api.services.tenancy.ensure_tenant("other", actor="test").id
     key = api.services.tenancy.create_key(other, scopes=["ingest", "search"], actor="test").key

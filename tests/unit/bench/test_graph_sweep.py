@@ -26,7 +26,7 @@ def test_parse_scorings_reads_proximity_depths_and_pagerank() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("bfs", "unknown scoring 'bfs'; allowed: proximity, pagerank"),
+        ("bfs", "unknown scoring 'bfs'; allowed: proximity, pagerank, bridge"),
         ("proximity", "proximity takes a depth of 1 to 3"),
         ("proximity:4", "proximity takes a depth of 1 to 3"),
         ("pagerank:2", "pagerank takes no depth"),

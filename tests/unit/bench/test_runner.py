@@ -4,6 +4,7 @@ stand-in stack here: no Milvus)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from bench.runner import (
     ModeRequest,
     Options,
     Stack,
+    api_client,
     dataset_modes,
     graph_request,
     ingest,
@@ -27,6 +29,7 @@ from bench.runner import (
     no_graph_request,
     resolved_graph,
     run_dataset,
+    run_queries,
 )
 
 from hsearch.config import EncoderKind, EncoderSettings, GraphSettings, Settings
@@ -207,3 +210,58 @@ def test_a_set_with_edges_reports_hybrid_with_and_without_the_graph_leg(tmp_path
         "weight": 0.2, "scoring": "proximity", "depth": 2, "seeds": 20, "links": 1,
         "weights": {"dense": 0.9, "sparse": 0.1, "graph": 0.2},
     }  # fmt: skip
+
+
+def test_through_the_http_api_the_searches_rank_as_in_process(tmp_path: Path) -> None:
+    """``--http``: the same requests, sent as JSON to ``POST /v1/search``, rank the same
+    documents as the service asked in process (the graph leg's parameters included), and
+    a request the API refuses counts as a failed search."""
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path, encoder=EncoderSettings(kind=EncoderKind.FAKE)
+    )
+    upgrade_database(settings.database_url)
+    resources = build_services(settings, store=InMemoryVectorStore())
+    names = ("volcano", "island", "lava", "lamp")
+    corpus = [
+        {"_id": "volcano", "title": "Volcano", "text": "volcanoes erupt lava"},
+        {"_id": "island", "title": "Island", "text": "a hotspot island"},
+        {"_id": "lava", "title": "Lava", "text": "lava flows cool"},
+        {"_id": "lamp", "title": "Lamp", "text": "a lava lamp with lava"},
+    ]
+    links: dict[str, tuple[Link, ...]] = {"volcano": (Link("island"), Link("lava"))}
+    dataset = Dataset(
+        name="tiny",
+        corpus=corpus,
+        queries={"q1": "volcanoes lava", "q2": "hotspot"},
+        qrels={"q1": {"lava": 1.0}, "q2": {"island": 1.0}},
+        links=links,
+    )
+    requests = {
+        "keyword": ModeRequest(SearchMode.KEYWORD),
+        "bridge": ModeRequest(
+            SearchMode.KEYWORD,
+            {"sparse": 0.7, "graph": 0.3},
+            {"graph": {"scoring": "bridge", "seeds": 1}},
+        ),
+        "refused": ModeRequest(SearchMode.KEYWORD, None, {"graph": {"scoring": "bfs"}}),
+    }
+
+    async def both() -> tuple[dict[str, Any], dict[str, Any]]:
+        modes = list(requests)
+        direct = await run_queries(resources, dataset, ["q1", "q2"], modes, requests=requests)
+        async with api_client(resources) as api:
+            http = await run_queries(
+                resources, dataset, ["q1", "q2"], modes, requests=requests, api=api
+            )
+        return direct, http
+
+    try:
+        assert ingest(resources, corpus, links)["indexed"] == len(names)
+        direct, http = asyncio.run(both())
+    finally:
+        resources.close()
+    for mode in ("keyword", "bridge"):
+        assert http[mode].per_query == direct[mode].per_query
+        assert http[mode].errors == 0
+    assert direct["bridge"].per_query != direct["keyword"].per_query
+    assert http["refused"].errors == direct["refused"].errors == 2

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import partial
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from hsearch.graph.scoring import (
     MAX_DEPTH,
     Direction,
     Reached,
+    bridge,
     personalized_pagerank,
     proximity,
 )
@@ -386,7 +388,7 @@ def test_max_pushes_caps_the_work() -> None:
         ({"types": [1]}, r"types must be a collection of link type names"),
     ],
 )
-@pytest.mark.parametrize("score", [proximity, personalized_pagerank])
+@pytest.mark.parametrize("score", [proximity, personalized_pagerank, partial(bridge, matches={})])
 def test_invalid_arguments_say_what_is_allowed(
     score: object, kwargs: dict[str, object], message: str
 ) -> None:
@@ -428,3 +430,101 @@ def test_pagerank_parameters_are_bounded(kwargs: dict[str, object], message: str
 def test_numpy_integers_are_accepted_as_seeds_and_limits() -> None:
     reached = proximity(chain(), {np.int64(0): np.float32(1.0)}, limit=np.int32(1))  # type: ignore[dict-item,arg-type]
     assert [r.node for r in reached] == [1]
+
+
+# -- bridge -------------------------------------------------------------------------------
+
+
+def star() -> LinkGraph:
+    """a -> b, a -> c (weight 0.5), d -> a, a -> e; b -> f; g alone."""
+    return LinkGraph.from_edges(
+        list("abcdefg"),
+        [
+            ("a", "b", "link", 1.0),
+            ("a", "c", "mention", 0.5),
+            ("d", "a", "link", 1.0),
+            ("a", "e", "link", 1.0),
+            ("b", "f", "link", 1.0),
+        ],
+    )
+
+
+def test_bridge_ranks_the_heaviest_seeds_matched_neighbours_by_their_match() -> None:
+    a, b, c, d, _, f, g = range(7)
+    reached = bridge(star(), {a: 2.0, g: 1.0}, {b: 0.5, c: 1.0, d: 0.25, f: 3.0, g: 1.0}, limit=10)
+    # e is linked but the query did not find it; f matches best but is two hops away.
+    assert [(r.node, r.score) for r in reached] == [(b, 1.0), (c, 1.0), (d, 0.5)]
+    by_node = {r.node: r for r in reached}
+    assert (by_node[b].path, by_node[b].hops, by_node[b].seed) == ((a, b), 1, a)
+    assert by_node[c].via == ("mention",)
+    assert by_node[d].directions == (Direction.IN,)
+
+
+def test_bridge_starts_from_the_heaviest_seed_only_and_leaves_the_others_out() -> None:
+    a, b, c, d, e, f, _ = range(7)
+    matches = {b: 1.0, c: 1.0, d: 1.0, e: 1.0, f: 1.0}
+    assert [r.node for r in bridge(star(), {b: 2.0, a: 1.0}, matches, limit=10)] == [f]
+    assert [r.node for r in bridge(star(), {a: 1.0, b: 1.0}, matches, limit=10)] == [d, e, c]
+    included = bridge(star(), {a: 1.0, b: 1.0}, matches, limit=10, include_seeds=True)
+    assert [r.node for r in included] == [b, d, e, c]
+
+
+def test_bridge_follows_the_directions_and_types_asked_and_cuts_at_the_limit() -> None:
+    a, b, c, d, e, _, _ = range(7)
+    matches = {b: 3.0, c: 4.0, d: 2.0, e: 1.0}
+    out = bridge(star(), {a: 1.0}, matches, direction="out", limit=10)
+    assert [(r.node, r.score) for r in out] == [(b, 3.0), (c, 2.0), (e, 1.0)]
+    assert [r.node for r in bridge(star(), {a: 1.0}, matches, direction="in", limit=10)] == [d]
+    assert [r.node for r in bridge(star(), {a: 1.0}, matches, types=["link"], limit=2)] == [b, d]
+    assert bridge(star(), {a: 1.0}, {}, limit=10) == []
+    assert bridge(star(), {}, matches, limit=10) == []
+
+
+@pytest.mark.parametrize(
+    ("matches", "message"),
+    [
+        ({99: 1.0}, r"matches: a match must be a node index in 0\.\.6 \(got 99\)"),
+        ({1: 0.0}, r"matches: the weight of match 1 must be a finite number > 0"),
+        ({1: float("inf")}, r"matches: the weight of match 1 must be a finite number > 0"),
+    ],
+)
+def test_bridge_matches_are_checked(matches: dict[int, float], message: str) -> None:
+    with pytest.raises(InvalidGraphError, match=message):
+        bridge(star(), {0: 1.0}, matches, limit=10)
+
+
+@given(graphs(), st.data(), directions, type_filters, st.booleans(), st.integers(1, 15))
+def test_bridge_matches_the_naive_neighbourhood(
+    case: tuple[int, list[Edge]],
+    data: st.DataObject,
+    direction: Direction,
+    types: list[str] | None,
+    include_seeds: bool,
+    limit: int,
+) -> None:
+    n, edges = case
+    naive = Naive.of(n, edges)
+    graph = naive.graph(edges)
+    seeds = data.draw(seed_maps(n))
+    matches = data.draw(seed_maps(n))
+    reached = bridge(
+        graph,
+        seeds,
+        matches,
+        types=types,
+        direction=direction,
+        limit=limit,
+        include_seeds=include_seeds,
+    )
+    top = min(seeds, key=lambda s: (-seeds[s], s))
+    expected: dict[int, float] = {}
+    for neighbour, _, weight, _ in naive.followed(top, direction, types):
+        if neighbour in matches and (include_seeds or neighbour not in seeds):
+            factor = max(weight, expected.get(neighbour, 0.0))
+            expected[neighbour] = factor
+    wanted = {v: seeds[top] * factor * matches[v] for v, factor in expected.items()}
+    assert [r.node for r in reached] == [v for v, _ in ranking(wanted, limit)]
+    for r in reached:
+        assert r.score == pytest.approx(wanted[r.node])
+        assert (r.seed, r.hops, r.path[-1]) == (top, 1, r.node)
+    check_explained(naive, reached, {top: seeds[top]}, direction, types, shortest=False)

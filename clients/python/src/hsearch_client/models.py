@@ -176,8 +176,9 @@ class GraphOptions(ApiModel):
     model_config = ConfigDict(extra="forbid")
 
     scoring: str | None = None
-    """``proximity`` (the sum over seeds of 1/hops) or ``pagerank`` (personalised
-    PageRank from the seeds)."""
+    """``proximity`` (the sum over seeds of 1/hops), ``pagerank`` (personalised
+    PageRank from the seeds) or ``bridge`` (the documents linked to the best hit that
+    the other legs found too, by their match)."""
     depth: int | None = None
     """Hops followed from a seed, 1 to 3 (proximity)."""
     types: list[str] | None = None

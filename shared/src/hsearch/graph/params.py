@@ -33,6 +33,9 @@ class GraphScoring(StrEnum):
     """``sum over seeds of w_seed / hops``, breadth-first within ``depth``."""
     PAGERANK = "pagerank"
     """Personalised PageRank from the seeds (local push; ``depth`` does not apply)."""
+    BRIDGE = "bridge"
+    """One hop from the heaviest seed to the documents the other legs found too, by
+    their match with the query (``depth`` and ``alpha`` do not apply)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ its target, ``in`` from its target to its source (back-links), ``both`` either w
 follows nothing (a query may name a type no document uses yet), and None follows every
 type.
 
-The two scores
---------------
+The three scores
+----------------
 :func:`proximity`: hop distance, breadth-first, up to ``depth`` hops::
 
     score(v) = sum over seeds s that reach v within depth of
@@ -67,6 +67,18 @@ residual it holds. At the default ``epsilon``, on the synthetic graphs of
 ``docs/benchmarks.md`` (Document graph), the top 10 held 98 % of a converged push's top
 10 at 10k links and 76 % at 1M, in 7 to 24 ms.
 
+:func:`bridge`: one hop from the heaviest seed (the document the other legs agree on
+most), to the documents the query found as well::
+
+    score(v) = w_top * factor(top, v) * match(v)    for v linked to top, match(v) > 0
+
+where ``match(v)`` is what the caller gives for ``v`` (the search: the sum over the
+other legs of ``1 / rank`` among their candidates). It is the second step of a
+two-hop question: the best hit names a bridge entity, and the bridge's own passage is
+the neighbour that answers the rest of the question. Other seeds (the best documents
+the legs ranked already) are left out unless ``include_seeds``. Cost: the links of one
+node.
+
 Scores and ties
 ---------------
 Proximity scores are sums of seed weights (their scale); PageRank scores are
@@ -116,6 +128,7 @@ __all__ = [
     "MAX_DEPTH",
     "Direction",
     "Reached",
+    "bridge",
     "personalized_pagerank",
     "proximity",
 ]
@@ -196,6 +209,40 @@ def _check_fraction(name: str, value: object) -> float:
     return number
 
 
+def _check_weighted_nodes(
+    name: str, what: str, graph: LinkGraph, weighted: Mapping[int, float]
+) -> tuple[IntArray, FloatArray]:
+    """``weighted``'s nodes (indices of ``graph``) and weights (finite, ``> 0``), in
+    node order."""
+    nodes: list[int] = []
+    weights: list[float] = []
+    for node, weight in weighted.items():
+        if isinstance(node, bool) or not isinstance(node, numbers.Integral):
+            msg = f"{name}: a {what} must be a node index in 0..{graph.n - 1} (got {node!r})"
+            raise InvalidGraphError(msg)
+        if not 0 <= int(node) < graph.n:
+            msg = f"{name}: a {what} must be a node index in 0..{graph.n - 1} (got {int(node)})"
+            raise InvalidGraphError(msg)
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, numbers.Real)
+            or not math.isfinite(weight)
+            or weight <= 0
+        ):
+            msg = (
+                f"{name}: the weight of {what} {int(node)} must be a finite number > 0 "
+                f"(got {weight!r})"
+            )
+            raise InvalidGraphError(msg)
+        nodes.append(int(node))
+        weights.append(float(weight))
+    order = np.argsort(np.asarray(nodes, dtype=np.int64), kind="stable")
+    return (
+        np.asarray(nodes, dtype=np.int64)[order],
+        np.asarray(weights, dtype=np.float64)[order],
+    )
+
+
 def _check_walk(
     graph: LinkGraph,
     seeds: Mapping[int, float],
@@ -219,32 +266,10 @@ def _check_walk(
             msg = "types must name at least one link type, or be None to follow every type"
             raise InvalidGraphError(msg)
     checked_limit = _check_int("limit", limit, 1)
-    nodes: list[int] = []
-    weights: list[float] = []
-    for node, weight in seeds.items():
-        if isinstance(node, bool) or not isinstance(node, numbers.Integral):
-            msg = f"seeds: a seed must be a node index in 0..{graph.n - 1} (got {node!r})"
-            raise InvalidGraphError(msg)
-        if not 0 <= int(node) < graph.n:
-            msg = f"seeds: a seed must be a node index in 0..{graph.n - 1} (got {int(node)})"
-            raise InvalidGraphError(msg)
-        if (
-            isinstance(weight, bool)
-            or not isinstance(weight, numbers.Real)
-            or not math.isfinite(weight)
-            or weight <= 0
-        ):
-            msg = (
-                f"seeds: the weight of seed {int(node)} must be a finite number > 0 "
-                f"(got {weight!r})"
-            )
-            raise InvalidGraphError(msg)
-        nodes.append(int(node))
-        weights.append(float(weight))
-    order = np.argsort(np.asarray(nodes, dtype=np.int64), kind="stable")
+    nodes, weights = _check_weighted_nodes("seeds", "seed", graph, seeds)
     return _Walk(
-        seeds=np.asarray(nodes, dtype=np.int64)[order],
-        weights=np.asarray(weights, dtype=np.float64)[order],
+        seeds=nodes,
+        weights=weights,
         direction=checked_direction,
         type_mask=graph.type_mask(types),
         limit=checked_limit,
@@ -566,3 +591,53 @@ def personalized_pagerank(
     # Every node holding mass got it from a pushed node, reached in turn through pushed
     # nodes from a seed: the paths need expand no others.
     return _explain(graph, walk, nodes, scores, max_hops=None, expandable=expanded)
+
+
+# -- bridge -------------------------------------------------------------------------------
+
+
+def bridge(
+    graph: LinkGraph,
+    seeds: Mapping[int, float],
+    matches: Mapping[int, float],
+    *,
+    types: Collection[str] | None = None,
+    direction: Direction | str = Direction.BOTH,
+    limit: int,
+    include_seeds: bool = False,
+) -> list[Reached]:
+    """The neighbours of the heaviest seed that match the query, by their match.
+
+    ``matches`` weighs the nodes the query itself found (the other legs' candidates);
+    a neighbour absent from it is not returned. See the module's docstring for the
+    score and what it is for. Seeds other than the heaviest are left out unless
+    ``include_seeds``.
+    """
+    walk = _check_walk(
+        graph, seeds, types=types, direction=direction, limit=limit, include_seeds=include_seeds
+    )
+    matched, match_weights = _check_weighted_nodes("matches", "match", graph, matches)
+    if not len(walk.seeds) or not len(matched):
+        return []
+    heaviest = int(np.lexsort((walk.seeds, -walk.weights))[0])
+    start = walk.seeds[heaviest : heaviest + 1]
+    links = _step(graph, start, walk).links
+    if not len(links):
+        return []
+    match = np.zeros(graph.n, dtype=np.float64)
+    match[matched] = match_weights
+    factor = np.zeros(graph.n, dtype=np.float64)
+    np.maximum.at(factor, links.neighbour, links.weights.astype(np.float64))
+    neighbours = links.neighbour[_Scratch(graph.n).distinct(links.neighbour)].astype(np.int64)
+    score = np.zeros(graph.n, dtype=np.float64)
+    score[neighbours] = walk.weights[heaviest] * factor[neighbours] * match[neighbours]
+    nodes, scores = _best(walk, neighbours, score)
+    one = _Walk(
+        seeds=start,
+        weights=walk.weights[heaviest : heaviest + 1],
+        direction=walk.direction,
+        type_mask=walk.type_mask,
+        limit=walk.limit,
+        include_seeds=walk.include_seeds,
+    )
+    return _explain(graph, one, nodes, scores, max_hops=1)

@@ -7,8 +7,10 @@ chunk under the search's filter, so a document the filter or a search token excl
 never comes back through a link). The seeds are the documents of each other leg's
 ``seeds`` best candidates, a document weighing ``1 / rank`` in each leg that holds it
 (summed); they are scored over the tenant's graph at the tenant's current data version
-(:mod:`hsearch.graph.store`) by 1/hops proximity or personalised PageRank
-(:mod:`hsearch.graph.scoring`), in a worker thread, under the leg's deadline. Each hit
+(:mod:`hsearch.graph.store`) by 1/hops proximity, personalised PageRank or the bridge
+from the heaviest seed to the linked documents the legs found too, weighed by the same
+sum of ``1 / rank`` over all their candidates (:mod:`hsearch.graph.scoring`), in a
+worker thread, under the leg's deadline. Each hit
 carries the path that explains it: from which seed, through which links.
 """
 
@@ -24,7 +26,7 @@ import anyio.to_thread
 from hsearch.cache.generations import GenerationReader
 from hsearch.errors import GraphUnavailableError
 from hsearch.graph.params import GraphParams, GraphScoring, parse_graph_params
-from hsearch.graph.scoring import Reached, personalized_pagerank, proximity
+from hsearch.graph.scoring import Reached, bridge, personalized_pagerank, proximity
 from hsearch.graph.store import GraphStore, TenantGraph
 from hsearch.search.sources import Level, Need, SourceQuery
 from hsearch.types import SearchMode
@@ -35,9 +37,11 @@ __all__ = ["GRAPH_LEG", "GraphSource", "seed_weights"]
 GRAPH_LEG = "graph"
 
 
-def seed_weights(earlier: Mapping[str, Sequence[StoredHit]], *, per_leg: int) -> dict[str, float]:
+def seed_weights(
+    earlier: Mapping[str, Sequence[StoredHit]], *, per_leg: int | None
+) -> dict[str, float]:
     """Each seed document's weight: ``1 / rank`` of its best chunk among the first
-    ``per_leg`` documents of each leg, summed over the legs."""
+    ``per_leg`` documents of each leg (every document for None), summed over the legs."""
     weights: dict[str, float] = {}
     for hits in earlier.values():
         seen: set[str] = set()
@@ -82,29 +86,55 @@ class GraphSource:
         seeds = seed_weights(query.earlier, per_leg=params.seeds)
         if not seeds:
             return []
+        matches = (
+            seed_weights(query.earlier, per_leg=None)
+            if params.scoring is GraphScoring.BRIDGE
+            else {}
+        )
         version, _ = await self._generations.read(query.tenant_id)
         left = timeout - (time.perf_counter() - started)
         if left <= 0:
             raise GraphUnavailableError("no time left to read the document graph")
         held = await self._graphs.graph(query.tenant_id, version, timeout=left)
         return await anyio.to_thread.run_sync(
-            partial(_ranked, held, seeds, params=params, limit=query.limit)
+            partial(_ranked, held, seeds, matches, params=params, limit=query.limit)
         )
 
 
-def _ranked(
-    held: TenantGraph, seeds: dict[str, float], *, params: GraphParams, limit: int
-) -> list[StoredHit]:
-    graph = held.graph
+def _nodes(held: TenantGraph, weights: Mapping[str, float]) -> dict[int, float]:
+    """``weights`` by the graph's node index, documents it does not hold left out."""
     nodes: dict[int, float] = {}
-    for document, weight in seeds.items():
-        node = graph.index_of(document)
+    for document, weight in weights.items():
+        node = held.graph.index_of(document)
         if node is not None:
             nodes[node] = weight
+    return nodes
+
+
+def _ranked(
+    held: TenantGraph,
+    seeds: Mapping[str, float],
+    matches: Mapping[str, float],
+    *,
+    params: GraphParams,
+    limit: int,
+) -> list[StoredHit]:
+    graph = held.graph
+    nodes = _nodes(held, seeds)
     if not nodes:
         return []
     reached: list[Reached]
-    if params.scoring is GraphScoring.PAGERANK:
+    if params.scoring is GraphScoring.BRIDGE:
+        reached = bridge(
+            graph,
+            nodes,
+            _nodes(held, matches),
+            types=params.types,
+            direction=params.direction,
+            limit=limit,
+            include_seeds=params.include_seeds,
+        )
+    elif params.scoring is GraphScoring.PAGERANK:
         reached = personalized_pagerank(
             graph,
             nodes,

@@ -209,10 +209,11 @@ class SearchRequest(BaseModel):
         default=None,
         description="What the graph leg follows (run it with `weights.graph` > 0, or a "
         "server default): `scoring` (`proximity`: the sum over seeds of 1/hops, or "
-        "`pagerank`: personalised PageRank), `depth` (hops, 1 to 3), `types` (link types "
-        "to follow; null: all), `direction` (`out`, `in`, `both`), `seeds` (each other "
-        "leg's best documents that seed it, 1 to 100), `include_seeds`, `alpha` "
-        "(PageRank's restart probability). docs/graph.md.",
+        "`pagerank`: personalised PageRank, or `bridge`: the documents linked to the best "
+        "hit that the other legs found too, by their match), `depth` (hops, 1 to 3), "
+        "`types` (link types to follow; null: all), `direction` (`out`, `in`, `both`), "
+        "`seeds` (each other leg's best documents that seed it, 1 to 100), "
+        "`include_seeds`, `alpha` (PageRank's restart probability). docs/graph.md.",
         examples=[{"scoring": "proximity", "depth": 2, "types": ["link"]}],
     )
     include_linked: StrictBool = Field(
