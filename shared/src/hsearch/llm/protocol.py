@@ -8,12 +8,13 @@ the caller parses and checks it (citations, judgements) before a client sees it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+import contextlib
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-__all__ = ["LLM", "ChatMessage", "Role", "Usage"]
+__all__ = ["LLM", "ChatMessage", "Role", "Usage", "whole_reply"]
 
 
 class Role(StrEnum):
@@ -64,3 +65,36 @@ class LLM(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+async def whole_reply(
+    llm: LLM,
+    messages: Sequence[ChatMessage],
+    *,
+    max_tokens: int,
+    timeout_s: float,
+    first_token_timeout_s: float,
+    on_usage: Callable[[Usage], None] | None = None,
+) -> tuple[str, Usage | None]:
+    """The model's whole reply to ``messages`` at temperature 0, and its usage (told to
+    ``on_usage`` as it arrives): for the short helper calls whose reply is read whole
+    (a rewrite, an expansion, a judgement). Raises what :meth:`LLM.stream` raises."""
+    written: list[str] = []
+    usage: Usage | None = None
+    async with contextlib.aclosing(
+        llm.stream(
+            messages,
+            max_tokens=max_tokens,
+            temperature=0.0,
+            timeout_s=timeout_s,
+            first_token_timeout_s=first_token_timeout_s,
+        )
+    ) as items:
+        async for item in items:
+            if isinstance(item, Usage):
+                usage = item
+                if on_usage is not None:
+                    on_usage(item)
+            else:
+                written.append(item)
+    return "".join(written), usage

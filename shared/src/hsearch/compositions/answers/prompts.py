@@ -24,6 +24,7 @@ __all__ = [
     "Prompt",
     "answer_messages",
     "fill",
+    "helper_messages",
     "prompt",
     "prompt_cost",
     "query_language",
@@ -77,6 +78,16 @@ def fill(template: str, fields: Mapping[str, str]) -> str:
     """``template`` with each ``{name}`` of ``fields`` replaced, in one pass: a value
     holding ``{other}`` stays as it is (a question cannot pull a passage in)."""
     return _FIELD.sub(lambda m: fields.get(m.group(1), m.group(0)), template)
+
+
+def helper_messages(name: str, fields: Mapping[str, str]) -> list[ChatMessage]:
+    """A helper prompt's messages (version 1, English: what the model is asked to do
+    with the question, not the answer), ``fields`` filled in."""
+    chosen = prompt(name, 1, "en")
+    return [
+        ChatMessage(Role.SYSTEM, chosen.system),
+        ChatMessage(Role.USER, fill(chosen.user, fields)),
+    ]
 
 
 def prompt_cost(messages: Sequence[ChatMessage]) -> int:

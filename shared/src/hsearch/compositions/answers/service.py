@@ -54,8 +54,7 @@ from hsearch.compositions.answers.packing import estimate_tokens, pack
 from hsearch.compositions.answers.prompts import (
     ANSWER_PROMPT_VERSION,
     answer_messages,
-    fill,
-    prompt,
+    helper_messages,
     prompt_cost,
     query_language,
     quote,
@@ -66,7 +65,7 @@ from hsearch.compositions.lazy.models import Gathered, LazyProgress, LazyReport
 from hsearch.compositions.lazy.service import LazyGatherer, claim_passages
 from hsearch.config import LlmSettings
 from hsearch.errors import InvalidRequestError, ModelError
-from hsearch.llm.protocol import LLM, ChatMessage, Role, Usage
+from hsearch.llm.protocol import LLM, Usage, whole_reply
 from hsearch.metrics import instruments
 from hsearch.ratelimit.tokens import TokenQuota
 from hsearch.search.fusion import LegHit, reciprocal_rank_fusion
@@ -524,33 +523,20 @@ class AnswerService:
         ``budget`` (a lazy search's) cannot pay for it."""
         if self._llm is None:
             return None
-        chosen = prompt(name, 1, "en")
-        messages = [
-            ChatMessage(Role.SYSTEM, chosen.system),
-            ChatMessage(Role.USER, fill(chosen.user, fields)),
-        ]
+        messages = helper_messages(name, fields)
         cost = prompt_cost(messages) + max_tokens
         if budget is not None and not budget.reserve_call(cost):
             return None
-        written = ""
-        usage: Usage | None = None
         spend.calls += 1
         try:
-            async with contextlib.aclosing(
-                self._llm.stream(
-                    messages,
-                    max_tokens=max_tokens,
-                    temperature=0.0,
-                    timeout_s=min(self._settings.timeout_s, 10.0),
-                    first_token_timeout_s=min(self._settings.first_token_timeout_s, 10.0),
-                )
-            ) as items:
-                async for item in items:
-                    if isinstance(item, str):
-                        written += item
-                    else:
-                        spend.add(item)
-                        usage = item
+            written, usage = await whole_reply(
+                self._llm,
+                messages,
+                max_tokens=max_tokens,
+                timeout_s=min(self._settings.timeout_s, 10.0),
+                first_token_timeout_s=min(self._settings.first_token_timeout_s, 10.0),
+                on_usage=spend.add,
+            )
         except Exception as exc:  # a helper call's failure only skips it
             failure = exc if isinstance(exc, ModelError) else _unexpected(exc)
             logger.info("answer.%s.failed error=%s", name, failure.message)

@@ -10,14 +10,13 @@ on without it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
-from hsearch.compositions.answers.prompts import fill, prompt, prompt_cost
+from hsearch.compositions.answers.prompts import helper_messages, prompt_cost
 from hsearch.compositions.lazy.budget import LazySpend, usage_tokens
 from hsearch.errors import ModelError
-from hsearch.llm.protocol import LLM, ChatMessage, Role, Usage
+from hsearch.llm.protocol import LLM, ChatMessage, Usage, whole_reply
 
 __all__ = ["ModelCalls"]
 
@@ -47,7 +46,7 @@ class ModelCalls:
     async def complete(self, name: str, *, max_tokens: int, **fields: str) -> str | None:
         """The model's reply to prompt ``name`` with ``fields`` filled in; ``None`` when
         the budget cannot pay for it, no generation slot is free, or the call fails."""
-        messages = self._messages(name, fields)
+        messages = helper_messages(name, fields)
         cost = prompt_cost(messages) + max_tokens
         if self._slots is not None and self._slots.locked():
             return None
@@ -62,23 +61,14 @@ class ModelCalls:
         self, name: str, messages: list[ChatMessage], cost: int, max_tokens: int
     ) -> str | None:
         remaining = max(0.1, self._spend.deadline.remaining_s())
-        written = ""
-        usage: Usage | None = None
         try:
-            async with contextlib.aclosing(
-                self._llm.stream(
-                    messages,
-                    max_tokens=max_tokens,
-                    temperature=0.0,
-                    timeout_s=min(self._timeout_s, remaining),
-                    first_token_timeout_s=min(self._timeout_s, remaining),
-                )
-            ) as items:
-                async for item in items:
-                    if isinstance(item, Usage):
-                        usage = item
-                    else:
-                        written += item
+            written, usage = await whole_reply(
+                self._llm,
+                messages,
+                max_tokens=max_tokens,
+                timeout_s=min(self._timeout_s, remaining),
+                first_token_timeout_s=min(self._timeout_s, remaining),
+            )
         except Exception as exc:  # a failed call only goes without its reply
             error = exc.message if isinstance(exc, ModelError) else type(exc).__name__
             logger.info("lazy.%s.failed error=%s", name, error)
@@ -90,11 +80,3 @@ class ModelCalls:
         if self._record is not None:
             self._record(usage)
         return written
-
-    @staticmethod
-    def _messages(name: str, fields: dict[str, str]) -> list[ChatMessage]:
-        chosen = prompt(name, 1, "en")
-        return [
-            ChatMessage(Role.SYSTEM, chosen.system),
-            ChatMessage(Role.USER, fill(chosen.user, fields)),
-        ]

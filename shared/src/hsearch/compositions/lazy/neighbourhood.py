@@ -169,7 +169,7 @@ class StoreNeighbourhood:
         try:
             fields = await self.store.chunk_fields(missing, tenant_id=tenant, timeout=timeout)
             allowed = [
-                i for i in missing if i in fields and matches(self._filter(), dict(fields[i]))
+                i for i in missing if i in fields and matches(self.search_filter(), dict(fields[i]))
             ]
             texts = (
                 await self.store.texts(allowed, tenant_id=tenant, timeout=timeout)
@@ -231,7 +231,7 @@ class StoreNeighbourhood:
             best = await self.store.best_chunks(
                 list(linked),
                 tenant_id=self.request.tenant_id,
-                filter=self._filter(),
+                filter=self.search_filter(),
                 vector=None,
                 timeout=max(0.05, spend.deadline.remaining_s()),
             )
@@ -302,7 +302,9 @@ class StoreNeighbourhood:
             self._version, _ = await self.generations.read(self.request.tenant_id)
         return self._version
 
-    def _filter(self) -> FilterNode | None:
+    def search_filter(self) -> FilterNode | None:
+        """The filter the request searches under (its own and its search token's), as
+        the search planner resolves it; planned once."""
         if self._plan is None:
             self._plan = self.retrieval.plan(self.request)
         return self._plan.filter

@@ -241,7 +241,7 @@ class LazyGatherer:
             sufficiency=CheapSufficiency(),
             batch=self._settings.batch,
         )
-        scope = TurnMemory.scope(self._retrieval.plan(neighbourhood.request).filter)
+        scope = TurnMemory.scope(neighbourhood.search_filter())
         version = None
         before = None
         if self._memory is not None:
