@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import shutil
 import tempfile
 import time
@@ -379,7 +380,16 @@ async def api_client(resources: Services) -> AsyncIterator[httpx.AsyncClient]:
     """The HTTP API over ``resources`` (the app in this process, reached through httpx's
     ASGI transport), as a client of the benchmark's tenant (the stack's settings turn
     rate limits off: :func:`build_settings`)."""
-    async with LifespanManager(create_app(services=resources)) as manager:
+    root = logging.getLogger()
+    handlers, levels = list(root.handlers), {n: logging.getLogger(n).level for n in ("", "hsearch")}
+    app = create_app(services=resources)
+    # create_app sets up the process's logging as a server's (every request at INFO);
+    # the benchmark keeps its own (prepare_process).
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    async with LifespanManager(app) as manager:
         resources.tenancy.ensure_tenant(TENANT, actor="bench")
         key = resources.tenancy.create_key(TENANT, scopes=[Scope.SEARCH], actor="bench").key
         async with httpx.AsyncClient(
