@@ -30,7 +30,13 @@ def test_a_run_reports_build_scoring_and_accuracy(capsys: pytest.CaptureFixture[
     (size,) = result["sizes"]
     assert size["build"]["links"] <= 2000
     assert size["build"]["bytes_per_link"] > 0
-    assert set(size["scoring"]["calls"]) == {"proximity_d1", "proximity_d2", "proximity_d3", "ppr"}
+    assert set(size["scoring"]["calls"]) == {
+        "proximity_d1",
+        "proximity_d2",
+        "proximity_d3",
+        "ppr",
+        "bridge",
+    }
     assert set(size["ppr_accuracy"]["epsilons"]) == {"0.0001", "1e-06"}
     assert bench_graph.main(argv) == 0
     table = capsys.readouterr().out
