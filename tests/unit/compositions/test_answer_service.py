@@ -78,3 +78,22 @@ async def test_a_follow_up_is_rewritten_to_stand_alone(sessions: sessionmaker[Se
     events = [e async for e in service.events(AnswerRequest(tenant_id=TENANT, query="rivers"))]
     assert isinstance(events[-1], Finished)
     await asyncio.sleep(0)
+
+
+async def test_a_looping_model_is_stopped_and_its_answer_flagged(
+    sessions: sessionmaker[Session],
+) -> None:
+    loop = "Rivers flow into the sea. " + "of the river " * 200
+    llm = ScriptedLLM(loop, chunk=5)
+    answer = await answers(sessions, llm).answer(AnswerRequest(tenant_id=TENANT, query="rivers"))
+    assert answer.answer is not None
+    assert answer.answer.startswith("Rivers flow into the sea.[1]")
+    # Cut once four units were written (at most one delta past them), not at the end.
+    assert len(answer.answer) < len("Rivers flow into the sea.[1] ") + 5 * len("of the river ")
+    assert answer.degraded[0].startswith("model_repetition")
+    assert llm.cancelled == 1
+    # A model that does not loop is not flagged.
+    plain = await answers(sessions, ScriptedLLM("Rivers flow into the sea.")).answer(
+        AnswerRequest(tenant_id=TENANT, query="rivers")
+    )
+    assert not any(d.startswith("model_repetition") for d in plain.degraded)

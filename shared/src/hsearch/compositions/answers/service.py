@@ -59,6 +59,7 @@ from hsearch.compositions.answers.prompts import (
     query_language,
     quote,
 )
+from hsearch.compositions.answers.repetition import looping
 from hsearch.compositions.answers.shaping import parse_order, parse_queries
 from hsearch.compositions.lazy.budget import LazyLimits, LazySpend, usage_tokens
 from hsearch.compositions.lazy.models import Gathered, LazyProgress, LazyReport
@@ -249,6 +250,7 @@ class AnswerService:
             timeout_s=timeout_s,
             first_token_timeout_s=first_token_s,
         )
+        written = ""
         try:
             async with contextlib.aclosing(stream) as items:
                 async for item in items:
@@ -260,6 +262,11 @@ class AnswerService:
                         run.first_token = time.perf_counter()
                     for event in self._pieces(assembler.feed(item), run):
                         yield event
+                    written += item
+                    if looping(written):  # closing the stream cancels the generation
+                        run.cut = REPETITION
+                        logger.info("answer.model.looping model=%s", llm.model)
+                        break
         except Exception as exc:  # the model never causes a 5xx
             failure = exc if isinstance(exc, ModelError) else _unexpected(exc)
             logger.warning("answer.model.failed code=%s error=%s", failure.code, failure.message)
@@ -548,6 +555,9 @@ class AnswerService:
         return written
 
 
+REPETITION = "model_repetition: the model was repeating itself; its answer was cut there"
+
+
 def _unexpected(exc: Exception) -> ModelError:
     """A model adapter's failure that is not a ModelError (a bug in an adapter, a reply
     it could not read), as one: logged with its traceback, never a 5xx."""
@@ -643,6 +653,8 @@ class _Run:
     lazy: _Lazy | None = None
     answer_usage: Usage | None = None
     """What the endpoint counted for the answer's own call."""
+    cut: str | None = None
+    """Why the answer's generation was stopped early (a reason for ``degraded``)."""
 
     def __post_init__(self) -> None:
         self.sentences: list[AnswerSentence] = []
@@ -683,6 +695,8 @@ class _Run:
             degraded += list(lazy.degraded if lazy is not None else ())
         if reason is not None:
             degraded.insert(0, reason)
+        if self.cut is not None and text is not None:
+            degraded.insert(0, self.cut)
         answered = text is not None
         return Answer(
             query=self.request.query,
