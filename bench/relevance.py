@@ -18,7 +18,8 @@ Usage (from the repository root)::
     python -m bench.relevance --dataset ../shared/datasets/en-limit-small
     python -m bench.relevance --all --json > results.jsonl      # one JSON object per line
     python -m bench.relevance --markdown results.jsonl           # tables for docs/benchmarks.md
-    python -m bench.relevance --dataset ../shared/datasets/en-musique-train-100 --graph-weight 0.2
+    python -m bench.relevance --dataset ../shared/datasets/en-musique-train-100 \
+        --graph-weight 0.2 --graph-scoring proximity --graph-seeds 10
 
 Progress goes to stderr; results to stdout.
 """
@@ -37,6 +38,8 @@ from pathlib import Path
 from bench.datasets import DATASETS_ROOT, DEFAULT_SEED, dataset_folders, is_beir_folder
 from bench.interrupt import INTERRUPTED, progress, unwind_on_signals
 from bench.report import (
+    DEFAULT_GRAPH_SCORING,
+    DEFAULT_GRAPH_SEEDS,
     DEFAULT_GRAPH_WEIGHT,
     GRAPH_SCORINGS,
     MODES,
@@ -118,7 +121,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--max-queries must be >= 1")
     if not 0 < args.graph_weight <= 1:
         parser.error("--graph-weight must be in (0, 1]")
-    if args.graph_seeds is not None and args.graph_seeds < 1:
+    if args.graph_seeds < 1:
         parser.error("--graph-seeds must be >= 1")
     return args
 
@@ -128,21 +131,25 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     graph = parser.add_argument_group(
         "graph leg (sets with edges.tsv)",
         "hybrid is the default hybrid request plus the graph leg; hybrid_no_graph the "
-        "default request. A parameter left unset is the server's default.",
+        "default request. The depth left unset is the server's default.",
     )
     graph.add_argument(
         "--graph-weight", type=float, default=DEFAULT_GRAPH_WEIGHT, metavar="W",
         help="the graph leg's weight, beside the default dense and sparse weights "
         f"(default {DEFAULT_GRAPH_WEIGHT}, measured with python -m bench.graph_sweep)",
     )  # fmt: skip
-    graph.add_argument("--graph-scoring", choices=GRAPH_SCORINGS, help="how the leg ranks")
+    graph.add_argument(
+        "--graph-scoring", choices=GRAPH_SCORINGS, default=DEFAULT_GRAPH_SCORING,
+        help=f"how the leg ranks (default {DEFAULT_GRAPH_SCORING})",
+    )  # fmt: skip
     graph.add_argument(
         "--graph-depth", type=int, choices=range(1, 4), metavar="1..3",
         help="links followed from the seeds (proximity)",
     )  # fmt: skip
     graph.add_argument(
-        "--graph-seeds", type=int, metavar="N", help="the best hits the leg starts from"
-    )
+        "--graph-seeds", type=int, metavar="N", default=DEFAULT_GRAPH_SEEDS,
+        help=f"the best hits the leg starts from (default {DEFAULT_GRAPH_SEEDS})",
+    )  # fmt: skip
 
 
 def prepare_process(*, verbose: bool) -> None:

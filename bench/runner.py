@@ -52,6 +52,8 @@ from bench.datasets import DEFAULT_SEED, Dataset, load_dataset, select_queries
 from bench.interrupt import progress
 from bench.metrics import evaluate_ranking
 from bench.report import (
+    DEFAULT_GRAPH_SCORING,
+    DEFAULT_GRAPH_SEEDS,
     DEFAULT_GRAPH_WEIGHT,
     HYBRID_NO_GRAPH,
     MODES,
@@ -85,12 +87,13 @@ MILVUS_STOP_SECONDS = 20.0
 @dataclass(frozen=True)
 class GraphOptions:
     """How ``hybrid`` asks for the graph leg on a set with links: its weight and its
-    parameters (``leg_params["graph"]``; one left ``None`` is the server's default)."""
+    parameters (``leg_params["graph"]``; one left ``None`` is the server's default). The
+    defaults are the benchmark's documented request (:data:`DEFAULT_GRAPH_WEIGHT`)."""
 
     weight: float = DEFAULT_GRAPH_WEIGHT
-    scoring: str | None = None
+    scoring: str | None = DEFAULT_GRAPH_SCORING
     depth: int | None = None
-    seeds: int | None = None
+    seeds: int | None = DEFAULT_GRAPH_SEEDS
     include_seeds: bool | None = None
 
     def leg_params(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from bench.datasets import Dataset
 from bench.relevance import _parse_args
-from bench.report import DEFAULT_GRAPH_WEIGHT
+from bench.report import DEFAULT_GRAPH_SCORING, DEFAULT_GRAPH_SEEDS, DEFAULT_GRAPH_WEIGHT
 from bench.runner import run_queries
 
 from hsearch.config import Settings
@@ -75,7 +75,11 @@ def test_a_failed_search_records_no_legs(tmp_path: Path) -> None:
 def test_graph_options_default_and_checks(capsys: pytest.CaptureFixture[str]) -> None:
     args = _parse_args(["--all"])
     assert args.graph_weight == DEFAULT_GRAPH_WEIGHT
-    assert (args.graph_scoring, args.graph_depth, args.graph_seeds) == (None, None, None)
+    assert (args.graph_scoring, args.graph_depth, args.graph_seeds) == (
+        DEFAULT_GRAPH_SCORING,
+        None,
+        DEFAULT_GRAPH_SEEDS,
+    )
     args = _parse_args(
         ["--all", "--graph-weight", "0.3", "--graph-scoring", "pagerank", "--graph-seeds", "5"]
     )

@@ -93,7 +93,10 @@ def test_without_the_graph_is_the_default_request_unless_the_server_weighs_the_g
 
 def test_resolved_graph_fills_what_is_unset_with_the_servers_defaults() -> None:
     settings = Settings(_env_file=None, graph=GraphSettings(scoring="pagerank", depth=3, seeds=7))
-    assert resolved_graph(GraphOptions(weight=0.2), settings) == GraphOptions(0.2, "pagerank", 3, 7)
+    unset = GraphOptions(weight=0.2, scoring=None, seeds=None)
+    assert resolved_graph(unset, settings) == GraphOptions(0.2, "pagerank", 3, 7)
+    # The benchmark's documented request names its scoring and seeds; the depth is left.
+    assert resolved_graph(GraphOptions(), settings) == GraphOptions(0.5, "bridge", 3, 5)
     given = GraphOptions(0.2, "proximity", 1, 5)
     assert resolved_graph(given, settings) == given
 
