@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.compositions.answers.models import AnswerRequest, Delta, Finished, Retrieved
+from hsearch.compositions.answers.packing import estimate_tokens
 from hsearch.compositions.answers.service import AnswerService
 from hsearch.config import LlmSettings, SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
@@ -92,6 +94,12 @@ async def test_a_looping_model_is_stopped_and_its_answer_flagged(
     assert len(answer.answer) < len("Rivers flow into the sea.[1] ") + 5 * len("of the river ")
     assert answer.degraded[0].startswith("model_repetition")
     assert llm.cancelled == 1
+    # Cut before the endpoint counted it, the call is charged at its high estimate.
+    assert answer.tokens.prompt is not None
+    assert answer.tokens.prompt > 0
+    written = re.sub(r"\[\d+\]", "", answer.answer)  # the check's markers, not the model's
+    assert loop.startswith(written)
+    assert answer.tokens.completion == estimate_tokens(written)
     # A model that does not loop is not flagged.
     plain = await answers(sessions, ScriptedLLM("Rivers flow into the sea.")).answer(
         AnswerRequest(tenant_id=TENANT, query="rivers")

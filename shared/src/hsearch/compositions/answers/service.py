@@ -66,7 +66,7 @@ from hsearch.compositions.lazy.models import Gathered, LazyProgress, LazyReport
 from hsearch.compositions.lazy.service import LazyGatherer, claim_passages
 from hsearch.config import LlmSettings
 from hsearch.errors import InvalidRequestError, ModelError
-from hsearch.llm.protocol import LLM, Usage, whole_reply
+from hsearch.llm.protocol import LLM, ChatMessage, Usage, whole_reply
 from hsearch.metrics import instruments
 from hsearch.ratelimit.tokens import TokenQuota
 from hsearch.search.fusion import LegHit, reciprocal_rank_fusion
@@ -270,10 +270,12 @@ class AnswerService:
         except Exception as exc:  # the model never causes a 5xx
             failure = exc if isinstance(exc, ModelError) else _unexpected(exc)
             logger.warning("answer.model.failed code=%s error=%s", failure.code, failure.message)
+            _estimate_uncounted(run, messages, written)
             if run.text:
                 yield Failed(failure.code, failure.message)
             yield Finished(run.finish(None, f"{failure.code}: {failure.message}"))
             return
+        _estimate_uncounted(run, messages, written)
         for event in self._pieces(assembler.finish(), run):
             yield event
         if not run.text.strip():
@@ -553,6 +555,17 @@ class AnswerService:
         if budget is not None:
             budget.settle_call(cost, usage_tokens(usage))
         return written
+
+
+def _estimate_uncounted(run: _Run, messages: Sequence[ChatMessage], written: str) -> None:
+    """The answer's tokens, estimated high, when its call ended after the model wrote
+    something but before the endpoint counted it (a loop cut, a stream that broke off):
+    the tenant's quota is charged for what the model read and wrote, not for nothing."""
+    if run.answer_usage is not None or not written:
+        return
+    usage = Usage(prompt_cost(messages), estimate_tokens(written))
+    run.spend.add(usage)
+    run.answer_usage = usage
 
 
 REPETITION = "model_repetition: the model was repeating itself; its answer was cut there"
