@@ -8,7 +8,8 @@ never comes back through a link). The seeds are the documents of each other leg'
 ``seeds`` best candidates, a document weighing ``1 / rank`` in each leg that holds it
 (summed); they are scored over the tenant's graph at the tenant's current data version
 (:mod:`hsearch.graph.store`) by 1/hops proximity, personalised PageRank or the bridge
-from the heaviest seed to the linked documents the legs found too, weighed by the same
+from the heaviest seed the graph holds (one with links) to the linked documents the
+legs found too, weighed by the same
 sum of ``1 / rank`` over all their candidates (:mod:`hsearch.graph.scoring`), in a
 worker thread, under the leg's deadline. Each hit
 carries the path that explains it: from which seed, through which links.
