@@ -112,7 +112,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -632,12 +632,6 @@ def bridge(
     score = np.zeros(graph.n, dtype=np.float64)
     score[neighbours] = walk.weights[heaviest] * factor[neighbours] * match[neighbours]
     nodes, scores = _best(walk, neighbours, score)
-    one = _Walk(
-        seeds=start,
-        weights=walk.weights[heaviest : heaviest + 1],
-        direction=walk.direction,
-        type_mask=walk.type_mask,
-        limit=walk.limit,
-        include_seeds=walk.include_seeds,
-    )
+    # The paths start at the heaviest seed: every result is one of its neighbours.
+    one = replace(walk, seeds=start, weights=walk.weights[heaviest : heaviest + 1])
     return _explain(graph, one, nodes, scores, max_hops=1)
