@@ -50,6 +50,15 @@ def scores(reached: list[Reached]) -> dict[int, float]:
     return {r.node: r.score for r in reached}
 
 
+def drawn(
+    case: tuple[int, list[Edge]], data: st.DataObject
+) -> tuple[Naive, LinkGraph, dict[int, float]]:
+    """A drawn graph as the naive reference and as the graph scored, and seeds drawn for it."""
+    n, edges = case
+    naive = Naive.of(n, edges)
+    return naive, naive.graph(edges), data.draw(seed_maps(n))
+
+
 def check_explained(
     naive: Naive,
     reached: list[Reached],
@@ -196,10 +205,7 @@ def test_proximity_matches_the_naive_breadth_first_search(
     include_seeds: bool,
     limit: int,
 ) -> None:
-    n, edges = case
-    naive = Naive.of(n, edges)
-    graph = naive.graph(edges)
-    seeds = data.draw(seed_maps(n))
+    naive, graph, seeds = drawn(case, data)
     reached = proximity(
         graph,
         seeds,
@@ -227,9 +233,7 @@ def test_scores_do_not_depend_on_the_order_of_the_seeds(
     direction: Direction,
     types: list[str] | None,
 ) -> None:
-    n, edges = case
-    graph = Naive.of(n, edges).graph(edges)
-    seeds = data.draw(seed_maps(n))
+    _, graph, seeds = drawn(case, data)
     shuffled = dict(reversed(list(seeds.items())))
     for score in (proximity, personalized_pagerank):
         first = score(graph, seeds, types=types, direction=direction, limit=20)
@@ -263,10 +267,7 @@ def test_pagerank_converges_to_the_power_iteration(
     types: list[str] | None,
     alpha: float,
 ) -> None:
-    n, edges = case
-    naive = Naive.of(n, edges)
-    graph = naive.graph(edges)
-    seeds = data.draw(seed_maps(n))
+    naive, graph, seeds = drawn(case, data)
     exact = naive.pagerank(seeds, alpha=alpha, direction=direction, types=types)
     estimate = pagerank_everything(
         graph, seeds, alpha=alpha, epsilon=1e-12, direction=direction, types=types
@@ -288,15 +289,12 @@ def test_pagerank_is_a_lower_bound_within_the_push_threshold(
     types: list[str] | None,
     epsilon: float,
 ) -> None:
-    n, edges = case
-    naive = Naive.of(n, edges)
-    graph = naive.graph(edges)
-    seeds = data.draw(seed_maps(n))
+    naive, graph, seeds = drawn(case, data)
     exact = naive.pagerank(seeds, alpha=DEFAULT_ALPHA, direction=direction, types=types)
     estimate = pagerank_everything(graph, seeds, epsilon=epsilon, direction=direction, types=types)
     assert np.all(estimate <= exact + 1e-12)
     # Residuals below epsilon * max(d, 1) everywhere, of which 1 - alpha is missing.
-    room = sum(max(naive.degree(u, direction, types), 1) for u in range(n))
+    room = sum(max(naive.degree(u, direction, types), 1) for u in range(naive.n))
     assert (exact - estimate).sum() <= (1 - DEFAULT_ALPHA) * epsilon * room + 1e-12
 
 
@@ -309,10 +307,7 @@ def test_pagerank_ranks_paths_and_limits_like_the_reference(
     limit: int,
     include_seeds: bool,
 ) -> None:
-    n, edges = case
-    naive = Naive.of(n, edges)
-    graph = naive.graph(edges)
-    seeds = data.draw(seed_maps(n))
+    naive, graph, seeds = drawn(case, data)
     reached = personalized_pagerank(
         graph,
         seeds,
@@ -502,11 +497,8 @@ def test_bridge_matches_the_naive_neighbourhood(
     include_seeds: bool,
     limit: int,
 ) -> None:
-    n, edges = case
-    naive = Naive.of(n, edges)
-    graph = naive.graph(edges)
-    seeds = data.draw(seed_maps(n))
-    matches = data.draw(seed_maps(n))
+    naive, graph, seeds = drawn(case, data)
+    matches = data.draw(seed_maps(naive.n))
     reached = bridge(
         graph,
         seeds,
