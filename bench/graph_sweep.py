@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -226,11 +227,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     prepare_process(verbose=args.verbose)
     # Imported once the process is set up, as bench.relevance does.
+    from bench.app_client import api_client  # noqa: PLC0415
     from bench.runner import (  # noqa: PLC0415
+        TENANT,
         GraphOptions,
         ModeRequest,
         Options,
-        api_client,
         graph_request,
         prepared_stack,
         run_queries,
@@ -268,11 +270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
 
             async def searched() -> dict[str, ModeRun]:
-                if not args.http:
-                    return await run_queries(
-                        stack.resources, dataset, query_ids, list(requests), requests=requests
-                    )
-                async with api_client(stack.resources) as api:
+                through = (
+                    api_client(stack.resources, tenant=TENANT)
+                    if args.http
+                    else contextlib.nullcontext()
+                )
+                async with through as api:
                     return await run_queries(
                         stack.resources,
                         dataset,

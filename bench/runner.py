@@ -34,18 +34,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
-from asgi_lifespan import LifespanManager
 from pydantic import SecretStr
 
 from bench.datasets import DEFAULT_SEED, Dataset, load_dataset, select_queries
@@ -74,8 +72,7 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.models import SearchQuery, SearchResult
-from hsearch.types import FusionDefault, FusionMethod, Scope, SearchMode
-from hsearch_api.main import create_app
+from hsearch.types import FusionDefault, FusionMethod, SearchMode
 
 DOCUMENTS_PER_JOB = 500
 TENANT = "bench"
@@ -262,7 +259,7 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
             "search": search,
             # The benchmark indexes each job itself, whole (no queue to take turns in).
             "ingest": base.ingest.model_copy(update={"batches_per_task": 0}),
-            # Searched through the HTTP API (api_client), a sweep sends thousands of
+            # Searched through the HTTP API (bench.app_client), a sweep sends thousands of
             # searches a minute with one key.
             "ratelimit": base.ratelimit.model_copy(update={"enabled": False}),
         }
@@ -378,32 +375,6 @@ class Searched:
     """The service's result (in process only): the single-leg modes' candidates."""
 
 
-@contextlib.asynccontextmanager
-async def api_client(resources: Services) -> AsyncIterator[httpx.AsyncClient]:
-    """The HTTP API over ``resources`` (the app in this process, reached through httpx's
-    ASGI transport), as a client of the benchmark's tenant (the stack's settings turn
-    rate limits off: :func:`build_settings`)."""
-    root = logging.getLogger()
-    handlers, levels = list(root.handlers), {n: logging.getLogger(n).level for n in ("", "hsearch")}
-    app = create_app(services=resources)
-    # create_app sets up the process's logging as a server's (every request at INFO);
-    # the benchmark keeps its own (prepare_process).
-    for handler in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(handler)
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
-    async with LifespanManager(app) as manager:
-        resources.tenancy.ensure_tenant(TENANT, actor="bench")
-        key = resources.tenancy.create_key(TENANT, scopes=[Scope.SEARCH], actor="bench").key
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app),
-            base_url="http://bench",
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=60.0,
-        ) as client:
-            yield client
-
-
 async def _search(
     resources: Services,
     api: httpx.AsyncClient | None,
@@ -445,7 +416,7 @@ async def run_queries(
     api: httpx.AsyncClient | None = None,
 ) -> dict[str, ModeRun]:
     """Every query in every mode, one search at a time, through SearchService, or
-    through the HTTP API with ``api`` (:func:`api_client`).
+    through the HTTP API with ``api`` (:func:`bench.app_client.api_client`).
 
     A mode is asked as ``requests`` says (:func:`mode_requests`), else with the default
     request of the search mode of its name. With ``save_legs`` (in process only), one

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from bench.app_client import api_client
 from bench.datasets import Dataset
 from bench.report import GRAPH_SCORINGS, HYBRID_NO_GRAPH, MODES, dataset_result
 from bench.runner import (
@@ -21,7 +22,6 @@ from bench.runner import (
     ModeRequest,
     Options,
     Stack,
-    api_client,
     dataset_modes,
     graph_request,
     ingest,
@@ -252,7 +252,7 @@ def test_through_the_http_api_the_searches_rank_as_in_process(tmp_path: Path) ->
     async def both() -> tuple[dict[str, Any], dict[str, Any]]:
         modes = list(requests)
         direct = await run_queries(resources, dataset, ["q1", "q2"], modes, requests=requests)
-        async with api_client(resources) as api:
+        async with api_client(resources, tenant=TENANT) as api:
             http = await run_queries(
                 resources, dataset, ["q1", "q2"], modes, requests=requests, api=api
             )
