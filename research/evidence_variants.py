@@ -1,0 +1,276 @@
+"""Query-level tests of a standout, chosen by the fusion protocol on recorded legs.
+
+``adaptive`` fusion moves weight to a leg whose best candidate stands out
+(:func:`hsearch.search.fusion.leg_evidence`, ``e`` in ``[0, 1]``). The documented loss on
+dense-led sets is that regime: a keyword leg whose confident but wrong first candidate
+takes the share ``E`` whatever the prior. This tool replays the product's ``adaptive``
+fusion with the evidence transformed by a general, query-level signal and runs the
+selection protocol of :mod:`bench.fusion_lodo` (the same grid of priors and ``k``, the
+same objective, the same leave-one-dataset-out folds and bootstrap intervals) with the
+transform's parameter as one more dimension of the grid (``--fit``) or fixed
+(``--fixed``: the parameter is part of the method, the grid is the priors and ``k``).
+
+Transforms (``e`` a leg's evidence, the query's words counted as the sparse leg's
+analyzer would split on white space; a Japanese question without spaces counts as one
+word, so it is never sharpened):
+
+* ``none``: the product, ``e``;
+* ``power:G``: ``e ** G`` (only an unmistakable standout moves the weights);
+* ``length:L0``: ``e ** max(1, words / L0)`` (a long question's standout, made of many
+  generic terms, must be clearer).
+
+The product's fusion is patched for the replay only (``leg_evidence`` and the query the
+replay is fusing); nothing here is imported by the product.
+
+Usage (from the repository root)::
+
+    python -m bench.relevance --all --max-queries 1000 --modes semantic,keyword \
+        --save-legs legs.jsonl
+    python -m research.evidence_variants legs.jsonl --fit length:4,8,16,24
+    python -m research.evidence_variants legs.jsonl --fixed length:16
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import fusion_lodo
+from bench.fusion_lodo import (
+    Choice,
+    Fold,
+    Legs,
+    Table,
+    bootstrap_interval,
+    default_grid,
+    leave_one_out,
+    measure,
+    per_query_margins,
+    select,
+)
+from bench.fusion_replay import QueryLegs, Replay, read_legs
+
+from hsearch.config import SearchSettings, Settings
+from hsearch.search import fusion
+from hsearch.types import FusionDefault, FusionMethod
+
+Transform = Callable[[float, str], float]
+"""(a leg's evidence, the query) -> the evidence fusion reads."""
+
+_QUERY: list[str] = [""]
+"""The query the replay is fusing (set by the patched :meth:`Replay.rank`)."""
+
+
+def words(query: str) -> int:
+    return max(1, len(query.split()))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An ``adaptive`` design of the grid with a transform of its evidence.
+
+    Duck-types :class:`~hsearch.types.FusionDefault` where :mod:`bench.fusion_lodo` reads
+    one (``method``, ``weights``, ``k``, ``describe``): the untransformed variant is
+    the simpler, so :func:`bench.fusion_lodo.simplicity` is extended by the parameter."""
+
+    base: FusionDefault
+    transform: str
+    parameter: float
+
+    @property
+    def method(self) -> FusionMethod:
+        return self.base.method
+
+    @property
+    def weights(self) -> object:
+        return self.base.weights
+
+    @property
+    def k(self) -> int:
+        return self.base.k
+
+    def describe(self) -> str:
+        if self.transform == "none":
+            return self.base.describe()
+        return f"{self.base.describe()} {self.transform}={self.parameter:g}"
+
+    def apply(self, evidence: float, query: str) -> float:
+        if self.transform == "none" or evidence <= 0.0:
+            return evidence
+        if self.transform == "power":
+            return evidence**self.parameter
+        if self.transform == "length":
+            return evidence ** max(1.0, words(query) / self.parameter)
+        msg = f"unknown transform {self.transform!r}"
+        raise ValueError(msg)
+
+
+@contextlib.contextmanager
+def patched(variant: Variant | None) -> Iterator[None]:
+    """Fusion reads ``variant``'s evidence, and the replay tells it the query."""
+    original_evidence = fusion.leg_evidence
+    original_rank = Replay.rank
+
+    def evidence(scores: Sequence[float]) -> float:
+        e = original_evidence(scores)
+        return e if variant is None else variant.apply(e, _QUERY[0])
+
+    def rank(self: Replay, q: QueryLegs, mode: str) -> list[str]:
+        _QUERY[0] = q.query
+        return original_rank(self, q, mode)
+
+    fusion.leg_evidence = evidence  # type: ignore[assignment]
+    Replay.rank = rank  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        fusion.leg_evidence = original_evidence  # type: ignore[assignment]
+        Replay.rank = original_rank  # type: ignore[method-assign]
+
+
+def parse_family(text: str) -> tuple[str, list[float]]:
+    """``length:4,8,16`` -> ("length", [4, 8, 16]); ``none`` -> ("none", [])."""
+    name, _, values = text.partition(":")
+    if name not in ("none", "power", "length"):
+        msg = f"unknown transform {name!r} (none, power, length)"
+        raise ValueError(msg)
+    params = [math.inf if v in ("inf", "∞") else float(v) for v in values.split(",") if v]
+    if name != "none" and not params:
+        msg = f"{name} needs values: {name}:V1,V2,..."
+        raise ValueError(msg)
+    return name, params
+
+
+def adaptive_grid() -> list[FusionDefault]:
+    return [d for d in default_grid() if d.method is FusionMethod.ADAPTIVE]
+
+
+def measure_variants(
+    queries: Sequence[QueryLegs],
+    variants: dict[tuple[str, float], list[Variant]],
+    settings: SearchSettings,
+    *,
+    jobs: int,
+) -> Table:
+    """Every variant's hybrid nDCG@10 per dataset (the grid once per transform)."""
+    hybrid: dict[object, dict[str, float]] = {}
+    legs: dict[str, Legs] = {}
+    for (name, parameter), group in variants.items():
+        started = time.perf_counter()
+        with patched(group[0]):
+            table = measure(queries, [v.base for v in group], settings, jobs=jobs)
+        legs = table.legs
+        for v in group:
+            hybrid[v] = table.hybrid[v.base]
+        print(
+            f"[variants] {name}={parameter:g}: {len(group)} designs in "
+            f"{time.perf_counter() - started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return Table(legs=legs, hybrid=hybrid)  # type: ignore[arg-type]
+
+
+def simpler(variant: Variant) -> tuple[int, int, float]:
+    """:func:`bench.fusion_lodo.simplicity`, then no transform before one, then the
+    gentler transform (a larger ``L0``, a smaller power)."""
+    method, k = fusion_lodo.simplicity(variant.base)
+    if variant.transform == "none":
+        return method, k, 0.0
+    gentle = 1.0 / variant.parameter if variant.transform == "length" else variant.parameter
+    return method, k, 1.0 + gentle
+
+
+def with_intervals(
+    queries: Sequence[QueryLegs], table: Table, folds: Sequence[Fold], settings: SearchSettings
+) -> list[Fold]:
+    by_set: dict[str, list[QueryLegs]] = {}
+    for q in queries:
+        by_set.setdefault(q.dataset, []).append(q)
+    out = []
+    for f in folds:
+        variant = f.choice.design
+        assert isinstance(variant, Variant)
+        with patched(variant):
+            margins = per_query_margins(
+                by_set[f.dataset], variant.base, table.legs[f.dataset].best_leg, settings
+            )
+        out.append(Fold(f.dataset, f.choice, f.hybrid, f.legs, bootstrap_interval(margins)))
+    return out
+
+
+def render(table: Table, folds: Sequence[Fold], chosen: Choice, label: str) -> None:
+    names = list(table.legs)
+    print(f"\n## {label}\n")
+    print(
+        "| left out | queries | chosen on the other sets | hybrid | best leg | margin "
+        "| 95% interval | pass |"
+    )
+    print("| --- | ---: | --- | ---: | ---: | ---: | :---: | :---: |")
+    for f in folds:
+        low, high = f.interval or (math.nan, math.nan)
+        print(
+            f"| {f.dataset} | {f.legs.queries} | `{f.choice.design.describe()}` | "
+            f"{f.hybrid:.4f} | {f.legs.best:.4f} ({f.legs.best_leg}) | {f.margin:+.5f} | "
+            f"[{low:+.4f}, {high:+.4f}] | {'✓' if f.passed else '✗'} |"
+        )
+    passed = sum(f.passed for f in folds)
+    print(f"\n{passed} of {len(folds)} folds pass.")
+    print(
+        f"Chosen on all {len(names)} sets: `{chosen.design.describe()}` (worst "
+        f"{chosen.worst:+.5f}, mean {chosen.mean:+.5f}; {chosen.tied} tied)"
+    )
+    margins = table.margins(chosen.design, names)  # type: ignore[arg-type]
+    print("  " + ", ".join(f"{n} {m:+.4f}" for n, m in margins.items()))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m research.evidence_variants")
+    parser.add_argument("legs", type=Path)
+    parser.add_argument(
+        "--fit", type=parse_family, action="append", default=[], metavar="T:V1,V2",
+        help="the transform's parameter is one more dimension of the grid (with none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fixed", type=parse_family, action="append", default=[], metavar="T:V",
+        help="the transform with this parameter is the method: the grid is priors and k",
+    )  # fmt: skip
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    queries = list(read_legs(args.legs))
+    settings = Settings(_env_file=None).search
+    grid = adaptive_grid()
+    wanted: dict[tuple[str, float], list[Variant]] = {
+        ("none", math.inf): [Variant(d, "none", math.inf) for d in grid]
+    }
+    for name, params in [*args.fit, *args.fixed]:
+        for p in params:
+            wanted[(name, p)] = [Variant(d, name, p) for d in grid]
+    table = measure_variants(queries, wanted, settings, jobs=args.jobs)
+    original = fusion_lodo.simplicity
+    fusion_lodo.simplicity = simpler  # type: ignore[assignment]
+    try:
+        today = wanted[("none", math.inf)]
+        runs: list[tuple[str, list[Variant]]] = [("none (today's method)", today)]
+        for name, params in args.fit:
+            pool = [v for p in params for v in wanted[(name, p)]] + today
+            runs.append((f"{name} fitted over {params} and none", pool))
+        for name, params in args.fixed:
+            runs.extend((f"{name}={p:g} fixed", wanted[(name, p)]) for p in params)
+        for label, pool in runs:
+            sub = Table(legs=table.legs, hybrid={v: table.hybrid[v] for v in pool})  # type: ignore[index]
+            folds = with_intervals(queries, sub, leave_one_out(sub), settings)
+            render(sub, folds, select(sub, list(sub.legs)), label)
+    finally:
+        fusion_lodo.simplicity = original  # type: ignore[assignment]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Evidence transforms: the untransformed variant is the product, the patch is undone."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from bench.fusion_lodo import default_grid, measure
+from bench.fusion_replay import Replay, read_legs
+from sqlalchemy.orm import Session, sessionmaker
+from tests.unit.bench.test_fusion_replay import SETTINGS, record_legs
+
+from hsearch.search import fusion
+from hsearch.types import FusionMethod
+from research.evidence_variants import Variant, measure_variants, parse_family, patched
+
+ADAPTIVE = next(d for d in default_grid() if d.method is FusionMethod.ADAPTIVE)
+
+
+def test_transforms() -> None:
+    assert Variant(ADAPTIVE, "none", math.inf).apply(0.5, "a b c") == 0.5
+    assert Variant(ADAPTIVE, "power", 2).apply(0.5, "a") == 0.25
+    length = Variant(ADAPTIVE, "length", 4)
+    assert length.apply(0.5, "one two three") == 0.5  # shorter than L0: unchanged
+    assert length.apply(0.5, "a b c d e f g h") == 0.25  # twice L0: squared
+    assert length.apply(0.5, "日本の首都はどこですか") == 0.5  # no spaces: one word
+    assert Variant(ADAPTIVE, "length", math.inf).apply(0.5, "a " * 100) == 0.5
+    assert parse_family("length:8,inf") == ("length", [8.0, math.inf])
+    with pytest.raises(ValueError, match="unknown transform"):
+        parse_family("gamma:2")
+
+
+def test_patch_is_undone() -> None:
+    evidence, rank = fusion.leg_evidence, Replay.rank
+    with patched(Variant(ADAPTIVE, "power", 2)):
+        assert fusion.leg_evidence is not evidence
+    assert (fusion.leg_evidence, Replay.rank) == (evidence, rank)
+
+
+async def test_untransformed_variants_score_as_the_protocol(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    path = tmp_path / "legs.jsonl"
+    await record_legs(sessions, path)
+    queries = list(read_legs(path))
+    grid = [d for d in default_grid() if d.method is FusionMethod.ADAPTIVE]
+    plain = measure(queries, grid, SETTINGS)
+    variants = [Variant(d, "none", math.inf) for d in grid]
+    replayed = measure_variants(queries, {("none", math.inf): variants}, SETTINGS, jobs=1)
+    assert [replayed.hybrid[v] for v in variants] == [plain.hybrid[d] for d in grid]
+    sharp = [Variant(d, "power", 64) for d in grid]
+    measure_variants(queries, {("power", 64): sharp}, SETTINGS, jobs=1)
+    assert fusion.leg_evidence.__name__ == "leg_evidence"  # restored after measuring
