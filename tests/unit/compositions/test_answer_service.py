@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import re
 
+import anyio
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.compositions.answers.models import AnswerRequest, Delta, Finished, Retrieved
@@ -14,14 +16,21 @@ from hsearch.compositions.answers.packing import estimate_tokens
 from hsearch.compositions.answers.service import AnswerService
 from hsearch.config import LlmSettings, SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
+from hsearch.errors import QuotaExceededError
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.llm.scripted import ScriptedLLM
+from hsearch.ratelimit.tokens import TokenQuota
 from hsearch.search.service import SearchService
 from tests.unit.budget import UNHURRIED
 from tests.unit.search.corpus import TENANT, index
 
 
-def answers(sessions: sessionmaker[Session], llm: ScriptedLLM, **settings: int) -> AnswerService:
+def answers(
+    sessions: sessionmaker[Session],
+    llm: ScriptedLLM,
+    quota: TokenQuota | None = None,
+    **settings: int,
+) -> AnswerService:
     embedder = FakeEmbedder()
     search = SearchService(
         embedder=embedder,
@@ -29,7 +38,9 @@ def answers(sessions: sessionmaker[Session], llm: ScriptedLLM, **settings: int) 
         statistics=LexicalStatistics(sessions),
         settings=SearchSettings(**UNHURRIED),
     )
-    return AnswerService(retrieval=search.retrieval, llm=llm, settings=LlmSettings(**settings))
+    return AnswerService(
+        retrieval=search.retrieval, llm=llm, settings=LlmSettings(**settings), quota=quota
+    )
 
 
 async def test_closing_the_stream_cancels_the_model(sessions: sessionmaker[Session]) -> None:
@@ -40,6 +51,32 @@ async def test_closing_the_stream_cancels_the_model(sessions: sessionmaker[Sessi
         assert isinstance(await anext(events), Retrieved)
         assert isinstance(await anext(events), Delta)
     assert llm.cancelled == 1
+
+
+async def test_a_client_that_goes_away_pays_for_what_the_model_read_and_wrote(
+    sessions: sessionmaker[Session],
+) -> None:
+    llm = ScriptedLLM("Rivers flow into the sea. " * 20, chunk=5, delay_s=0.01)
+    quota = TokenQuota(per_day=40)  # less than any answer's prompt
+    service = answers(sessions, llm, quota)
+    request = AnswerRequest(tenant_id=TENANT, query="rivers")
+    # Gone before the model was asked: nothing was used, nothing is charged.
+    events = service.events(request)
+    async with contextlib.aclosing(events):
+        assert isinstance(await anext(events), Retrieved)
+    await quota.check(TENANT)
+    # Gone mid-answer, the way a server cancels a disconnected stream: the call the
+    # endpoint never counted is charged at its high estimate, and the day is used up.
+    events = service.events(request)
+    with anyio.CancelScope() as scope:
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if isinstance(event, Delta):
+                    scope.cancel()
+                    await anyio.sleep(1)  # cancelled here, as a disconnect would
+    assert llm.cancelled == 1
+    with pytest.raises(QuotaExceededError):
+        await quota.check(TENANT)
 
 
 async def test_past_the_generation_cap_an_answer_degrades(sessions: sessionmaker[Session]) -> None:

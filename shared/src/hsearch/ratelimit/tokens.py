@@ -1,5 +1,6 @@
 """A tenant's model tokens per day (``quotas.answer_tokens_per_day``): checked before an
-answer is generated, charged with what the endpoint counted once it is written.
+answer is generated, charged with what the endpoint counted once it is written (or
+with what the model read and wrote, estimated high, when a client went away first).
 
 Counted with the ``limits`` library's sliding window counter, in Redis when one is
 configured (shared by every API process) or in the process. The answer that crosses the

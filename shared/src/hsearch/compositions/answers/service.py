@@ -25,6 +25,8 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field, replace
 
+import anyio
+
 from hsearch.compositions.answers.caching import AnswerCache
 from hsearch.compositions.answers.citations import (
     Closed,
@@ -160,22 +162,30 @@ class AnswerService:
                 return
         if self._quota is not None and self._llm is not None:
             await self._quota.check(request.tenant_id)  # 429 before any event
-        async with contextlib.aclosing(self._fresh(request, started)) as fresh:
-            async for event in fresh:
-                if isinstance(event, Finished):
-                    if key is not None and self._cache is not None:
-                        await self._cache.put(key, event.answer)
-                    if self._quota is not None:
-                        used = (event.answer.tokens.prompt or 0) + (
-                            event.answer.tokens.completion or 0
-                        )
-                        await self._quota.charge(request.tenant_id, used)
-                yield event
+        spend = _Spend()
+        charged = False
+        try:
+            async with contextlib.aclosing(self._fresh(request, started, spend)) as fresh:
+                async for event in fresh:
+                    if isinstance(event, Finished):
+                        if key is not None and self._cache is not None:
+                            await self._cache.put(key, event.answer)
+                        charged = True
+                        await self._charge(request.tenant_id, spend)
+                    yield event
+        finally:
+            if not charged:  # a client that went away (or a failure) still pays what was used
+                with anyio.CancelScope(shield=True):
+                    await self._charge(request.tenant_id, spend)
+
+    async def _charge(self, tenant_id: str, spend: _Spend) -> None:
+        """The tenant's token quota, charged with every model call of one answer."""
+        if self._quota is not None:
+            await self._quota.charge(tenant_id, (spend.prompt or 0) + (spend.completion or 0))
 
     async def _fresh(
-        self, request: AnswerRequest, started: float
+        self, request: AnswerRequest, started: float, spend: _Spend
     ) -> AsyncGenerator[AnswerEvent, None]:
-        spend = _Spend()
         lazy: _Lazy | None = None
         if request.strategy is AnswerStrategy.LAZY and self._lazy is not None:
             lazy = _Lazy(self._lazy_spend(request))
@@ -260,9 +270,9 @@ class AnswerService:
                         continue
                     if run.first_token is None:
                         run.first_token = time.perf_counter()
+                    written += item  # before it is shown: a client may go away there
                     for event in self._pieces(assembler.feed(item), run):
                         yield event
-                    written += item
                     if looping(written):  # closing the stream cancels the generation
                         run.cut = REPETITION
                         logger.info("answer.model.looping model=%s", llm.model)
@@ -275,6 +285,9 @@ class AnswerService:
                 yield Failed(failure.code, failure.message)
             yield Finished(run.finish(None, f"{failure.code}: {failure.message}"))
             return
+        except BaseException:  # closed mid-stream (a client that went away): charged anyway
+            _estimate_uncounted(run, messages, written)
+            raise
         _estimate_uncounted(run, messages, written)
         for event in self._pieces(assembler.finish(), run):
             yield event
