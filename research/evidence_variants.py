@@ -63,6 +63,9 @@ from hsearch.types import FusionDefault, FusionMethod
 Transform = Callable[[float, str], float]
 """(a leg's evidence, the query) -> the evidence fusion reads."""
 
+_SIMPLICITY = fusion_lodo.simplicity
+"""The protocol's own order (patched by :func:`main` to :func:`simpler` while selecting)."""
+
 _QUERY: list[str] = [""]
 """The query the replay is fusing (set by the patched :meth:`Replay.rank`)."""
 
@@ -180,7 +183,7 @@ def measure_variants(
 def simpler(variant: Variant) -> tuple[int, int, float]:
     """:func:`bench.fusion_lodo.simplicity`, then no transform before one, then the
     gentler transform (a larger ``L0``, a smaller power)."""
-    method, k = fusion_lodo.simplicity(variant.base)
+    method, k = _SIMPLICITY(variant.base)
     if variant.transform == "none":
         return method, k, 0.0
     gentle = 1.0 / variant.parameter if variant.transform == "length" else variant.parameter
