@@ -13,7 +13,7 @@ from tests.unit.bench.test_fusion_replay import SETTINGS, record_legs
 
 from hsearch.search import fusion
 from hsearch.types import FusionMethod
-from research.evidence_variants import Variant, measure_variants, parse_family, patched
+from research.evidence_variants import Variant, main, measure_variants, parse_family, patched
 
 ADAPTIVE = next(d for d in default_grid() if d.method is FusionMethod.ADAPTIVE)
 
@@ -52,3 +52,23 @@ async def test_untransformed_variants_score_as_the_protocol(
     sharp = [Variant(d, "power", 64) for d in grid]
     measure_variants(queries, {("power", 64): sharp}, SETTINGS, jobs=1)
     assert fusion.leg_evidence.__name__ == "leg_evidence"  # restored after measuring
+
+
+async def test_the_protocol_runs_with_the_transform_fitted_and_fixed(
+    sessions: sessionmaker[Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "legs.jsonl"
+    await record_legs(sessions, path)
+    one = path.read_text(encoding="utf-8")
+    path.write_text(one + one.replace('"dataset": "tiny"', '"dataset": "twin"'), encoding="utf-8")
+    assert main([str(path), "--fit", "length:4,16", "--fixed", "power:2", "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    sections = [line for line in out.splitlines() if line.startswith("## ")]
+    assert sections == [
+        "## none (today's method)",
+        "## length fitted over [4.0, 16.0] and none",
+        "## power=2 fixed",
+    ]
+    assert out.count("folds pass.") == 3
+    assert "| twin |" in out
+    assert "power=2`" in out  # the fixed family's designs name their transform
