@@ -262,33 +262,31 @@ class AnswerService:
         )
         written = ""
         try:
-            async with contextlib.aclosing(stream) as items:
-                async for item in items:
-                    if isinstance(item, Usage):
-                        run.spend.add(item)
-                        run.answer_usage = item
-                        continue
-                    if run.first_token is None:
-                        run.first_token = time.perf_counter()
-                    written += item  # before it is shown: a client may go away there
-                    for event in self._pieces(assembler.feed(item), run):
-                        yield event
-                    if looping(written):  # closing the stream cancels the generation
-                        run.cut = REPETITION
-                        logger.info("answer.model.looping model=%s", llm.model)
-                        break
+            try:
+                async with contextlib.aclosing(stream) as items:
+                    async for item in items:
+                        if isinstance(item, Usage):
+                            run.spend.add(item)
+                            run.answer_usage = item
+                            continue
+                        if run.first_token is None:
+                            run.first_token = time.perf_counter()
+                        written += item  # before it is shown: a client may go away there
+                        for event in self._pieces(assembler.feed(item), run):
+                            yield event
+                        if looping(written):  # closing the stream cancels the generation
+                            run.cut = REPETITION
+                            logger.info("answer.model.looping model=%s", llm.model)
+                            break
+            finally:  # however it ended (a loop cut, a failure, a client gone): charged
+                _estimate_uncounted(run, messages, written)
         except Exception as exc:  # the model never causes a 5xx
             failure = exc if isinstance(exc, ModelError) else _unexpected(exc)
             logger.warning("answer.model.failed code=%s error=%s", failure.code, failure.message)
-            _estimate_uncounted(run, messages, written)
             if run.text:
                 yield Failed(failure.code, failure.message)
             yield Finished(run.finish(None, f"{failure.code}: {failure.message}"))
             return
-        except BaseException:  # closed mid-stream (a client that went away): charged anyway
-            _estimate_uncounted(run, messages, written)
-            raise
-        _estimate_uncounted(run, messages, written)
         for event in self._pieces(assembler.finish(), run):
             yield event
         if not run.text.strip():
