@@ -47,11 +47,9 @@ from bench.fusion_lodo import (
     Fold,
     Legs,
     Table,
-    bootstrap_interval,
     default_grid,
     leave_one_out,
     measure,
-    per_query_margins,
     select,
 )
 from bench.fusion_replay import QueryLegs, Replay, read_legs
@@ -115,14 +113,13 @@ class Variant:
 
 
 @contextlib.contextmanager
-def patched(variant: Variant | None) -> Iterator[None]:
+def patched(variant: Variant) -> Iterator[None]:
     """Fusion reads ``variant``'s evidence, and the replay tells it the query."""
     original_evidence = fusion.leg_evidence
     original_rank = Replay.rank
 
     def evidence(scores: Sequence[float]) -> float:
-        e = original_evidence(scores)
-        return e if variant is None else variant.apply(e, _QUERY[0])
+        return variant.apply(original_evidence(scores), _QUERY[0])
 
     def rank(self: Replay, q: QueryLegs, mode: str) -> list[str]:
         _QUERY[0] = q.query
@@ -193,18 +190,11 @@ def simpler(variant: Variant) -> tuple[int, int, float]:
 def with_intervals(
     queries: Sequence[QueryLegs], table: Table, folds: Sequence[Fold], settings: SearchSettings
 ) -> list[Fold]:
-    by_set: dict[str, list[QueryLegs]] = {}
-    for q in queries:
-        by_set.setdefault(q.dataset, []).append(q)
+    """:func:`bench.fusion_lodo.with_intervals`, each fold under its variant's evidence."""
     out = []
     for f in folds:
-        variant = f.choice.design
-        assert isinstance(variant, Variant)
-        with patched(variant):
-            margins = per_query_margins(
-                by_set[f.dataset], variant.base, table.legs[f.dataset].best_leg, settings
-            )
-        out.append(Fold(f.dataset, f.choice, f.hybrid, f.legs, bootstrap_interval(margins)))
+        with patched(f.choice.design):  # type: ignore[arg-type]  # a Variant in this table
+            out += fusion_lodo.with_intervals(queries, table, [f], settings)
     return out
 
 
