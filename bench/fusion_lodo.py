@@ -520,6 +520,15 @@ NOTABLE = (
 default, weighted and unweighted RRF, min-max at equal weights, BGE-M3's rule."""
 
 
+def _agreement(defaults: Sequence[DefaultRow], chosen: Choice) -> str:
+    """Whether the default the service runs is the rule's choice (empty without one)."""
+    if not defaults:
+        return ""
+    if defaults[0].design == chosen.design.describe():
+        return " The default is the rule's choice."
+    return f" **The default (`{defaults[0].design}`) is not the rule's choice.**"
+
+
 def render_markdown(
     table: Table,
     folds: Sequence[Fold],
@@ -568,7 +577,7 @@ def render_markdown(
     print(
         f"\nChosen on all {len(names)} sets: `{chosen.design.describe()}` (worst margin "
         f"{chosen.worst:+.5f}, mean {chosen.mean:+.5f}; {chosen.tied} design(s) within "
-        f"{TOLERANCE}).\n",
+        f"{TOLERANCE}).{_agreement(defaults, chosen)}\n",
         file=out,
     )
     designs = [chosen.design, *(d for d in NOTABLE if d != chosen.design and d in table.hybrid)]

@@ -323,3 +323,24 @@ def test_the_current_default_is_reported_per_set_with_its_interval(
     markdown = run_main([str(path), "--markdown"], capsys)
     assert f"The default today (`{rows[0].design}`)" in markdown
     assert "| d1 | 2 |" in markdown
+
+
+def test_the_markdown_says_whether_the_default_is_the_rules_choice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_legs(
+        tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse", "s2": "sparse"}, queries=2
+    )
+    chosen = json.loads(run_main([str(path), "--json"], capsys))["default"]
+    assert chosen["design"] != "rrf dense=0.7,sparse=0.3 k=60"
+    monkeypatch.setenv("HSEARCH_SEARCH__FUSION", "rrf")
+    markdown = run_main([str(path), "--markdown"], capsys)
+    assert "**The default (`rrf dense=0.7,sparse=0.3 k=60`) is not the rule's choice.**" in (
+        markdown
+    )
+    method = chosen["method"]
+    monkeypatch.setenv("HSEARCH_SEARCH__FUSION", method)
+    weights = "ADAPTIVE_WEIGHTS" if method == "adaptive" else "RRF_WEIGHTS"
+    monkeypatch.setenv(f"HSEARCH_SEARCH__{weights}", json.dumps(chosen["weights"]))
+    monkeypatch.setenv("HSEARCH_SEARCH__RRF_K", str(chosen["k"]))
+    assert "The default is the rule's choice." in run_main([str(path), "--markdown"], capsys)
