@@ -34,7 +34,8 @@ Usage (from the repository root)::
     python -m bench.fusion_lodo legs.jsonl --markdown # the tables of docs/fusion.md
 
 ``HSEARCH_SEARCH__MIN_DENSE_SCRIPT_COVERAGE`` applies as in the service; the fusion
-settings do not (every design sets method, weights and ``k``).
+settings do not apply to the designs (every design sets method, weights and ``k``), only
+to ``--markdown``'s table of the default the service runs.
 """
 
 from __future__ import annotations

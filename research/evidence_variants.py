@@ -19,8 +19,17 @@ word, so it is never sharpened):
 * ``length:L0``: ``e ** max(1, words / L0)`` (a long question's standout, made of many
   generic terms, must be clearer).
 
-The product's fusion is patched for the replay only (``leg_evidence`` and the query the
-replay is fusing); nothing here is imported by the product.
+With ``--keyword-coverage``, every design also reads the keyword leg's coverage of the
+query where nothing stands out: the keyword leg's share of the no-standout regime is
+its prior times ``1 - cov1``, renormalised over the legs (``cov1``, the share of the
+query's IDF mass the keyword leg's first candidate holds, from
+:mod:`research.leg_signals`: whole documents, the set's corpus statistics). A keyword
+leg whose first candidate holds the whole query, as on short queries many documents
+match, then leaves the order to the other legs; one that matches a part of a long query
+keeps its say.
+
+The product's fusion is patched for the replay only (``leg_evidence``, the regimes' shares
+and the query the replay is fusing); nothing here is imported by the product.
 
 Usage (from the repository root)::
 
@@ -28,6 +37,7 @@ Usage (from the repository root)::
         --save-legs legs.jsonl
     python -m research.evidence_variants legs.jsonl --fit length:4,8,16,24
     python -m research.evidence_variants legs.jsonl --fixed length:16
+    python -m research.evidence_variants legs.jsonl --keyword-coverage --fixed length:8,16
 """
 
 from __future__ import annotations
@@ -40,8 +50,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench import fusion_lodo
+from bench.datasets import DATASETS_ROOT, load_dataset
 from bench.fusion_lodo import (
     Choice,
     Fold,
@@ -57,6 +69,7 @@ from bench.fusion_replay import QueryLegs, Replay, read_legs
 from hsearch.config import SearchSettings, Settings
 from hsearch.search import fusion
 from hsearch.types import FusionDefault, FusionMethod
+from research.leg_signals import Corpus
 
 Transform = Callable[[float, str], float]
 """(a leg's evidence, the query) -> the evidence fusion reads."""
@@ -131,6 +144,58 @@ def patched(variant: Variant) -> Iterator[None]:
         yield
     finally:
         fusion.leg_evidence = original_evidence  # type: ignore[assignment]
+        Replay.rank = original_rank  # type: ignore[method-assign]
+
+
+def first_keyword_coverage(
+    queries: Sequence[QueryLegs], corpus_of: Callable[[str], Corpus]
+) -> dict[tuple[str, str], float]:
+    """``cov1`` of every query (0 without keyword candidates), by (dataset, query id)."""
+    out = {}
+    for q in queries:
+        corpus = corpus_of(q.dataset)
+        first = q.legs.get("sparse") or []
+        out[(q.dataset, q.query_id)] = (
+            corpus.coverage(corpus.query_words(q.query), first[0][1]) if first else 0.0
+        )
+    return out
+
+
+def covered_shares(plain: dict[str, float], coverage: float) -> dict[str, float]:
+    """The no-standout shares with the keyword leg's times ``1 - coverage``, the regime's
+    total kept (all of it to the other legs when the keyword leg's first candidate holds
+    the whole query)."""
+    if "sparse" not in plain:
+        return plain
+    scaled = {leg: w * (1.0 - coverage) if leg == "sparse" else w for leg, w in plain.items()}
+    total, kept = math.fsum(plain.values()), math.fsum(scaled.values())
+    if kept <= 0.0:
+        return plain
+    return {leg: total * w / kept for leg, w in scaled.items()}
+
+
+@contextlib.contextmanager
+def keyword_coverage(coverage: dict[tuple[str, str], float]) -> Iterator[None]:
+    """Fusion reads the keyword leg's coverage of the query being replayed (module
+    docstring); undone on exit."""
+    original_regimes = fusion._regimes
+    original_rank = Replay.rank
+    current = [0.0]
+
+    def regimes(legs: Sequence[Any]) -> tuple[dict[str, float], dict[str, float]]:
+        plain, standout = original_regimes(legs)
+        return covered_shares(plain, current[0]), standout
+
+    def rank(self: Replay, q: QueryLegs, mode: str) -> list[str]:
+        current[0] = coverage[(q.dataset, q.query_id)]
+        return original_rank(self, q, mode)
+
+    fusion._regimes = regimes  # type: ignore[assignment]
+    Replay.rank = rank  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        fusion._regimes = original_regimes  # type: ignore[assignment]
         Replay.rank = original_rank  # type: ignore[method-assign]
 
 
@@ -235,12 +300,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the transform with this parameter is the method: the grid is priors and k",
     )  # fmt: skip
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--keyword-coverage", action="store_true",
+        help="every design reads the keyword leg's coverage of the query where nothing "
+        "stands out (module docstring); reads the sets' corpora",
+    )  # fmt: skip
+    parser.add_argument(
+        "--all-methods", action="store_true",
+        help="rrf, score and sum designs of bench.fusion_lodo's grid join every family",
+    )  # fmt: skip
+    parser.add_argument("--datasets-root", type=Path, default=DATASETS_ROOT)
     args = parser.parse_args(argv)
     queries = list(read_legs(args.legs))
+    with contextlib.ExitStack() as stack:
+        if args.keyword_coverage:
+            corpora: dict[str, Corpus] = {}
+
+            def corpus_of(name: str) -> Corpus:
+                if name not in corpora:
+                    corpora[name] = Corpus.of(load_dataset(args.datasets_root / name).corpus)
+                return corpora[name]
+
+            stack.enter_context(keyword_coverage(first_keyword_coverage(queries, corpus_of)))
+        run_families(queries, args)
+    return 0
+
+
+def run_families(queries: Sequence[QueryLegs], args: argparse.Namespace) -> None:
+    """Measure every family :func:`main` asked for, then run the protocol on each."""
     settings = Settings(_env_file=None).search
     grid = adaptive_grid()
+    others = [
+        Variant(d, "none", math.inf)
+        for d in default_grid()
+        if args.all_methods and d.method is not FusionMethod.ADAPTIVE
+    ]
     wanted: dict[tuple[str, float], list[Variant]] = {
-        ("none", math.inf): [Variant(d, "none", math.inf) for d in grid]
+        ("none", math.inf): [Variant(d, "none", math.inf) for d in grid] + others
     }
     for name, params in [*args.fit, *args.fixed]:
         for p in params:
@@ -255,14 +351,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             pool = [v for p in params for v in wanted[(name, p)]] + today
             runs.append((f"{name} fitted over {params} and none", pool))
         for name, params in args.fixed:
-            runs.extend((f"{name}={p:g} fixed", wanted[(name, p)]) for p in params)
+            runs.extend((f"{name}={p:g} fixed", wanted[(name, p)] + others) for p in params)
         for label, pool in runs:
             sub = Table(legs=table.legs, hybrid={v: table.hybrid[v] for v in pool})  # type: ignore[index]
             folds = with_intervals(queries, sub, leave_one_out(sub), settings)
             render(sub, folds, select(sub, list(sub.legs)), label)
     finally:
         fusion_lodo.simplicity = original  # type: ignore[assignment]
-    return 0
 
 
 if __name__ == "__main__":

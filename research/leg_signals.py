@@ -5,8 +5,8 @@ should carry when nothing stands out?
 first candidate stands out (:func:`hsearch.search.fusion.leg_evidence` near 0 in every
 leg). There the prior is the whole difference between designs, and the sets disagree on
 it: DBpedia's natural-language questions, whose keyword leg finds nothing judged, want
-the dense leg followed (prior 0.95); CF, CISI, Cranfield, LISA and TIME gain from a
-lighter prior (0.8). A general signal, read from the query and the legs (item 2 of the
+the dense leg followed (prior 0.95); ADI, CF, CISI, Cranfield, LISA and XQuAD gain from
+a lighter prior (0.8). A general signal, read from the query and the legs (item 2 of the
 fusion issue), could move the prior query by query, if it told the two kinds apart
 *within* sets: a signal that only differs between sets stands in for the set's identity.
 
@@ -15,22 +15,25 @@ For every query in that regime this tool replays ``adaptive`` fusion at two prio
 (``HIGH - LOW``: positive where following the dense leg pays), and reports, per set,
 the Pearson correlation of that difference with each signal:
 
-* ``cov1``, ``cov3``: the share of the query's IDF mass (its analyzed terms, the
-  corpus' document frequencies) held by the keyword leg's first candidate, and the mean
-  over its first three (does the keyword leg match the whole query, or a part of it?);
+* ``cov1``, ``cov3``: the share of the query's IDF mass held by the keyword leg's first
+  candidate, and the mean over its first three (does the keyword leg match the whole
+  query, or a part of it?). The mass is over the query's words (stop words left out),
+  each weighing the IDF of its rarest form some document holds, or, if no document
+  holds it, the IDF of a term in no document: a word the corpus lacks counts against
+  every candidate;
 * ``dcov1``: the same for the dense leg's first candidate (does the semantic match also
   hold the query's words?);
 * ``overlap10``: the share of the first ten candidates the legs have in common;
-* ``ceiling``: the keyword leg's first score over ``(k1 + 1) x Σ idf``, the score of a
-  document holding every query term at saturation;
+* ``ceiling``: the keyword leg's first score over ``(k1 + 1) x Σ idf`` of the query
+  terms some document holds: the score of a document holding all of them at saturation;
 * ``dense_top``: the dense leg's first score (a cosine);
-* ``terms``: the query's distinct analyzed terms;
+* ``words``: the query's distinct words (CJK bigrams), stop words left out;
 * ``nqc_sparse``, ``nqc_dense``: the standard deviation of a leg's first ten scores
   over its first (normalised query commitment, a classic predictor of a ranking's
   quality);
 * ``gap_sparse``, ``gap_dense``: ``(first - tenth) / first``.
 
-The signals were fixed before the correlations were read. Corpus statistics are per
+The signals were chosen before the correlations were read. Corpus statistics are per
 document (the service's are per tenant and chunk): close enough to rank queries.
 
 Usage (from the repository root)::
@@ -58,7 +61,7 @@ from bench.metrics import evaluate_ranking
 
 from hsearch.config import Settings
 from hsearch.embedding.offline import OFFLINE_FUSION
-from hsearch.lexical.analyzer import UNSTEMMED_PREFIX, analyze, analyze_query
+from hsearch.lexical.analyzer import analyze, analyze_query, match_terms, tokens
 from hsearch.lexical.bm25 import DEFAULT_K1, bm25_idf
 from hsearch.search.fusion import leg_evidence
 
@@ -69,7 +72,7 @@ SIGNALS = (
     "overlap10",
     "ceiling",
     "dense_top",
-    "terms",
+    "words",
     "nqc_sparse",
     "nqc_dense",
     "gap_sparse",
@@ -77,6 +80,8 @@ SIGNALS = (
 )
 CLEAR = 0.1
 """|r| below this counts as no correlation in the sign summary."""
+NO_STANDOUT = 0.1
+"""The default regime: queries whose strongest evidence is below this."""
 
 
 @dataclass(frozen=True)
@@ -101,17 +106,31 @@ class Corpus:
     def idf(self, term: str) -> float:
         return bm25_idf(self.frequency.get(term, 0), document_count=len(self.terms))
 
-    def query_terms(self, query: str) -> list[str]:
-        """The query's distinct analyzed terms some document holds."""
-        return [t for t in dict.fromkeys(analyze_query(query)) if self.frequency.get(t, 0) > 0]
+    def query_words(self, query: str) -> list[frozenset[str]]:
+        """The query's distinct words, each as the terms that match it (its stem and its
+        unstemmed form; a CJK bigram alone), stop words left out."""
+        words: dict[frozenset[str], None] = {}
+        for token in tokens(query):
+            if token.cjk:
+                for bigram in analyze_query(token.text):
+                    words[frozenset({bigram})] = None
+            elif forms := match_terms(token.text):
+                words[forms] = None
+        return list(words)
 
-    def coverage(self, terms: Sequence[str], document: str) -> float:
-        """The share of ``terms``' IDF mass ``document`` holds (0 without terms)."""
-        mass = math.fsum(self.idf(t) for t in terms)
+    def weight(self, word: frozenset[str]) -> float:
+        """A word's IDF: its rarest form some document holds, or, when none does, the IDF
+        of a term no document holds (the word counts, and no candidate can hold it)."""
+        held = [t for t in word if self.frequency.get(t, 0) > 0]
+        return max(self.idf(t) for t in held or word)
+
+    def coverage(self, words: Sequence[frozenset[str]], document: str) -> float:
+        """The share of ``words``' IDF mass ``document`` holds (0 without words)."""
+        mass = math.fsum(self.weight(w) for w in words)
         if mass <= 0:
             return 0.0
         held = self.terms.get(document, frozenset())
-        return math.fsum(self.idf(t) for t in terms if t in held) / mass
+        return math.fsum(self.weight(w) for w in words if w & held) / mass
 
 
 def _commitment(scores: Sequence[float]) -> float:
@@ -133,18 +152,19 @@ def signals(q: QueryLegs, corpus: Corpus) -> dict[str, float]:
     sparse = q.legs.get("sparse", [])
     d_docs, s_docs = [r[1] for r in dense], [r[1] for r in sparse]
     d_scores, s_scores = [r[2] for r in dense], [r[2] for r in sparse]
-    terms = corpus.query_terms(q.query)
-    ceiling = (DEFAULT_K1 + 1.0) * math.fsum(corpus.idf(t) for t in terms)
+    words = corpus.query_words(q.query)
+    matchable = [t for w in words for t in w if corpus.frequency.get(t, 0) > 0]
+    ceiling = (DEFAULT_K1 + 1.0) * math.fsum(corpus.idf(t) for t in set(matchable))
     return {
-        "cov1": corpus.coverage(terms, s_docs[0]) if s_docs else 0.0,
+        "cov1": corpus.coverage(words, s_docs[0]) if s_docs else 0.0,
         "cov3": (
-            statistics.fmean(corpus.coverage(terms, d) for d in s_docs[:3]) if s_docs else 0.0
+            statistics.fmean(corpus.coverage(words, d) for d in s_docs[:3]) if s_docs else 0.0
         ),
-        "dcov1": corpus.coverage(terms, d_docs[0]) if d_docs else 0.0,
+        "dcov1": corpus.coverage(words, d_docs[0]) if d_docs else 0.0,
         "overlap10": len(set(d_docs[:10]) & set(s_docs[:10])) / 10,
         "ceiling": s_scores[0] / ceiling if s_scores and ceiling > 0 else 0.0,
         "dense_top": d_scores[0] if d_scores else 0.0,
-        "terms": float(len([t for t in terms if not t.startswith(UNSTEMMED_PREFIX)])),
+        "words": float(len(words)),
         "nqc_sparse": _commitment(s_scores),
         "nqc_dense": _commitment(d_scores),
         "gap_sparse": _gap(s_scores),
@@ -178,8 +198,9 @@ def rows(
     k: int,
     regime: float,
 ) -> list[Row]:
-    """One row per query whose strongest evidence is below ``regime`` and whose dense
-    leg the coverage rule keeps (a silenced leg makes every prior alike)."""
+    """One row per query whose strongest evidence is below ``regime`` and where both legs
+    take part: each found something and the coverage rule keeps the dense leg (a leg
+    that takes no part makes every prior alike)."""
     settings = Settings(_env_file=None).search
     low, high = (
         Replay(settings, fusion="adaptive", weights={"dense": p, "sparse": 1.0 - p}, k=k)
@@ -187,7 +208,11 @@ def rows(
     )
     out = []
     for q in queries:
-        if strongest_evidence(q) >= regime or low._dense_unreadable(q):
+        if (
+            not (q.legs.get("dense") and q.legs.get("sparse"))
+            or strongest_evidence(q) >= regime
+            or low._dense_unreadable(q)
+        ):
             continue
 
         def ndcg(replay: Replay, mode: str, q: QueryLegs = q) -> float:
@@ -213,20 +238,26 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 def render(table: Sequence[Row], priors: tuple[float, float], regime: float) -> str:
-    by_set: dict[str, list[Row]] = defaultdict(list)
-    for r in table:
-        by_set[r.dataset].append(r)
+    """Per set: the queries, mean Δ, the legs' mean difference and each signal's r with Δ,
+    then each signal's mean; last, how many sets correlate each way."""
     low, high = priors
+    if not table:
+        return f"No query with E < {regime:g} where both legs take part."
+    by_set: dict[str, list[Row]] = defaultdict(list)
+    for row in table:
+        by_set[row.dataset].append(row)
+    groups = [*by_set.items(), ("all sets pooled", list(table))]
+    header = " | ".join(SIGNALS)
     lines = [
         f"Queries with E < {regime:g}; Δ = nDCG@10 at prior {high:g} - at {low:g}; "
         "r = Pearson correlation of each signal with Δ within the set.",
         "",
-        "| set | queries | mean Δ | dense - keyword | " + " | ".join(SIGNALS) + " |",
+        f"| set | queries | mean Δ | dense - keyword | {header} |",
         "| --- | ---: | ---: | ---: |" + " ---: |" * len(SIGNALS),
     ]
     signs: dict[str, list[int]] = {s: [0, 0] for s in SIGNALS}
-    for name, items in [*by_set.items(), ("all sets pooled", list(table))]:
-        difference = [r.difference for r in items]
+    for name, items in groups:
+        difference = [row.difference for row in items]
         cells = []
         for s in SIGNALS:
             r = pearson([row.signals[s] for row in items], difference)
@@ -235,13 +266,21 @@ def render(table: Sequence[Row], priors: tuple[float, float], regime: float) -> 
                 signs[s][r < 0] += 1
         lines.append(
             f"| {name} | {len(items)} | {statistics.fmean(difference):+.4f} | "
-            f"{statistics.fmean(r.legs for r in items):+.4f} | " + " | ".join(cells) + " |"
+            f"{statistics.fmean(row.legs for row in items):+.4f} | " + " | ".join(cells) + " |"
         )
     lines += [
         "",
         f"Sets where r ≥ +{CLEAR:g} / ≤ -{CLEAR:g}: "
         + ", ".join(f"{s} {up}/{down}" for s, (up, down) in signs.items()),
+        "",
+        "Each signal's mean:",
+        "",
+        f"| set | {header} |",
+        "| --- |" + " ---: |" * len(SIGNALS),
     ]
+    for name, items in groups:
+        means = (statistics.fmean(row.signals[s] for row in items) for s in SIGNALS)
+        lines.append(f"| {name} | " + " | ".join(f"{m:.3f}" for m in means) + " |")
     return "\n".join(lines)
 
 
@@ -262,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--k", type=int, default=OFFLINE_FUSION.k, help="k of both designs")
     parser.add_argument(
-        "--regime", type=float, default=CLEAR, metavar="E",
+        "--regime", type=float, default=NO_STANDOUT, metavar="E",
         help="queries whose strongest evidence is below E (default 0.1)",
     )  # fmt: skip
     parser.add_argument("--datasets-root", type=Path, default=DATASETS_ROOT)

@@ -7,13 +7,23 @@ from pathlib import Path
 
 import pytest
 from bench.fusion_lodo import default_grid, measure
-from bench.fusion_replay import Replay, read_legs
+from bench.fusion_replay import QueryLegs, Replay, read_legs
 from sqlalchemy.orm import Session, sessionmaker
 from tests.unit.bench.test_fusion_replay import SETTINGS, record_legs
 
 from hsearch.search import fusion
 from hsearch.types import FusionMethod
-from research.evidence_variants import Variant, main, measure_variants, parse_family, patched
+from research.evidence_variants import (
+    Variant,
+    covered_shares,
+    first_keyword_coverage,
+    keyword_coverage,
+    main,
+    measure_variants,
+    parse_family,
+    patched,
+)
+from research.leg_signals import Corpus
 
 ADAPTIVE = next(d for d in default_grid() if d.method is FusionMethod.ADAPTIVE)
 
@@ -72,3 +82,45 @@ async def test_the_protocol_runs_with_the_transform_fitted_and_fixed(
     assert out.count("folds pass.") == 3
     assert "| twin |" in out
     assert "power=2`" in out  # the fixed family's designs name their transform
+
+
+def test_covered_shares_move_the_keyword_legs_share_to_the_others() -> None:
+    plain = {"dense": 0.45, "sparse": 0.05}  # a regime of 0.5, prior 0.9 / 0.1
+    assert covered_shares(plain, 0.0) == plain
+    half = covered_shares(plain, 0.5)
+    assert math.fsum(half.values()) == pytest.approx(0.5)
+    assert half["sparse"] == pytest.approx(0.5 * 0.025 / 0.475)
+    assert covered_shares(plain, 1.0) == {"dense": pytest.approx(0.5), "sparse": 0.0}
+    assert covered_shares({"dense": 0.5}, 1.0) == {"dense": 0.5}  # no keyword leg
+    assert covered_shares({"sparse": 0.5}, 1.0) == {"sparse": 0.5}  # nothing to move to
+
+
+def test_keyword_coverage_reads_the_replayed_query_and_is_undone(tmp_path: Path) -> None:
+    regimes, rank = fusion._regimes, Replay.rank
+    corpus = Corpus.of(
+        [
+            {"_id": "a", "title": "", "text": "volcano tourism"},
+            {"_id": "b", "title": "", "text": "volcano"},
+        ]
+    )
+    q = QueryLegs(
+        dataset="s",
+        query_id="1",
+        query="volcano tourism",
+        qrels={"b": 1.0},
+        legs={
+            "dense": [("b#0", "b", 0.9), ("a#0", "a", 0.8)],
+            "sparse": [("a#0", "a", 2.0), ("b#0", "b", 1.9)],
+        },
+        dense_scripts=frozenset({"LATIN"}),
+    )
+    coverage = first_keyword_coverage([q], lambda _: corpus)
+    assert coverage == {("s", "1"): 1.0}  # the keyword leg's first holds both words
+    prior = {"dense": 0.4, "sparse": 0.6}
+    replay = Replay(SETTINGS, fusion="adaptive", weights=prior, k=60)
+    assert replay.rank(q, "hybrid")[0] == "a"  # the keyword leg's first, the heavier prior
+    with keyword_coverage(coverage):
+        assert fusion._regimes is not regimes
+        covered = Replay(SETTINGS, fusion="adaptive", weights=prior, k=60)
+        assert covered.rank(q, "hybrid")[0] == "b"  # the keyword leg's say is gone
+    assert (fusion._regimes, Replay.rank) == (regimes, rank)
