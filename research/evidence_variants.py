@@ -126,6 +126,17 @@ class Variant:
 
 
 @contextlib.contextmanager
+def _replaced(owner: object, name: str, value: object) -> Iterator[None]:
+    """``owner.name`` is ``value`` inside the block, what it was after it."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+@contextlib.contextmanager
 def patched(variant: Variant) -> Iterator[None]:
     """Fusion reads ``variant``'s evidence, and the replay tells it the query."""
     original_evidence = fusion.leg_evidence
@@ -138,13 +149,8 @@ def patched(variant: Variant) -> Iterator[None]:
         _QUERY[0] = q.query
         return original_rank(self, q, mode)
 
-    fusion.leg_evidence = evidence  # type: ignore[assignment]
-    Replay.rank = rank  # type: ignore[method-assign]
-    try:
+    with _replaced(fusion, "leg_evidence", evidence), _replaced(Replay, "rank", rank):
         yield
-    finally:
-        fusion.leg_evidence = original_evidence  # type: ignore[assignment]
-        Replay.rank = original_rank  # type: ignore[method-assign]
 
 
 def first_keyword_coverage(
@@ -190,13 +196,8 @@ def keyword_coverage(coverage: dict[tuple[str, str], float]) -> Iterator[None]:
         current[0] = coverage[(q.dataset, q.query_id)]
         return original_rank(self, q, mode)
 
-    fusion._regimes = regimes  # type: ignore[assignment]
-    Replay.rank = rank  # type: ignore[method-assign]
-    try:
+    with _replaced(fusion, "_regimes", regimes), _replaced(Replay, "rank", rank):
         yield
-    finally:
-        fusion._regimes = original_regimes  # type: ignore[assignment]
-        Replay.rank = original_rank  # type: ignore[method-assign]
 
 
 def parse_family(text: str) -> tuple[str, list[float]]:
