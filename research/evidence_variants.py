@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from bench import fusion_lodo
 from bench.datasets import DATASETS_ROOT, load_dataset
@@ -77,8 +78,8 @@ Transform = Callable[[float, str], float]
 _SIMPLICITY = fusion_lodo.simplicity
 """The protocol's own order (patched by :func:`main` to :func:`simpler` while selecting)."""
 
-_QUERY: list[str] = [""]
-"""The query the replay is fusing (set by the patched :meth:`Replay.rank`)."""
+_REPLAYED: list[QueryLegs | None] = [None]
+"""The query the replay is fusing (set by :func:`_replaying`)."""
 
 
 def words(query: str) -> int:
@@ -126,30 +127,28 @@ class Variant:
 
 
 @contextlib.contextmanager
-def _replaced(owner: object, name: str, value: object) -> Iterator[None]:
-    """``owner.name`` is ``value`` inside the block, what it was after it."""
-    original = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
+def _replaying() -> Iterator[None]:
+    """The replay tells fusion which query it is fusing (:data:`_REPLAYED`)."""
+    original_rank = Replay.rank
+
+    def rank(self: Replay, q: QueryLegs, mode: str) -> list[str]:
+        _REPLAYED[0] = q
+        return original_rank(self, q, mode)
+
+    with mock.patch.object(Replay, "rank", rank):
         yield
-    finally:
-        setattr(owner, name, original)
 
 
 @contextlib.contextmanager
 def patched(variant: Variant) -> Iterator[None]:
-    """Fusion reads ``variant``'s evidence, and the replay tells it the query."""
+    """Fusion reads ``variant``'s evidence of the query being replayed."""
     original_evidence = fusion.leg_evidence
-    original_rank = Replay.rank
 
     def evidence(scores: Sequence[float]) -> float:
-        return variant.apply(original_evidence(scores), _QUERY[0])
+        q = _REPLAYED[0]
+        return variant.apply(original_evidence(scores), q.query if q is not None else "")
 
-    def rank(self: Replay, q: QueryLegs, mode: str) -> list[str]:
-        _QUERY[0] = q.query
-        return original_rank(self, q, mode)
-
-    with _replaced(fusion, "leg_evidence", evidence), _replaced(Replay, "rank", rank):
+    with _replaying(), mock.patch.object(fusion, "leg_evidence", evidence):
         yield
 
 
@@ -160,10 +159,8 @@ def first_keyword_coverage(
     out = {}
     for q in queries:
         corpus = corpus_of(q.dataset)
-        first = q.legs.get("sparse") or []
-        out[(q.dataset, q.query_id)] = (
-            corpus.coverage(corpus.query_words(q.query), first[0][1]) if first else 0.0
-        )
+        words = corpus.query_words(q.query)
+        out[(q.dataset, q.query_id)] = corpus.first_coverage(words, q.legs.get("sparse", []))
     return out
 
 
@@ -185,18 +182,14 @@ def keyword_coverage(coverage: dict[tuple[str, str], float]) -> Iterator[None]:
     """Fusion reads the keyword leg's coverage of the query being replayed (module
     docstring); undone on exit."""
     original_regimes = fusion._regimes
-    original_rank = Replay.rank
-    current = [0.0]
 
     def regimes(legs: Sequence[Any]) -> tuple[dict[str, float], dict[str, float]]:
         plain, standout = original_regimes(legs)
-        return covered_shares(plain, current[0]), standout
+        q = _REPLAYED[0]
+        covered = coverage[(q.dataset, q.query_id)] if q is not None else 0.0
+        return covered_shares(plain, covered), standout
 
-    def rank(self: Replay, q: QueryLegs, mode: str) -> list[str]:
-        current[0] = coverage[(q.dataset, q.query_id)]
-        return original_rank(self, q, mode)
-
-    with _replaced(fusion, "_regimes", regimes), _replaced(Replay, "rank", rank):
+    with _replaying(), mock.patch.object(fusion, "_regimes", regimes):
         yield
 
 

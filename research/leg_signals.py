@@ -64,6 +64,7 @@ from hsearch.embedding.offline import OFFLINE_FUSION
 from hsearch.lexical.analyzer import analyze, analyze_query, match_terms, tokens
 from hsearch.lexical.bm25 import DEFAULT_K1, bm25_idf
 from hsearch.search.fusion import leg_evidence
+from hsearch.search.ranking import dense_cannot_read
 
 SIGNALS = (
     "cov1",
@@ -124,6 +125,13 @@ class Corpus:
         held = [t for t in word if self.frequency.get(t, 0) > 0]
         return max(self.idf(t) for t in held or word)
 
+    def first_coverage(
+        self, words: Sequence[frozenset[str]], rows: Sequence[tuple[str, str, float]]
+    ) -> float:
+        """:meth:`coverage` of a leg's first candidate (``rows`` as recorded: chunk id,
+        corpus id, score); 0 when the leg found nothing."""
+        return self.coverage(words, rows[0][1]) if rows else 0.0
+
     def coverage(self, words: Sequence[frozenset[str]], document: str) -> float:
         """The share of ``words``' IDF mass ``document`` holds (0 without words)."""
         mass = math.fsum(self.weight(w) for w in words)
@@ -156,11 +164,11 @@ def signals(q: QueryLegs, corpus: Corpus) -> dict[str, float]:
     matchable = [t for w in words for t in w if corpus.frequency.get(t, 0) > 0]
     ceiling = (DEFAULT_K1 + 1.0) * math.fsum(corpus.idf(t) for t in set(matchable))
     return {
-        "cov1": corpus.coverage(words, s_docs[0]) if s_docs else 0.0,
+        "cov1": corpus.first_coverage(words, sparse),
         "cov3": (
             statistics.fmean(corpus.coverage(words, d) for d in s_docs[:3]) if s_docs else 0.0
         ),
-        "dcov1": corpus.coverage(words, d_docs[0]) if d_docs else 0.0,
+        "dcov1": corpus.first_coverage(words, dense),
         "overlap10": len(set(d_docs[:10]) & set(s_docs[:10])) / 10,
         "ceiling": s_scores[0] / ceiling if s_scores and ceiling > 0 else 0.0,
         "dense_top": d_scores[0] if d_scores else 0.0,
@@ -211,7 +219,11 @@ def rows(
         if (
             not (q.legs.get("dense") and q.legs.get("sparse"))
             or strongest_evidence(q) >= regime
-            or low._dense_unreadable(q)
+            or dense_cannot_read(
+                q.query,
+                dense_scripts=q.dense_scripts,
+                min_dense_script_coverage=settings.min_dense_script_coverage,
+            )
         ):
             continue
 
