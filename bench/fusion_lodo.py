@@ -81,6 +81,17 @@ RRF_KS = (20, 60, 100)
 SUM_SPARSE_WEIGHTS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
 ADAPTIVE_PRIORS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
 ADAPTIVE_KS = (20, 60, 100)
+ADAPTIVE_READINGS: tuple[tuple[bool, int | None], ...] = (
+    (False, None),
+    (True, None),
+    (True, 8),
+    (True, 16),
+    (True, 24),
+)
+"""What ``adaptive`` reads of the query (``keyword_coverage``, ``length_words``): the
+scores alone, the keyword leg's coverage, and the coverage with a clearer standout asked
+of queries longer than 8, 16 or 24 words. The lengths were fixed before the product's
+coverage was recorded (docs/fusion.md)."""
 
 
 def _weights(dense: float, sparse: float) -> dict[Leg, float]:
@@ -94,7 +105,7 @@ def default_grid() -> list[FusionDefault]:
     * ``score`` (min-max): dense weight;
     * ``sum``: dense 1 and a sparse weight (raw scores: the ratio has to bridge the
       legs' scales, e.g. cosine against BM25);
-    * ``adaptive``: prior x ``k``.
+    * ``adaptive``: prior x ``k`` x what it reads of the query (:data:`ADAPTIVE_READINGS`).
     """
     designs = [
         FusionDefault.of(FusionMethod.RRF, _weights(w, round(1 - w, 2)), k)
@@ -106,7 +117,14 @@ def default_grid() -> list[FusionDefault]:
     ]
     designs += [FusionDefault.of(FusionMethod.SUM, _weights(1.0, s)) for s in SUM_SPARSE_WEIGHTS]
     designs += [
-        FusionDefault.of(FusionMethod.ADAPTIVE, _weights(p, round(1 - p, 2)), k)
+        FusionDefault.of(
+            FusionMethod.ADAPTIVE,
+            _weights(p, round(1 - p, 2)),
+            k,
+            keyword_coverage=coverage,
+            length_words=length,
+        )
+        for coverage, length in ADAPTIVE_READINGS
         for p in ADAPTIVE_PRIORS
         for k in ADAPTIVE_KS
     ]
@@ -235,11 +253,17 @@ class Choice:
     them was chosen)."""
 
 
-def simplicity(design: FusionDefault) -> tuple[int, int]:
-    """Smaller is simpler: the method's rank in :data:`SIMPLICITY`, then 0 for the
-    customary ``k`` (or a method that does not read ``k``) and 1 for a fitted one."""
+def simplicity(design: FusionDefault) -> tuple[int, float, int]:
+    """Smaller is simpler: the method's rank in :data:`SIMPLICITY`; then what it reads of
+    the query (nothing, 0; the keyword coverage, 1; the length as well, 2 plus
+    ``1 / length_words``: a design that sharpens only longer queries is the gentler);
+    then 0 for the customary ``k`` (or a method that does not read ``k``) and 1 for a
+    fitted one."""
     reads_k = design.method in (FusionMethod.RRF, FusionMethod.ADAPTIVE)
-    return SIMPLICITY[design.method], int(reads_k and design.k != DEFAULT_RRF_K)
+    reading = float(design.keyword_coverage) + (
+        1.0 + 1.0 / design.length_words if design.length_words is not None else 0.0
+    )
+    return SIMPLICITY[design.method], reading, int(reads_k and design.k != DEFAULT_RRF_K)
 
 
 def select(
@@ -328,14 +352,22 @@ def design_replay(
     memo: dict[tuple[Any, ...], list[str]] | None = None,
 ) -> Replay:
     """A replay that fuses as ``design`` (method, weights and ``k`` set, as a request's
-    ``fusion``, ``weights`` and ``rrf_k`` would)."""
+    ``fusion``, ``weights`` and ``rrf_k`` would; what ``adaptive`` reads of the query
+    as the design says, whatever the settings)."""
     return Replay(
-        settings=settings,
+        settings=settings.model_copy(update={"keyword_coverage": None, "length_words": None}),
+        encoder=design,
         fusion=design.method.value,
         weights={leg.value: w for leg, w in design.weights},
         k=design.k,
         memo=memo,
     )
+
+
+def covered(queries: Iterable[QueryLegs]) -> bool:
+    """Whether every query whose keyword leg found something was recorded with its
+    coverage (files recorded before the field have none)."""
+    return all(q.keyword_coverage is not None for q in queries if q.legs.get("sparse"))
 
 
 def _by_set(queries: Iterable[QueryLegs]) -> dict[str, list[QueryLegs]]:
@@ -453,6 +485,8 @@ def report(table: Table, folds: Sequence[Fold], chosen: Choice) -> dict[str, Any
             "method": chosen.design.method.value,
             "weights": {leg.value: w for leg, w in chosen.design.weights},
             "k": chosen.design.k,
+            "keyword_coverage": chosen.design.keyword_coverage,
+            "length_words": chosen.design.length_words,
             "worst_margin": chosen.worst,
             "mean_margin": chosen.mean,
             "tied": chosen.tied,
@@ -630,10 +664,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len({q.dataset for q in queries}) < 2:
         parser.error(f"{args.legs}: leave-one-dataset-out needs at least 2 datasets")
     settings = Settings(_env_file=None).search
+    designs = default_grid()
+    if not covered(queries):
+        designs = [d for d in designs if not d.keyword_coverage]
+        print(
+            f"[lodo] {args.legs} was recorded without the keyword leg's coverage: the "
+            "designs that read it are left out (record the legs again to include them)",
+            file=sys.stderr,
+        )
     started = time.perf_counter()
     table = measure(
         queries,
-        default_grid(),
+        designs,
         settings,
         jobs=args.jobs,
         progress=None if args.quiet else sys.stderr,
@@ -649,7 +691,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report(table, folds, chosen), ensure_ascii=False))
     elif args.markdown:
-        render_markdown(table, folds, chosen, sys.stdout, current_default(queries, table, settings))
+        today = Replay(settings=settings).resolved(queries[0])
+        readable = covered(queries) or not today.keyword_coverage
+        if not readable:
+            print(
+                f"[lodo] the default ({today.describe()}) reads the keyword coverage, which "
+                f"{args.legs} was recorded without: its table is left out",
+                file=sys.stderr,
+            )
+        defaults = current_default(queries, table, settings) if readable else []
+        render_markdown(table, folds, chosen, sys.stdout, defaults)
     else:
         render(table, folds, chosen, sys.stdout, args.top)
     return 0

@@ -41,7 +41,14 @@ from bench.metrics import evaluate_ranking
 from bench.report import TOP_K, ModeRun, hybrid_check, per_query_comparison, summarise
 from hsearch.config import EncoderKind, SearchSettings, Settings
 from hsearch.embedding.factory import ENCODER_FUSION
-from hsearch.search.fusion import LegHit, fuse
+from hsearch.lexical.syntax import parse_query
+from hsearch.search.fusion import (
+    NO_READING,
+    LegHit,
+    QueryReading,
+    fuse_explained,
+    query_word_count,
+)
 from hsearch.search.ranking import dense_cannot_read, leg_weights
 from hsearch.types import MAX_RRF_K, MIN_RRF_K, MODE_LEGS, FusionDefault, FusionMethod
 
@@ -64,6 +71,14 @@ class QueryLegs:
     legs: dict[str, list[tuple[str, str, float]]]  # leg -> [(chunk id, corpus id, score)]
     dense_scripts: frozenset[str] | None  # the encoder's (EncoderInfo.dense_scripts)
     encoder: EncoderKind = RECORDED_BEFORE_ENCODER  # the encoder that recorded the legs
+    keyword_coverage: float | None = None
+    """The keyword leg's first candidate's coverage of the query, as the service read it
+    (``SearchResult.keyword_coverage``); ``None`` in files recorded without it."""
+
+    @cached_property
+    def words(self) -> int:
+        """The query's words as the planner counts them (the text without its syntax)."""
+        return query_word_count(parse_query(self.query).text)
 
     @cached_property
     def hits(self) -> dict[str, list[LegHit]]:
@@ -120,7 +135,11 @@ class Replay:
             encoder = self.encoder or ENCODER_FUSION[q.encoder]
             base = self.settings.resolve_fusion(encoder, self.fusion)
             self._resolved[q.encoder] = FusionDefault.of(
-                base.method, self.weights or base.leg_weights(), self.k or base.k
+                base.method,
+                self.weights or base.leg_weights(),
+                self.k or base.k,
+                keyword_coverage=base.keyword_coverage,
+                length_words=base.length_words,
             )
         return self._resolved[q.encoder]
 
@@ -143,14 +162,22 @@ class Replay:
             active = {leg: w for leg, w in weights.items() if w > 0}
             total = math.fsum(active.values())
             shares = tuple(sorted((leg, w / total) for leg, w in active.items()))
-            key = (q.dataset, q.query_id, mode, fusion.method, fusion.k, shares)
+            reads = (fusion.keyword_coverage, fusion.length_words)
+            key = (q.dataset, q.query_id, mode, fusion.method, fusion.k, shares, reads)
             if key in self.memo:
                 return self.memo[key]
         started = time.perf_counter()
         if self.fuser is not None and len(legs) > 1:
             ids = self.fuser(legs, weights, fusion.k)
         else:
-            ids = [hit.id for hit in fuse(legs, method=fusion.method, weights=weights, k=fusion.k)]
+            fused, _ = fuse_explained(
+                legs,
+                method=fusion.method,
+                weights=weights,
+                k=fusion.k,
+                reading=self.reading(q, fusion) if len(legs) > 1 else NO_READING,
+            )
+            ids = [hit.id for hit in fused]
         if len(legs) > 1:
             self.fuse_seconds += time.perf_counter() - started
             self.fused_queries += 1
@@ -159,6 +186,25 @@ class Replay:
         if key is not None and self.memo is not None:
             self.memo[key] = ranking
         return ranking
+
+    @staticmethod
+    def reading(q: QueryLegs, fusion: FusionDefault) -> QueryReading:
+        """What ``adaptive`` reads of ``q`` under ``fusion``, as the service's
+        :meth:`~hsearch.search.ranking.RankingSpec.reading` gives it. A design that reads
+        the keyword coverage of a query recorded without it (a file older than the
+        field) cannot be replayed: :class:`ValueError`."""
+        if fusion.keyword_coverage and q.keyword_coverage is None and q.legs.get("sparse"):
+            msg = (
+                f"{fusion.describe()} reads the keyword coverage, which query "
+                f"{q.query_id} of {q.dataset} was recorded without: record the legs again"
+            )
+            raise ValueError(msg)
+        coverage = (
+            {"sparse": q.keyword_coverage}
+            if fusion.keyword_coverage and q.keyword_coverage is not None
+            else {}
+        )
+        return QueryReading(coverage=coverage, words=q.words, length_words=fusion.length_words)
 
     def _dense_unreadable(self, q: QueryLegs) -> bool:
         """:func:`dense_cannot_read` for ``q`` (the weight rule's input), once per query."""
@@ -170,6 +216,12 @@ class Replay:
                 min_dense_script_coverage=self.settings.min_dense_script_coverage,
             )
         return self._unreadable[key]
+
+
+def scores_alone(settings: SearchSettings) -> SearchSettings:
+    """``settings`` with ``adaptive`` reading nothing of the query (the legs' scores
+    alone), whatever the encoder declares: for tools that study the scores."""
+    return settings.model_copy(update={"keyword_coverage": False, "length_words": 0})
 
 
 def read_legs(path: Path) -> Iterator[QueryLegs]:
@@ -191,6 +243,7 @@ def read_legs(path: Path) -> Iterator[QueryLegs]:
                     None if r["dense_scripts"] is None else frozenset(r["dense_scripts"])
                 ),
                 encoder=EncoderKind(r.get("encoder") or RECORDED_BEFORE_ENCODER),
+                keyword_coverage=r.get("keyword_coverage"),
             )
 
 

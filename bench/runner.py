@@ -72,7 +72,7 @@ from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.local.processes import Child, start_milvus_lite
 from hsearch.runtime import Services, build_services
 from hsearch.search.models import SearchQuery, SearchResult
-from hsearch.types import FusionDefault, FusionMethod, SearchMode
+from hsearch.types import FusionDefault, FusionMethod, Leg, SearchMode
 
 DOCUMENTS_PER_JOB = 500
 TENANT = "bench"
@@ -235,13 +235,20 @@ class Options:
 
 def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Settings:
     """Settings for a throw-away stack in ``data_dir``; every knob not set here keeps its
-    default or its ``HSEARCH_*`` environment value (no ``.env`` file is read)."""
+    default or its ``HSEARCH_*`` environment value (no ``.env`` file is read).
+
+    Recording legs (``options.save_legs``) turns the keyword-coverage reading on, unless
+    the environment sets it: the keyword mode's searches then read the coverage the
+    replay needs (``search.keyword_coverage``; a hybrid mode of the same run reads it
+    too)."""
     base = Settings(_env_file=None)
     s = base.search
+    recording = options.save_legs is not None and s.keyword_coverage is None
     search = s.model_copy(
         update={
             "max_top_k": max(s.max_top_k, TOP_K),
             "max_candidates": max(s.max_candidates, s.candidates, TOP_K),
+            "keyword_coverage": True if recording else s.keyword_coverage,
         }
     )
     return base.model_copy(
@@ -339,10 +346,12 @@ def leg_record(
     candidates: int,
     dense_scripts: Collection[str] | None,
     encoder: str | None = None,
+    keyword_coverage: float | None = None,
 ) -> dict[str, Any]:
     """One query's line of a ``--save-legs`` file: what the service's weight rule and
     fusion see (query text, the legs, the encoder's dense scripts and kind, whose fusion
-    default the replay applies) and the judgements."""
+    default the replay applies, the keyword leg's coverage of the query) and the
+    judgements."""
     return {
         "dataset": dataset.name,
         "query_id": qid,
@@ -351,6 +360,7 @@ def leg_record(
         "candidates": candidates,
         "dense_scripts": None if dense_scripts is None else sorted(dense_scripts),
         "encoder": encoder,
+        "keyword_coverage": keyword_coverage,
         "legs": legs,
     }
 
@@ -434,6 +444,7 @@ async def run_queries(
         for n, qid in enumerate(query_ids, 1):
             qrels = dataset.qrels[qid]
             legs: dict[str, list[list[Any]]] = {}
+            coverage: float | None = None
             failed = False
             for mode in modes:
                 run = runs[mode]
@@ -464,6 +475,8 @@ async def run_queries(
                 single = SINGLE_LEG_MODES.get(mode)
                 if save_legs is not None and single and searched.result is not None:
                     legs[single] = leg_candidates(searched.result)
+                    if single == Leg.SPARSE.value:
+                        coverage = searched.result.keyword_coverage
             # A failed search has no candidates to replay: recorded, it would replay as
             # a miss of every design (the run's failed_searches says how many there were).
             if save_legs is not None and not failed:
@@ -474,6 +487,7 @@ async def run_queries(
                     candidates=candidates,
                     dense_scripts=resources.embedder.info.dense_scripts,
                     encoder=resources.settings.encoder.kind.value,
+                    keyword_coverage=coverage,
                 )
                 print(json.dumps(record, ensure_ascii=False), file=save_legs, flush=True)
             now = time.perf_counter()

@@ -26,6 +26,11 @@ tenant ``bench_a`` as the filter) go, query by query and in a rotating order, to
   ``source`` and ``tags``;
 * **service_exact** (c++): the same with the exact count (``track_total`` ``exact``:
   every keyword match counted for the total and the facets, up to the count limit);
+* with ``--coverage``, **service_adaptive** and **service_coverage**: (c) fused by
+  ``adaptive``, without and with the keyword leg's coverage of the query read (one read
+  of the first keyword candidate's terms by id; docs/fusion.md), from two services on
+  the same collection (``ratios.service_coverage_over_adaptive_p50``: what the reading
+  costs);
 * **cache_hit_http** (d), once per run, before the others: ``POST /v1/search`` through
   HTTP to the API in a process of its own (:func:`bench.cache_hit.measure_http`: uvicorn
   on the app factory, the embedded profile, the in-process result cache, an API key),
@@ -44,6 +49,7 @@ Usage (from the repository root)::
 
     nice -n 5 python -m bench.search --json                 # 100,000 chunks, 100 queries
     nice -n 5 python -m bench.search --json --sizes 10000,50000 --queries 100
+    nice -n 5 python -m bench.search --json --coverage --no-http  # the coverage read's cost
 
 Progress goes to stderr.
 """
@@ -83,7 +89,7 @@ from hsearch.runtime import Services, build_services
 from hsearch.search.facets import FacetRequest
 from hsearch.search.models import SearchQuery, SearchResult
 from hsearch.search.timings import StageTimings
-from hsearch.types import SearchMode, SparseVector, TotalRelation, TotalTracking
+from hsearch.types import FusionMethod, SearchMode, SparseVector, TotalRelation, TotalTracking
 from hsearch.vectorstore.milvus import MilvusVectorStore, grpc_options
 from hsearch.vectorstore.milvus_filters import tenant_expression
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
@@ -118,6 +124,9 @@ SERVICE_SIDES = {
 }
 """The service's sides, with how each counts its total."""
 """Measured interleaved; (d), ``cache_hit_http``, after them (its own stack)."""
+COVERAGE_SIDES = ("service_adaptive", "service_coverage")
+"""With ``--coverage``: (c) fused by ``adaptive``, without and with the keyword leg's
+coverage of the query read (one read of the first keyword candidate's terms by id)."""
 LEG_SIDES = ("dense_leg", "sparse_leg")
 FACETS = (FacetRequest("source"), FacetRequest("tags"))
 SOURCES = ("web", "wiki", "mail", "docs", "forum")
@@ -440,7 +449,9 @@ def _ids(hits: Sequence[StoredHit]) -> list[str]:
     return [h.chunk_id for h in hits]
 
 
-def service_query(n: int, *, tracking: TotalTracking) -> SearchQuery:
+def service_query(
+    n: int, *, tracking: TotalTracking, fusion: FusionMethod | None = None
+) -> SearchQuery:
     """(c), :attr:`TotalTracking.WINDOW`: the work (a) does (fused top 10 with their
     fields) and nothing more: no total beyond the window, no facets, no snippets. Any
     other ``tracking``: what a search gives by default (snippets) with facets, the total
@@ -455,6 +466,7 @@ def service_query(n: int, *, tracking: TotalTracking) -> SearchQuery:
         facets=FACETS if full else (),
         highlight=full,
         track_total=tracking,
+        fusion=fusion,
     )
 
 
@@ -491,10 +503,13 @@ async def measure(
     service: Services,
     queries: Sequence[Embedding],
     warmup: int,
+    coverage: Services | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """Seconds per query and side, interleaved query by query in a rotating order."""
+    """Seconds per query and side, interleaved query by query in a rotating order; with
+    ``coverage`` (the service reading the keyword coverage), :data:`COVERAGE_SIDES` too."""
     client = AsyncMilvusClient(uri=uri, grpc_options=grpc_options())
-    seconds: dict[str, list[float]] = {side: [] for side in (*SIDES, *LEG_SIDES)}
+    extra = COVERAGE_SIDES if coverage is not None else ()
+    seconds: dict[str, list[float]] = {side: [] for side in (*SIDES, *extra, *LEG_SIDES)}
     leg_seconds: dict[str, list[float]] = {side: [] for side in LEG_SIDES}
     agree: list[float] = []
     reported: dict[str, list[SearchResult]] = {side: [] for side in SERVICE_SIDES}
@@ -519,10 +534,18 @@ async def measure(
                     profiler.stop()
             reported[side].append(result)
             return [h.chunk_id for h in result.hits]
+        if side in COVERAGE_SIDES and coverage is not None:
+            reads = side == "service_coverage"
+            request = service_query(n, tracking=TotalTracking.WINDOW, fusion=FusionMethod.ADAPTIVE)
+            result = await (coverage if reads else service).search.search(request)
+            if (result.keyword_coverage is not None) != reads:
+                msg = f"{side}: the keyword coverage was {'not ' if reads else ''}read"
+                raise RuntimeError(msg)
+            return [h.chunk_id for h in result.hits]
         msg = f"no side {side!r}"
         raise ValueError(msg)
 
-    sides = SIDES
+    sides = (*SIDES, *extra)
     try:
         for n in range(-warmup, len(queries)):
             q = n % len(queries)
@@ -622,6 +645,13 @@ def run_size(args: argparse.Namespace, chunks: int) -> dict[str, Any]:
         upgrade_database(settings.database_url)
         miss = build_services(settings, embedder=embedder, with_cache=False)
         services.append(miss)
+        reading: Services | None = None
+        if args.coverage:
+            search = settings.search.model_copy(update={"keyword_coverage": True})
+            reading = build_services(
+                settings.model_copy(update={"search": search}), embedder=embedder, with_cache=False
+            )
+            services.append(reading)
         load_before = os.getloadavg()
         started = time.perf_counter()
         seconds, stages = asyncio.run(
@@ -632,6 +662,7 @@ def run_size(args: argparse.Namespace, chunks: int) -> dict[str, Any]:
                 queries=queries,
                 warmup=args.warmup,
                 profile=args.profile,
+                coverage=reading,
             )
         )
         measured_s = time.perf_counter() - started
@@ -664,6 +695,18 @@ def run_size(args: argparse.Namespace, chunks: int) -> dict[str, Any]:
             "service_facets_over_native_p50": ratio(p["service_facets"][0], p["native"][0]),
             "service_facets_over_service_p50": ratio(p["service_facets"][0], p["service"][0]),
             "service_exact_over_service_p50": ratio(p["service_exact"][0], p["service"][0]),
+            **(
+                {
+                    "service_coverage_over_adaptive_p50": ratio(
+                        p["service_coverage"][0], p["service_adaptive"][0]
+                    ),
+                    "service_coverage_over_adaptive_p95": ratio(
+                        p["service_coverage"][1], p["service_adaptive"][1]
+                    ),
+                }
+                if "service_coverage" in p
+                else {}
+            ),
         },
         "service_breakdown": stages,
         "top10_overlap_native_legs": round(sum(overlap) / len(overlap), 3) if overlap else None,
@@ -814,6 +857,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="(d): the result cache on this Redis (default: in process, as without redis.url)",
     )  # fmt: skip
     parser.add_argument("--no-http", action="store_true", help="leave out (d)")
+    parser.add_argument(
+        "--coverage", action="store_true",
+        help="also (c) fused by adaptive without and with the keyword coverage read",
+    )  # fmt: skip
     parser.add_argument(
         "--profile", type=Path, default=None, metavar="DIR",
         help="profile (c), (c+) and (c++) with pyinstrument (its overhead lands in their times: "

@@ -26,7 +26,10 @@ query's IDF mass the keyword leg's first candidate holds, from
 :mod:`research.leg_signals`: whole documents, the set's corpus statistics). A keyword
 leg whose first candidate holds the whole query, as on short queries many documents
 match, then leaves the order to the other legs; one that matches a part of a long query
-keeps its say.
+keeps its say. The product reads the same signal itself, per chunk and with the tenant's
+statistics (``FusionDefault.keyword_coverage`` and ``length_words``; recorded by
+``--save-legs`` and run through the protocol by :mod:`bench.fusion_lodo`); this tool keeps
+the document-level variant it was found with.
 
 The product's fusion is patched for the replay only (``leg_evidence``, the regimes' shares
 and the query the replay is fusing); nothing here is imported by the product.
@@ -65,11 +68,11 @@ from bench.fusion_lodo import (
     measure,
     select,
 )
-from bench.fusion_replay import QueryLegs, Replay, read_legs
+from bench.fusion_replay import QueryLegs, Replay, read_legs, scores_alone
 
 from hsearch.config import SearchSettings, Settings
 from hsearch.search import fusion
-from hsearch.types import FusionDefault, FusionMethod
+from hsearch.types import FusionDefault, FusionMethod, Leg
 from research.leg_signals import Corpus
 
 Transform = Callable[[float, str], float]
@@ -109,6 +112,17 @@ class Variant:
     @property
     def k(self) -> int:
         return self.base.k
+
+    @property
+    def keyword_coverage(self) -> bool:
+        return self.base.keyword_coverage
+
+    def leg_weights(self) -> dict[Leg, float]:
+        return self.base.leg_weights()
+
+    @property
+    def length_words(self) -> int | None:
+        return self.base.length_words
 
     def describe(self) -> str:
         if self.transform == "none":
@@ -183,8 +197,10 @@ def keyword_coverage(coverage: dict[tuple[str, str], float]) -> Iterator[None]:
     docstring); undone on exit."""
     original_regimes = fusion._regimes
 
-    def regimes(legs: Sequence[Any]) -> tuple[dict[str, float], dict[str, float]]:
-        plain, standout = original_regimes(legs)
+    def regimes(
+        legs: Sequence[Any], reading: fusion.QueryReading = fusion.NO_READING
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        plain, standout = original_regimes(legs, reading)
         q = _REPLAYED[0]
         covered = coverage[(q.dataset, q.query_id)] if q is not None else 0.0
         return covered_shares(plain, covered), standout
@@ -207,7 +223,13 @@ def parse_family(text: str) -> tuple[str, list[float]]:
 
 
 def adaptive_grid() -> list[FusionDefault]:
-    return [d for d in default_grid() if d.method is FusionMethod.ADAPTIVE]
+    """The protocol's ``adaptive`` designs that read the legs' scores alone (the
+    transforms here are this tool's own readings of the query)."""
+    return [
+        d
+        for d in default_grid()
+        if d.method is FusionMethod.ADAPTIVE and not d.keyword_coverage and d.length_words is None
+    ]
 
 
 def measure_variants(
@@ -236,14 +258,14 @@ def measure_variants(
     return Table(legs=legs, hybrid=hybrid)  # type: ignore[arg-type]
 
 
-def simpler(variant: Variant) -> tuple[int, int, float]:
+def simpler(variant: Variant) -> tuple[int, float, int, float]:
     """:func:`bench.fusion_lodo.simplicity`, then no transform before one, then the
     gentler transform (a larger ``L0``, a smaller power)."""
-    method, k = _SIMPLICITY(variant.base)
+    method, reading, k = _SIMPLICITY(variant.base)
     if variant.transform == "none":
-        return method, k, 0.0
+        return method, reading, k, 0.0
     gentle = 1.0 / variant.parameter if variant.transform == "length" else variant.parameter
-    return method, k, 1.0 + gentle
+    return method, reading, k, 1.0 + gentle
 
 
 def with_intervals(
@@ -322,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_families(queries: Sequence[QueryLegs], args: argparse.Namespace) -> None:
     """Measure every family :func:`main` asked for, then run the protocol on each."""
-    settings = Settings(_env_file=None).search
+    settings = scores_alone(Settings(_env_file=None).search)
     grid = adaptive_grid()
     others = [
         Variant(d, "none", math.inf)

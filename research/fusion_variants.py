@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.fusion_replay import QueryLegs, Replay, evaluate, read_legs
+from bench.fusion_replay import QueryLegs, Replay, evaluate, read_legs, scores_alone
 
 from hsearch.config import SearchSettings, Settings
 from hsearch.search.fusion import LegHit, noise_confidence, signal_posterior
@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="one Markdown table")
     options = parser.parse_args(argv)
     queries = list(read_legs(options.legs))
-    settings = Settings().search
+    settings = scores_alone(Settings().search)
     for n, name in enumerate(options.design or list(DESIGNS)):
         result = margins(queries, DESIGNS[name], settings)
         sets = {k: v for k, v in result.items() if "/" not in k}

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.datasets import DATASETS_ROOT, load_dataset
-from bench.fusion_replay import QueryLegs, Replay, read_legs
+from bench.fusion_replay import QueryLegs, Replay, read_legs, scores_alone
 from bench.metrics import evaluate_ranking
 
 from hsearch.config import Settings
@@ -209,7 +209,7 @@ def rows(
     """One row per query whose strongest evidence is below ``regime`` and where both legs
     take part: each found something and the coverage rule keeps the dense leg (a leg
     that takes no part makes every prior alike)."""
-    settings = Settings(_env_file=None).search
+    settings = scores_alone(Settings(_env_file=None).search)
     low, high = (
         Replay(settings, fusion="adaptive", weights={"dense": p, "sparse": 1.0 - p}, k=k)
         for p in priors

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from bench.fusion_lodo import default_grid, measure
-from bench.fusion_replay import QueryLegs, Replay, read_legs
+from bench.fusion_replay import QueryLegs, Replay, read_legs, scores_alone
 from sqlalchemy.orm import Session, sessionmaker
 from tests.unit.bench.test_fusion_replay import SETTINGS, record_legs
 
@@ -15,6 +15,7 @@ from hsearch.search import fusion
 from hsearch.types import FusionMethod
 from research.evidence_variants import (
     Variant,
+    adaptive_grid,
     covered_shares,
     first_keyword_coverage,
     keyword_coverage,
@@ -54,7 +55,7 @@ async def test_untransformed_variants_score_as_the_protocol(
     path = tmp_path / "legs.jsonl"
     await record_legs(sessions, path)
     queries = list(read_legs(path))
-    grid = [d for d in default_grid() if d.method is FusionMethod.ADAPTIVE]
+    grid = adaptive_grid()  # the designs that read the legs' scores alone
     plain = measure(queries, grid, SETTINGS)
     variants = [Variant(d, "none", math.inf) for d in grid]
     replayed = measure_variants(queries, {("none", math.inf): variants}, SETTINGS, jobs=1)
@@ -117,10 +118,10 @@ def test_keyword_coverage_reads_the_replayed_query_and_is_undone(tmp_path: Path)
     coverage = first_keyword_coverage([q], lambda _: corpus)
     assert coverage == {("s", "1"): 1.0}  # the keyword leg's first holds both words
     prior = {"dense": 0.4, "sparse": 0.6}
-    replay = Replay(SETTINGS, fusion="adaptive", weights=prior, k=60)
+    replay = Replay(scores_alone(SETTINGS), fusion="adaptive", weights=prior, k=60)
     assert replay.rank(q, "hybrid")[0] == "a"  # the keyword leg's first, the heavier prior
     with keyword_coverage(coverage):
         assert fusion._regimes is not regimes
-        covered = Replay(SETTINGS, fusion="adaptive", weights=prior, k=60)
+        covered = Replay(scores_alone(SETTINGS), fusion="adaptive", weights=prior, k=60)
         assert covered.rank(q, "hybrid")[0] == "b"  # the keyword leg's say is gone
     assert (fusion._regimes, Replay.rank) == (regimes, rank)

@@ -152,6 +152,17 @@ async def test_fields_are_read_by_id_within_the_tenant(store: VectorStore) -> No
     assert set(await store.chunk_fields(["c4"], tenant_id="b", timeout=10)) == {"c4"}
 
 
+async def test_terms_are_read_by_id_within_the_tenant(store: VectorStore) -> None:
+    store.upsert([record("c9", dense=unit(1, 1, 0, 0), sparse={3: 0.5, 7: 0.0, 11: 2.0})])
+    terms = await store.sparse_terms(["c9", "c4", "gone"], tenant_id="a", timeout=10)
+    # c4 is tenant b's, "gone" was never stored: both left out; a weight of 0 holds nothing.
+    assert terms == {"c9": frozenset({3, 11})}
+    assert await store.sparse_terms([], tenant_id="a", timeout=10) == {}
+    assert set(await store.sparse_terms(["c4"], tenant_id="b", timeout=10)) == {"c4"}
+    with pytest.raises(HsearchError):
+        await store.sparse_terms(["c9"], tenant_id="", timeout=10)
+
+
 async def test_a_documents_best_chunk_scores_best_under_the_filter(store: VectorStore) -> None:
     store.upsert(
         [

@@ -66,6 +66,46 @@ def test_the_operators_settings_override_the_encoder() -> None:
     assert s.resolve_fusion(ENCODER).k == 20, "k stays the encoder's"
 
 
+READING = FusionDefault.of(
+    "adaptive", {"dense": 0.9, "sparse": 0.1}, 100, keyword_coverage=True, length_words=16
+)
+
+
+def test_what_adaptive_reads_of_the_query_goes_with_the_encoders_method() -> None:
+    s = SearchSettings()
+    assert s.resolve_fusion(READING) == READING
+    assert s.resolve_fusion(READING, "adaptive") == READING
+    for method in ("rrf", "score", "sum"):
+        resolved = s.resolve_fusion(READING, method)
+        assert (resolved.keyword_coverage, resolved.length_words) == (False, None)
+    # An operator's weights or k keep the encoder's reading of the query.
+    tuned = SearchSettings(adaptive_weights={"dense": 0.5, "sparse": 0.5}, rrf_k=20)
+    resolved = tuned.resolve_fusion(READING)
+    assert (resolved.keyword_coverage, resolved.length_words, resolved.k) == (True, 16, 20)
+    # Adaptive asked of an encoder whose method is another reads nothing of the query...
+    assert not SearchSettings().resolve_fusion(ENCODER, "adaptive").keyword_coverage
+    # ...unless the operator says so; the operator can also turn the readings off.
+    on = SearchSettings(keyword_coverage=True, length_words=8)
+    resolved = on.resolve_fusion(ENCODER, "adaptive")
+    assert (resolved.keyword_coverage, resolved.length_words) == (True, 8)
+    assert on.resolve_fusion(ENCODER) == ENCODER, "rrf reads nothing of the query"
+    off = SearchSettings(keyword_coverage=False, length_words=0)
+    resolved = off.resolve_fusion(READING)
+    assert (resolved.keyword_coverage, resolved.length_words) == (False, None)
+
+
+def test_the_readings_belong_to_adaptive_only() -> None:
+    with pytest.raises(ValueError, match="adaptive only"):
+        FusionDefault.of("rrf", {"dense": 1.0}, keyword_coverage=True)
+    with pytest.raises(ValueError, match="adaptive only"):
+        FusionDefault.of("sum", {"dense": 1.0}, length_words=8)
+    with pytest.raises(ValueError, match="length_words"):
+        FusionDefault.of("adaptive", {"dense": 1.0}, length_words=0)
+    assert READING.describe() == "adaptive dense=0.9,sparse=0.1 k=100 coverage length=16"
+    with pytest.raises(ValidationError):
+        SearchSettings(length_words=-1)
+
+
 def test_environment_overrides_the_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HSEARCH_SEARCH__FUSION", "score")
     monkeypatch.setenv("HSEARCH_SEARCH__RRF_WEIGHTS", '{"dense": 0.6, "sparse": 0.4}')

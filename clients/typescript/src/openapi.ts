@@ -2098,6 +2098,11 @@ export interface components {
                 [key: string]: number;
             };
             /**
+             * Keyword Coverage
+             * @description The share of the query's weight the keyword leg's first hit holds (0 to 1), when the fusion reads it: where nothing stands out, the keyword leg's say shrinks as it grows (docs/fusion.md); null when not read.
+             */
+            keyword_coverage?: number | null;
+            /**
              * Expansions
              * @description What the keyword leg searched for beyond the words typed: typo corrections, completions of the last word (`prefix`), synonyms.
              */

@@ -320,6 +320,20 @@ class SearchSettings(BaseModel):
         "leg's scores show evidence). Unset: the encoder's when adaptive is its method, "
         "else dense 0.95 / sparse 0.05 (docs/fusion.md).",
     )
+    keyword_coverage: bool | None = Field(
+        default=None,
+        description="Adaptive fusion reads the keyword leg's first hit's coverage of the "
+        "query (one read of its terms per search). Unset: the encoder's when adaptive is "
+        "its method, else off (docs/fusion.md).",
+    )
+    length_words: int | None = Field(
+        default=None,
+        ge=0,
+        le=1000,
+        description="Adaptive fusion asks a clearer standout of queries longer than this "
+        "many words (0: never). Unset: the encoder's when adaptive is its method, else "
+        "never (docs/fusion.md).",
+    )
     min_dense_script_coverage: float = Field(
         default=0.5,
         ge=0.0,
@@ -404,10 +418,13 @@ class SearchSettings(BaseModel):
           ``adaptive``, ``rrf_weights`` for the others) when set; else the encoder's if
           the method is the encoder's; else the method's fallback (:data:`FALLBACK_WEIGHTS`);
         * ``k``: the configured ``rrf_k`` when set; else the encoder's if the method is
-          the encoder's; else 60.
+          the encoder's; else 60;
+        * what ``adaptive`` reads of the query (``keyword_coverage``, ``length_words``;
+          nothing for another method): the configured reading when set (``length_words``
+          0: none); else the encoder's if the method is the encoder's; else none.
 
-        An encoder's weights and ``k`` were chosen for its method only, so another method
-        never inherits them.
+        An encoder's weights, ``k`` and query readings were chosen for its method only, so
+        another method never inherits them.
         """
         chosen = FusionMethod(method or self.fusion or encoder.method)
         own = chosen is encoder.method
@@ -419,7 +436,17 @@ class SearchSettings(BaseModel):
         else:
             weights = dict(FALLBACK_WEIGHTS[chosen])
         k = self.rrf_k or (encoder.k if own else DEFAULT_RRF_K)
-        return FusionDefault.of(chosen, weights, k)
+        if chosen is not FusionMethod.ADAPTIVE:
+            return FusionDefault.of(chosen, weights, k)
+        coverage = self.keyword_coverage
+        if coverage is None:
+            coverage = own and encoder.keyword_coverage
+        length = self.length_words
+        if length is None:
+            length = encoder.length_words if own else None
+        return FusionDefault.of(
+            chosen, weights, k, keyword_coverage=coverage, length_words=length or None
+        )
 
 
 class GraphSettings(BaseModel):

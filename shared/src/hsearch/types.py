@@ -99,11 +99,16 @@ class FusionDefault:
     operator's settings are applied. Immutable and hashable; ``weights`` hold one entry
     per :class:`Leg`, in :class:`Leg` order (a leg not given has weight 0). ``k`` is
     the ``k`` of ``1 / (k + rank)``, read by ``rrf`` and ``adaptive`` only.
+    ``keyword_coverage`` and ``length_words`` are what ``adaptive`` reads of the query
+    itself (:class:`hsearch.search.fusion.QueryReading`): the keyword leg's coverage of
+    the query, and from how many words a standout must be clearer; ``adaptive`` only.
     """
 
     method: FusionMethod
     weights: tuple[tuple[Leg, float], ...]
     k: int = DEFAULT_RRF_K
+    keyword_coverage: bool = False
+    length_words: int | None = None
 
     def __post_init__(self) -> None:
         given = dict(self.weights)
@@ -115,27 +120,49 @@ class FusionDefault:
             msg = f"FusionDefault.k: must be an integer between {MIN_RRF_K} and {MAX_RRF_K}"
             raise ValueError(msg)
         ordered = tuple((leg, float(given.get(leg, 0.0))) for leg in Leg)
-        object.__setattr__(self, "method", FusionMethod(self.method))
+        method = FusionMethod(self.method)
+        if (self.keyword_coverage or self.length_words is not None) and (
+            method is not FusionMethod.ADAPTIVE
+        ):
+            msg = "FusionDefault: keyword_coverage and length_words are read by adaptive only"
+            raise ValueError(msg)
+        if self.length_words is not None and (
+            isinstance(self.length_words, bool) or self.length_words < 1
+        ):
+            msg = "FusionDefault.length_words: must be an integer >= 1 or None"
+            raise ValueError(msg)
+        object.__setattr__(self, "method", method)
         object.__setattr__(self, "weights", ordered)
 
     @classmethod
     def of(
         cls, method: FusionMethod | str, weights: Mapping[Leg, float] | Mapping[str, float],
-        k: int = DEFAULT_RRF_K,
+        k: int = DEFAULT_RRF_K, *, keyword_coverage: bool = False,
+        length_words: int | None = None,
     ) -> FusionDefault:  # fmt: skip
         """Build from a weight mapping keyed by :class:`Leg` or leg name."""
-        return cls(FusionMethod(method), tuple((Leg(leg), w) for leg, w in weights.items()), k)
+        return cls(
+            FusionMethod(method),
+            tuple((Leg(leg), w) for leg, w in weights.items()),
+            k,
+            keyword_coverage,
+            length_words,
+        )
 
     def leg_weights(self) -> dict[Leg, float]:
         """The weights by leg (a new dict)."""
         return dict(self.weights)
 
     def describe(self) -> str:
-        """``"rrf dense=0.7,sparse=0.3 k=60"`` (``k`` only for the methods that read it):
-        for tables, logs and result files."""
+        """``"rrf dense=0.7,sparse=0.3 k=60"`` (``k`` only for the methods that read it;
+        ``adaptive`` adds `` coverage`` and `` length=16`` when it reads them): for
+        tables, logs and result files."""
         weights = ",".join(f"{leg.value}={w:g}" for leg, w in self.weights)
         reads_k = self.method in (FusionMethod.RRF, FusionMethod.ADAPTIVE)
-        return f"{self.method.value} {weights}" + (f" k={self.k}" if reads_k else "")
+        reading = (" coverage" if self.keyword_coverage else "") + (
+            f" length={self.length_words}" if self.length_words is not None else ""
+        )
+        return f"{self.method.value} {weights}" + (f" k={self.k}" if reads_k else "") + reading
 
 
 DenseVector: TypeAlias = tuple[float, ...]

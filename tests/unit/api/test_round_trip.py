@@ -10,6 +10,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hsearch.errors import BackendError, VectorStoreError
 from hsearch.ingestion.queue import InMemoryJobQueue
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
@@ -201,3 +203,21 @@ async def test_every_response_says_where_the_time_went(api: Api) -> None:
         # The legs' own times overlap inside the retrieval stage.
         assert all(leg["took_ms"] <= timings["retrieval_ms"] for leg in body["legs"])
     assert [leg["status"] for leg in body["legs"]] == ["ok", "skipped"]
+
+
+async def test_the_response_shows_the_keyword_coverage_the_fusion_read(tmp_path: Path) -> None:
+    from hsearch_client.models import SearchResponse
+
+    settings = api_settings(tmp_path, fusion="adaptive", keyword_coverage=True)
+    async with serve(settings) as api:
+        resp = await api.client.post("/v1/documents", json={"documents": DOCS})
+        assert api.services.indexing().process_job(uuid.UUID(resp.json()["job_id"])) == "succeeded"
+        body = (await api.client.post("/v1/search", json={"query": "quick fox"})).json()
+        assert body["keyword_coverage"] == 1.0  # the fox document holds both words
+        partial = (await api.client.post("/v1/search", json={"query": "fox zebra"})).json()
+        assert 0.0 < partial["keyword_coverage"] < 1.0
+        assert SearchResponse.model_validate(partial).keyword_coverage == pytest.approx(
+            partial["keyword_coverage"]
+        )
+        rrf = (await api.client.post("/v1/search", json={"query": "fox", "fusion": "rrf"})).json()
+        assert rrf["keyword_coverage"] is None

@@ -41,7 +41,9 @@ STANDOUT = [0.95] + [0.50 - 0.01 * i for i in range(9)]
 EVEN = [10.0 - 0.1 * i for i in range(10)]
 
 
-def record(dataset: str, qid: str, *, standout: str) -> dict[str, object]:
+def record(
+    dataset: str, qid: str, *, standout: str, coverage: float | None = None
+) -> dict[str, object]:
     """One query whose relevant document is the first candidate of the ``standout`` leg
     only; the other leg's evenly scored list starts with a wrong document. A fusion that
     follows the leg that stands out finds it; a fixed weighting finds it only when it
@@ -64,15 +66,19 @@ def record(dataset: str, qid: str, *, standout: str) -> dict[str, object]:
         "candidates": 10,
         "dense_scripts": None,
         "encoder": "offline",
+        "keyword_coverage": coverage,
         "legs": rows,
     }
 
 
-def write_legs(path: Path, datasets: dict[str, str], queries: int = 3) -> Path:
+def write_legs(
+    path: Path, datasets: dict[str, str], queries: int = 3, coverage: float | None = None
+) -> Path:
     with path.open("w", encoding="utf-8") as out:
         for name, standout in datasets.items():
             for n in range(queries):
-                print(json.dumps(record(name, f"{name}-{n}", standout=standout)), file=out)
+                line = record(name, f"{name}-{n}", standout=standout, coverage=coverage)
+                print(json.dumps(line), file=out)
     return path
 
 
@@ -169,9 +175,9 @@ def test_select_prefers_the_simpler_method_within_the_tolerance() -> None:
     fitted = FusionDefault.of("rrf", {"dense": 0.3, "sparse": 0.7}, k=20)
     table = table_of({RRF_DENSE: {"a": 0.0, "b": 0.0}, fitted: {"a": 0.0015, "b": 0.0015}})
     assert select(table, ["a", "b"]).design == RRF_DENSE
-    assert simplicity(fitted) == (0, 1)
-    assert simplicity(RRF_DENSE) == (0, 0)
-    assert simplicity(FusionDefault.of("score", {"dense": 1})) == (1, 0), "score reads no k"
+    assert simplicity(fitted) == (0, 0.0, 1)
+    assert simplicity(RRF_DENSE) == (0, 0.0, 0)
+    assert simplicity(FusionDefault.of("score", {"dense": 1})) == (1, 0.0, 0), "score reads no k"
     table = table_of({RRF_DENSE: {"a": 0.0, "b": 0.0}, RRF_SPARSE: {"a": 0.001, "b": 0.001}})
     assert select(table, ["a", "b"]).design == RRF_SPARSE
 
@@ -197,6 +203,7 @@ def test_a_fold_scores_what_the_replay_scores(tmp_path: Path) -> None:
     for design in DESIGNS:
         replay = Replay(
             settings=SearchSettings(),
+            encoder=design,  # what adaptive reads of the query: the design's own
             fusion=design.method.value,
             weights={leg.value: w for leg, w in design.weights},
             k=design.k,
@@ -237,7 +244,8 @@ def test_main_reports_the_folds_and_the_default(
     default = report["default"]
     assert default["method"] == "adaptive"
     assert default["margins"] == dict.fromkeys(["d1", "d2", "s1", "s2"], 0.0)
-    assert len(report["designs"]) == len(default_grid())
+    # Recorded without the keyword coverage: the designs that read it are left out.
+    assert len(report["designs"]) == len([d for d in default_grid() if not d.keyword_coverage])
     text = run_main([str(path)], capsys)
     assert "left out" in text
     assert "candidate default" in text
@@ -310,7 +318,9 @@ def test_main_reports_an_interval_per_left_out_set(
 def test_the_current_default_is_reported_per_set_with_its_interval(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=2)
+    path = write_legs(
+        tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=2, coverage=0.5
+    )
     queries = list(read_legs(path))
     table = measure(queries, DESIGNS, SearchSettings())
     rows = current_default(queries, table, SearchSettings())
@@ -323,6 +333,12 @@ def test_the_current_default_is_reported_per_set_with_its_interval(
     markdown = run_main([str(path), "--markdown"], capsys)
     assert f"The default today (`{rows[0].design}`)" in markdown
     assert "| d1 | 2 |" in markdown
+    # Legs recorded without the coverage the default reads: its table is left out.
+    older = write_legs(tmp_path / "older.jsonl", {"d1": "dense", "s1": "sparse"}, queries=2)
+    assert main([str(older), "--markdown"]) == 0
+    out, err = capsys.readouterr()
+    assert "The default today" not in out
+    assert "its table is left out" in err
 
 
 def test_the_markdown_says_whether_the_default_is_the_rules_choice(
@@ -343,4 +359,67 @@ def test_the_markdown_says_whether_the_default_is_the_rules_choice(
     weights = "ADAPTIVE_WEIGHTS" if method == "adaptive" else "RRF_WEIGHTS"
     monkeypatch.setenv(f"HSEARCH_SEARCH__{weights}", json.dumps(chosen["weights"]))
     monkeypatch.setenv("HSEARCH_SEARCH__RRF_K", str(chosen["k"]))
+    monkeypatch.setenv("HSEARCH_SEARCH__KEYWORD_COVERAGE", str(chosen["keyword_coverage"]))
+    monkeypatch.setenv("HSEARCH_SEARCH__LENGTH_WORDS", str(chosen["length_words"] or 0))
     assert "The default is the rule's choice." in run_main([str(path), "--markdown"], capsys)
+
+
+def test_main_measures_the_coverage_designs_on_legs_recorded_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_legs(
+        tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=1, coverage=0.5
+    )
+    report = json.loads(run_main([str(path), "--json"], capsys))
+    measured = {d["design"] for d in report["designs"]}
+    assert measured == {d.describe() for d in default_grid()}
+    assert any(name.endswith(" coverage length=16") for name in measured)
+
+
+def even_legs(dataset: str, qid: str, *, coverage: float) -> dict[str, object]:
+    """Nothing stands out in either leg; the dense leg's first candidate is the relevant
+    one, the keyword leg's first is wrong and holds ``coverage`` of the query."""
+    rows = {
+        "dense": [(f"{qid}-r", "relevant", 10.0)]
+        + [(f"{qid}-d{i}", f"dense-doc{i}", s) for i, s in enumerate(EVEN[1:])],
+        "sparse": [(f"{qid}-s{i}", f"sparse-doc{i}", s) for i, s in enumerate(EVEN)],
+    }
+    line = record(dataset, qid, standout="dense", coverage=coverage)
+    return {**line, "legs": rows, "qrels": {"relevant": 1, "sparse-doc0": 0}}
+
+
+def test_the_replay_reads_the_recorded_coverage(tmp_path: Path) -> None:
+    # k 1: the keyword leg's first rank outweighs the dense leg's first, its second not.
+    prior = {"dense": 0.45, "sparse": 0.55}
+    plain = FusionDefault.of("adaptive", prior, 1)
+    covered = FusionDefault.of("adaptive", prior, 1, keyword_coverage=True)
+    path = tmp_path / "legs.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for coverage, name in ((1.0, "whole"), (0.0, "none")):
+            print(json.dumps(even_legs(name, f"{name}-0", coverage=coverage)), file=out)
+    table = measure(list(read_legs(path)), [plain, covered], SearchSettings())
+    # The sparse-leaning prior puts the keyword leg's wrong first candidate on top...
+    assert table.hybrid[plain] == {
+        "whole": pytest.approx(0.6309, abs=1e-4),
+        "none": pytest.approx(0.6309, abs=1e-4),
+    }
+    # ...unless its first candidate holds the whole query: the dense order then counts.
+    assert table.hybrid[covered]["whole"] == 1.0
+    assert table.hybrid[covered]["none"] == table.hybrid[plain]["none"]
+
+
+def test_a_replay_that_reads_coverage_refuses_legs_recorded_without_it(tmp_path: Path) -> None:
+    path = write_legs(tmp_path / "legs.jsonl", {"d1": "dense", "s1": "sparse"}, queries=1)
+    design = FusionDefault.of("adaptive", {"dense": 0.5, "sparse": 0.5}, keyword_coverage=True)
+    with pytest.raises(ValueError, match="record the legs again"):
+        measure(list(read_legs(path)), [design], SearchSettings())
+
+
+def test_simplicity_ranks_what_adaptive_reads_of_the_query() -> None:
+    prior = {"dense": 0.9, "sparse": 0.1}
+    plain = FusionDefault.of("adaptive", prior, 100)
+    coverage = FusionDefault.of("adaptive", prior, keyword_coverage=True)
+    gentle = FusionDefault.of("adaptive", prior, keyword_coverage=True, length_words=24)
+    sharp = FusionDefault.of("adaptive", prior, keyword_coverage=True, length_words=8)
+    order = sorted([sharp, gentle, coverage, plain], key=simplicity)
+    assert order == [plain, coverage, gentle, sharp]

@@ -37,12 +37,24 @@ TEXTS = {
     "kyoto": "京都は古い都です。川が流れる。",
     "forest": "A forest of tall trees near the mountains.",
 }
-QUERIES = {"q1": "rivers and the sea", "q2": "mountains", "q3": "日本の首都", "q4": "trees"}
+QUERIES = {
+    "q1": "rivers and the sea",
+    "q2": "mountains",
+    "q3": "日本の首都",
+    "q4": "trees",
+    "q5": "salty rivers near a volcano",  # no chunk holds every word
+}
 # Balanced prior weights: the hybrid order then differs from both legs' orders.
 SETTINGS = SearchSettings(
     fusion="adaptive", adaptive_weights={"dense": 0.5, "sparse": 0.5}, **UNHURRIED
 )
-QRELS = {"q1": {"rivers": 1.0}, "q2": {"mountains": 2.0}, "q3": {"tokyo": 1.0}, "q4": {"x": 1.0}}
+QRELS = {
+    "q1": {"rivers": 1.0},
+    "q2": {"mountains": 2.0},
+    "q3": {"tokyo": 1.0},
+    "q4": {"x": 1.0},
+    "q5": {"sea": 1.0},
+}
 
 
 async def record_legs(
@@ -73,6 +85,7 @@ async def record_legs(
     with path.open("w", encoding="utf-8") as out:
         for qid, text in QUERIES.items():
             legs = {}
+            coverage = None
             for mode, leg in (("semantic", "dense"), ("keyword", "sparse"), ("hybrid", "")):
                 result = await service.search(
                     SearchQuery(
@@ -85,6 +98,8 @@ async def record_legs(
                 )
                 if leg:
                     legs[leg] = leg_candidates(result)
+                    if leg == "sparse":
+                        coverage = result.keyword_coverage
                 else:
                     hybrid[qid] = [h.external_id for h in result.hits]
             record = leg_record(
@@ -94,15 +109,20 @@ async def record_legs(
                 candidates=TOP_K,
                 dense_scripts=embedder.info.dense_scripts,
                 encoder="fake",
+                keyword_coverage=coverage,
             )
             print(json.dumps(record, ensure_ascii=False), file=out)
     return hybrid
 
 
+READING = SETTINGS.model_copy(update={"keyword_coverage": True, "length_words": 2})
+"""Adaptive reading the keyword coverage and asking a clearer standout past 2 words."""
+
+
 @pytest.mark.parametrize(
     "settings",
-    [SETTINGS, SearchSettings(**UNHURRIED)],
-    ids=["configured", "the encoder's default"],
+    [SETTINGS, SearchSettings(**UNHURRIED), READING],
+    ids=["configured", "the encoder's default", "reading the query"],
 )
 async def test_replay_reproduces_the_service_ranking(
     sessions: sessionmaker[Session], tmp_path: Path, settings: SearchSettings
@@ -128,6 +148,22 @@ async def test_replay_reproduces_the_service_ranking(
     )
     # The japanese query: the fake encoder declares no scripts, so dense keeps its weight.
     assert queries[2].dense_scripts is None
+    coverage = [q.keyword_coverage for q in queries if q.legs.get("sparse")]
+    if settings.keyword_coverage:
+        assert all(c is not None for c in coverage)
+        assert len(set(coverage)) > 1, "the queries' coverages differ"
+    else:
+        assert coverage == [None] * len(coverage)
+
+
+async def test_the_replay_of_a_reading_differs_from_the_scores_alone(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    path = tmp_path / "legs.jsonl"
+    hybrid = await record_legs(sessions, path, READING)
+    queries = list(read_legs(path))
+    plain = Replay(settings=SETTINGS)
+    assert any(plain.rank(q, "hybrid") != hybrid[q.query_id] for q in queries)
 
 
 async def test_replay_scores_like_the_benchmark(

@@ -21,6 +21,7 @@ def query(qrels: dict[str, float]) -> QueryLegs:
         qrels=qrels,
         legs={"dense": rows, "sparse": rows},
         dense_scripts=None,
+        keyword_coverage=0.5,
     )
 
 

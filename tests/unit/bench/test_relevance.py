@@ -44,7 +44,7 @@ def test_a_failed_search_records_no_legs(tmp_path: Path) -> None:
         async def search(self, query: Any) -> Any:
             if query.query == "broken":
                 raise SearchUnavailableError("every search leg failed")
-            return SimpleNamespace(hits=[], degraded=(), method="rrf")
+            return SimpleNamespace(hits=[], degraded=(), method="rrf", keyword_coverage=None)
 
     dataset = Dataset(
         name="set",

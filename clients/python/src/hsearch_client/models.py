@@ -271,6 +271,9 @@ class SearchResponse(ApiModel):
     """Send it as ``cursor`` with the same search for the next page."""
     weights: dict[str, float] = Field(default_factory=dict)
     applied_weights: dict[str, float] = Field(default_factory=dict)
+    keyword_coverage: float | None = None
+    """The share of the query the keyword leg's first hit holds, when the fusion reads
+    it."""
     expansions: list[TermMatch] = Field(default_factory=list)
     hits: list[Hit]
     facets: list[Facet] = Field(default_factory=list)

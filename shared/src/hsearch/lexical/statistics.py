@@ -136,6 +136,9 @@ class WeighedQuery:
     """The largest document frequency among the query's terms: at least this many of
     the tenant's chunks hold one of them (0 when none does), as the statistics stood
     when read (they follow the store within a write's commit)."""
+    document_count: int = 1
+    """The tenant's chunks (N) the weights were computed with, at least 1: the IDF of a
+    term no chunk holds is ``bm25_idf(0, document_count=N)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +231,7 @@ class LexicalStatistics:
         weights = bm25_query_weights(
             term_frequencies, document_frequencies=dfs, document_count=document_count
         )
-        return WeighedQuery(weights, max_document_frequency=most)
+        return WeighedQuery(weights, max_document_frequency=most, document_count=document_count)
 
     def _remember(
         self, tenant_id: str, terms: Sequence[int], n_chunks: int, dfs: Mapping[int, int]

@@ -29,8 +29,9 @@ the encoder's choice, ``EncoderInfo.fusion``, see ``docs/fusion.md``)
     their signal, weighted by prior x evidence. Otherwise nothing stands out: every leg
     speaks through its reciprocal ranks ``1 / (k + rank)`` (RRF's weights, normalised),
     weighted by the configured prior (see :func:`adaptive_fusion` and
-    :func:`adaptive_leg_weights`). The research behind it, with its measurements and
-    limits, is ``docs/research/fusion-history.md``.
+    :func:`adaptive_leg_weights`). What it may also read of the query itself (the
+    keyword leg's coverage of it, its length) is a :class:`QueryReading`. The research
+    behind it, with its measurements and limits, is ``docs/research/fusion-history.md``.
 
 Conventions shared by every method
 ----------------------------------
@@ -61,7 +62,7 @@ import math
 import sys
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hsearch.errors import InvalidFusionError
 from hsearch.lexical.analyzer import is_cjk
@@ -71,8 +72,10 @@ __all__ = [
     "DEFAULT_RRF_K",
     "MAX_RRF_K",
     "MIN_RRF_K",
+    "NO_READING",
     "FusedHit",
     "LegHit",
+    "QueryReading",
     "adaptive_fusion",
     "adaptive_leg_weights",
     "fuse",
@@ -81,6 +84,7 @@ __all__ = [
     "min_max_score_fusion",
     "noise_confidence",
     "normalise_weights",
+    "query_word_count",
     "reciprocal_rank_fusion",
     "script_coverage",
     "signal_posterior",
@@ -444,13 +448,86 @@ def _rank_distribution(scores: Sequence[float], k: int) -> list[float]:
     return [r / total for r in raw]
 
 
-def _regimes(legs: Sequence[_Leg]) -> tuple[dict[str, float], dict[str, float]]:
+@dataclass(frozen=True, slots=True)
+class QueryReading:
+    """What ``adaptive`` reads of the query beyond the legs' scores (docs/fusion.md).
+
+    Both readings are off by default (the fusion of the legs' scores alone).
+    """
+
+    coverage: Mapping[str, float] = field(default_factory=dict)
+    """Per leg, the share of the query its first candidate holds, in ``[0, 1]``
+    (the keyword leg's: :func:`hsearch.lexical.coverage.query_coverage`). Where nothing
+    stands out, the leg's share of that regime is its prior times ``1 - coverage``,
+    renormalised over the legs: a leg whose first candidate holds the whole query (as
+    many candidates of a short query do) leaves the order to the others."""
+    words: int = 1
+    """The query's words (:func:`query_word_count`)."""
+    length_words: int | None = None
+    """From how many words a standout must be clearer: each leg's evidence is raised
+    to the power ``max(1, words / length_words)`` (a long query's standout, made of
+    many generic terms, says less). ``None``: never."""
+
+    def __post_init__(self) -> None:
+        for leg, share in self.coverage.items():
+            if isinstance(share, bool) or not isinstance(share, int | float):
+                msg = f"coverage: the share of leg {leg!r} must be a number (got {share!r})"
+                raise InvalidFusionError(msg)
+            if not 0.0 <= share <= 1.0:
+                msg = f"coverage: the share of leg {leg!r} must be in [0, 1] (got {share!r})"
+                raise InvalidFusionError(msg)
+        if isinstance(self.words, bool) or not isinstance(self.words, int) or self.words < 1:
+            msg = f"words: must be an integer >= 1 (got {self.words!r})"
+            raise InvalidFusionError(msg)
+        if self.length_words is not None and (
+            isinstance(self.length_words, bool)
+            or not isinstance(self.length_words, int)
+            or self.length_words < 1
+        ):
+            msg = f"length_words: must be an integer >= 1 or None (got {self.length_words!r})"
+            raise InvalidFusionError(msg)
+
+    def evidence(self, value: float) -> float:
+        """A leg's :func:`leg_evidence` as this query reads it."""
+        if self.length_words is None or value <= 0.0:
+            return value
+        return float(value ** max(1.0, self.words / self.length_words))
+
+
+NO_READING = QueryReading()
+"""The legs' scores alone."""
+
+
+def query_word_count(text: str) -> int:
+    """The query's words as white space separates them, at least 1 (a Japanese question
+    without spaces is one word, so the length reading never sharpens it)."""
+    return max(1, len(text.split()))
+
+
+def _covered(plain: dict[str, float], coverage: Mapping[str, float]) -> dict[str, float]:
+    """The no-standout shares, each leg's times ``1 - coverage``, the regime's total
+    kept (when every leg's first candidate holds the whole query, unchanged)."""
+    scaled = {leg: w * (1.0 - coverage.get(leg, 0.0)) for leg, w in plain.items()}
+    kept = math.fsum(scaled.values())
+    if kept <= 0.0:
+        return plain
+    total = math.fsum(plain.values())
+    return {leg: total * w / kept for leg, w in scaled.items()}
+
+
+def _regimes(
+    legs: Sequence[_Leg], reading: QueryReading = NO_READING
+) -> tuple[dict[str, float], dict[str, float]]:
     """Each leg's share of the no-standout regime and of the standout regime.
 
     ``plain = (1 - E) * w`` and ``standout = E * w * e / sum(w * e)``, with ``e`` the
-    legs' evidence and ``E = max(e)``; together they sum to 1.
+    legs' evidence (as ``reading`` reads it) and ``E = max(e)``; ``plain`` then moved by
+    the legs' coverage (:class:`QueryReading`). Together they sum to 1.
     """
-    evidence = {leg.name: 0.0 if leg.rank_only else leg_evidence(leg.scores) for leg in legs}
+    evidence = {
+        leg.name: 0.0 if leg.rank_only else reading.evidence(leg_evidence(leg.scores))
+        for leg in legs
+    }
     strongest = max(evidence.values(), default=0.0)
     support = math.fsum(leg.weight * evidence[leg.name] for leg in legs)
     plain = {leg.name: (1.0 - strongest) * leg.weight for leg in legs}
@@ -458,6 +535,8 @@ def _regimes(legs: Sequence[_Leg]) -> tuple[dict[str, float], dict[str, float]]:
         leg.name: strongest * leg.weight * evidence[leg.name] / support if support > 0 else 0.0
         for leg in legs
     }
+    if reading.coverage:
+        plain = _covered(plain, reading.coverage)
     return plain, standout
 
 
@@ -465,6 +544,7 @@ def adaptive_leg_weights(
     legs: Mapping[str, Sequence[LegHit]],
     *,
     weights: Mapping[str, float],
+    reading: QueryReading = NO_READING,
 ) -> dict[str, float]:
     """The share ``pi`` of the fused mass each active leg carries in :func:`adaptive_fusion`.
 
@@ -478,9 +558,9 @@ def adaptive_leg_weights(
     candidate stands out (``E = 0``) the configured weights hold unchanged; the stronger
     the clearest standout, the more the weights move to the legs that show one. The
     weights sum to 1. Exposed so that a ranking explanation can show why a query leaned
-    on one leg.
+    on one leg. ``reading`` moves both terms as :class:`QueryReading` says.
     """
-    plain, standout = _regimes(_prepare(legs, weights))
+    plain, standout = _regimes(_prepare(legs, weights), reading)
     return {leg: plain[leg] + standout[leg] for leg in plain}
 
 
@@ -489,6 +569,7 @@ def adaptive_fusion(
     *,
     weights: Mapping[str, float],
     k: int = DEFAULT_RRF_K,
+    reading: QueryReading = NO_READING,
 ) -> list[FusedHit]:
     """Two-regime mixture of per-leg distributions.
 
@@ -514,13 +595,17 @@ def adaptive_fusion(
     ordered by score. ``weights`` are the prior, ``k`` (1..1000, default 60, as for
     ``rrf``) damps the first ranks in the no-standout regime; see ``docs/fusion.md`` for
     the measured defaults and for a leg whose encoder cannot read the query (use
-    :func:`script_coverage` to set its weight to 0).
+    :func:`script_coverage` to set its weight to 0). ``reading`` (:class:`QueryReading`)
+    adds what the query itself says: its length and how much of it a leg's first
+    candidate holds.
     """
-    return _adaptive(_prepare(legs, weights), _check_k(k))[0]
+    return _adaptive(_prepare(legs, weights), _check_k(k), reading)[0]
 
 
-def _adaptive(active: Sequence[_Leg], k: int) -> tuple[list[FusedHit], dict[str, float]]:
-    plain, standout = _regimes(active)
+def _adaptive(
+    active: Sequence[_Leg], k: int, reading: QueryReading = NO_READING
+) -> tuple[list[FusedHit], dict[str, float]]:
+    plain, standout = _regimes(active, reading)
     terms: dict[str, list[float]] = {}
     for leg in active:
         posterior = signal_posterior(leg.scores)
@@ -556,6 +641,7 @@ def fuse_explained(
     weights: Mapping[str, float],
     k: int = DEFAULT_RRF_K,
     rank_only: Collection[str] = (),
+    reading: QueryReading = NO_READING,
 ) -> tuple[list[FusedHit], dict[str, float]]:
     """:func:`fuse`, and the weight each active leg carried for this query.
 
@@ -567,7 +653,7 @@ def fuse_explained(
     the others' hits ranks by closeness to them): ``adaptive`` finds no standout in them
     (they speak through their ranks, in the no-standout regime only), and ``sum`` adds
     them rescaled to ``[0, 1]`` (their scale is not the query legs'); ``rrf`` and
-    ``score`` read them as any leg.
+    ``score`` read them as any leg. ``reading`` is read by ``adaptive`` only.
     """
     try:
         chosen = FusionMethod(method)
@@ -587,7 +673,7 @@ def fuse_explained(
         for leg in _prepare(legs, weights)
     ]
     if chosen is FusionMethod.ADAPTIVE:
-        return _adaptive(active, k)
+        return _adaptive(active, k, reading)
     applied = {leg.name: leg.weight for leg in active}
     if chosen is FusionMethod.RRF:
         return _rrf(active, k), applied

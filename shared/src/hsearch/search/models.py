@@ -153,6 +153,9 @@ class SearchResult:
     """Per active leg: the weight it carried in this query's fusion (sum 1); for
     ``adaptive`` the per-query mixture weights, moved from ``weights`` towards the legs
     whose best candidate stands out."""
+    keyword_coverage: float | None = None
+    """The share of the query the keyword leg's first candidate holds, when the fusion
+    reads it (:mod:`hsearch.lexical.coverage`); ``None`` when it was not read."""
     facets: tuple[FacetResult, ...] = ()
     facet_basis: FacetBasis | None = None
     timings: StageTimings = field(default_factory=StageTimings)

@@ -229,7 +229,12 @@ class RetrievalService:
             )
             raise SearchUnavailableError(f"every search leg failed ({detail})")
         skipped = tuple(o.leg for o in retrieval.outcomes if o.report.status is LegStatus.SKIPPED)
-        ranked = rank(plan.ranking, answered, skipped=skipped)
+        ranked = rank(
+            plan.ranking,
+            answered,
+            skipped=skipped,
+            keyword_coverage=retrieval.keyword_coverage,
+        )
         clock.lap(Stage.FUSION)
         return Fused(plan, retrieval, ranked)
 

@@ -43,7 +43,7 @@ from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import InvalidFusionError, InvalidRequestError
 from hsearch.lexical.syntax import ParsedQuery, parse_query
 from hsearch.search.facets import validate_facet_requests
-from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K
+from hsearch.search.fusion import MAX_RRF_K, MIN_RRF_K, query_word_count
 from hsearch.search.models import SearchQuery
 from hsearch.search.ranking import RankingSpec, dense_cannot_read
 from hsearch.search.sorting import validate_sort
@@ -285,6 +285,9 @@ class QueryPlanner:
                 top_k=query.top_k,
                 sort=sort,
                 rank_only=tuple(seeded),
+                keyword_coverage=fusion.keyword_coverage,
+                length_words=fusion.length_words,
+                words=query_word_count(syntax.text),
             ),
             rerank=query.rerank,
             highlight=query.highlight,

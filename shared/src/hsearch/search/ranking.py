@@ -19,7 +19,13 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from hsearch.search.facets import FacetRequest
-from hsearch.search.fusion import FusedHit, LegHit, fuse_explained, script_coverage
+from hsearch.search.fusion import (
+    FusedHit,
+    LegHit,
+    QueryReading,
+    fuse_explained,
+    script_coverage,
+)
 from hsearch.search.sorting import SortClause
 from hsearch.types import CountUnit, FusionMethod, Leg
 from hsearch.vectorstore.protocol import StoredHit
@@ -134,10 +140,27 @@ class RankingSpec:
     rank_only: tuple[str, ...] = ()
     """Legs whose scores are no match with the query (those seeded by the other legs'
     hits): fused by their ranks (:func:`~hsearch.search.fusion.fuse_explained`)."""
+    keyword_coverage: bool = False
+    """``adaptive`` reads the keyword leg's coverage of the query
+    (:class:`~hsearch.search.fusion.QueryReading`; the retriever reads it only then)."""
+    length_words: int | None = None
+    """From how many words ``adaptive`` asks a clearer standout (``None``: never)."""
+    words: int = 1
+    """The query's words (:func:`~hsearch.search.fusion.query_word_count`)."""
 
     def configured(self) -> dict[str, float]:
         """``weights`` by leg name, as :func:`leg_weights` takes them."""
         return dict(self.weights)
+
+    def reading(self, keyword_coverage: float | None) -> QueryReading:
+        """What ``adaptive`` reads of the query, with the keyword leg's first candidate's
+        coverage of it (``None``: not read)."""
+        coverage = (
+            {Leg.SPARSE.value: keyword_coverage}
+            if self.keyword_coverage and keyword_coverage is not None
+            else {}
+        )
+        return QueryReading(coverage=coverage, words=self.words, length_words=self.length_words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +185,16 @@ def rank(
     answered: Mapping[str, Sequence[StoredHit]],
     *,
     skipped: Collection[str] = (),
+    keyword_coverage: float | None = None,
 ) -> Ranked:
     """Fuse the legs that answered and shape the result: weights (:func:`leg_weights`),
     fusion, the ``min_score`` threshold (on the fused score), grouping by document.
 
     ``skipped`` are the legs the plan did not run (weight 0 for this query): they are
     reported with weight 0 and take no part, as a leg with weight 0 would not.
+    ``keyword_coverage`` is the keyword leg's first candidate's coverage of the query
+    (:attr:`~hsearch.search.retrieval.Retrieval.keyword_coverage`), read by ``adaptive``
+    when the spec says so.
     """
     fields: dict[str, Mapping[str, Any]] = {}
     for hits in answered.values():
@@ -180,7 +207,12 @@ def rank(
         leg_hits, configured=spec.configured(), dense_unreadable=spec.dense_unreadable
     )
     fused, applied = fuse_explained(
-        leg_hits, method=spec.method, weights=weights, k=spec.rrf_k, rank_only=spec.rank_only
+        leg_hits,
+        method=spec.method,
+        weights=weights,
+        k=spec.rrf_k,
+        rank_only=spec.rank_only,
+        reading=spec.reading(keyword_coverage),
     )
     if spec.min_score is not None:
         threshold = spec.min_score

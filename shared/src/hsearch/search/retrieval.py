@@ -60,6 +60,8 @@ from hsearch.lexical.additions import (
     expand_query,
     expansion_candidates,
 )
+from hsearch.lexical.bm25 import bm25_idf
+from hsearch.lexical.coverage import query_coverage, query_words, vector_coverage
 from hsearch.lexical.expansion import QueryExpander
 from hsearch.lexical.statistics import LexicalStatistics
 from hsearch.lexical.syntax import parse_query
@@ -130,6 +132,9 @@ class QueryVectors:
     """The largest document frequency among the query's terms in the tenant's statistics
     (read with them when weighing the sparse side; 0 when they were not read: an encoder
     whose sparse side is not term counts)."""
+    document_count: int = 0
+    """The tenant's chunks the sparse side was weighed with (0 when it was not: an
+    encoder whose sparse side is not term counts)."""
 
     def has(self, need: Need) -> bool:
         if need is Need.DENSE:
@@ -191,6 +196,10 @@ class Retrieval:
     filled: frozenset[str] = frozenset()
     """The legs that filled their depth before the syntax's conditions dropped
     candidates: more would have followed, whatever count is left."""
+    keyword_coverage: float | None = None
+    """The share of the query the keyword leg's first candidate holds
+    (:mod:`hsearch.lexical.coverage`), when the plan's fusion reads it and the keyword
+    leg found something; ``None`` otherwise, or when its terms could not be read."""
 
 
 class Retriever:
@@ -240,6 +249,11 @@ class Retriever:
         outcomes = {p.leg: _skipped(p.leg) for p in plan.legs}
         encoded: list[bool] = []
         vectors = QueryVectors()
+        # Without the syntax's conditions the keyword leg's first candidate stays first:
+        # its terms are read as soon as the leg answers, while the other legs run.
+        terms: dict[str, frozenset[int]] | None = (
+            {} if plan.ranking.keyword_coverage and not plan.constrained else None
+        )
         first, counted, vectors = await self._round(
             plan,
             legs=plan.legs_in(LegRole.PRIMARY),
@@ -248,6 +262,7 @@ class Retriever:
             vectors=vectors,
             matches=matches,
             encoded=encoded,
+            terms=terms,
         )
         outcomes.update(first)
         answers = [o.hits for o in first.values()]
@@ -269,6 +284,9 @@ class Retriever:
         filled: frozenset[str] = frozenset()
         if plan.constrained:
             resolved, texts, filled = await self._constrain(plan, resolved, budget=budget)
+        coverage = await self._keyword_coverage(
+            plan, resolved, vectors=vectors, budget=budget, read=terms or {}
+        )
         clock.lap(Stage.RETRIEVAL)
         return Retrieval(
             tuple(resolved[p.leg] for p in plan.legs),
@@ -278,7 +296,43 @@ class Retriever:
             expansions=vectors.expansions,
             texts=texts,
             filled=filled,
+            keyword_coverage=coverage,
         )
+
+    async def _keyword_coverage(
+        self,
+        plan: SearchPlan,
+        outcomes: Mapping[str, LegOutcome],
+        *,
+        vectors: QueryVectors,
+        budget: Budget,
+        read: Mapping[str, frozenset[int]],
+    ) -> float | None:
+        """:attr:`Retrieval.keyword_coverage`: the keyword leg's first candidate's terms,
+        as read when the leg answered (``read``) or now, by primary key under what is
+        left of ``budget``. A failed read costs the reading, not the search (fusion then
+        reads the legs' scores alone)."""
+        sparse = outcomes.get(Leg.SPARSE.value)
+        if not plan.ranking.keyword_coverage or vectors.sparse is None:
+            return None
+        if sparse is None or not sparse.hits:
+            return None
+        first = sparse.hits[0].chunk_id
+        held = read.get(first)
+        if held is None:
+            held = (await self._first_terms(plan.tenant_id, first, deadline=budget.deadline)).get(
+                first
+            )
+        if held is None:  # unreadable, or deleted since the leg ran
+            return None
+        if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
+            return query_coverage(
+                query_words(plan.text, vectors.expansions),
+                held,
+                weights=vectors.sparse.to_dict(),
+                unheld_weight=bm25_idf(0, document_count=max(vectors.document_count, 1)),
+            )
+        return vector_coverage(vectors.sparse, held)
 
     async def run(self, requests: Sequence[LegRequest]) -> list[LegOutcome]:
         """Run ``requests`` concurrently; one outcome each, in order."""
@@ -363,7 +417,11 @@ class Retriever:
                     clock.lap(Stage.STATISTICS)
                     failure = SideFailure(LegStatus.ERROR, f"{type(exc).__name__}: {exc.message}")
                     return replace(vectors, failed={**vectors.failed, Need.SPARSE: failure})
-                vectors = replace(vectors, max_document_frequency=weighed.max_document_frequency)
+                vectors = replace(
+                    vectors,
+                    max_document_frequency=weighed.max_document_frequency,
+                    document_count=weighed.document_count,
+                )
                 expanded = await self._expand(plan, weighed.weights)
                 weights, vectors = expanded.vector, replace(vectors, expansions=expanded.expansions)
                 clock.lap(Stage.STATISTICS)
@@ -570,15 +628,54 @@ class Retriever:
             return None
         return Matches(tuple(hits), matches.limit)
 
+    async def _first_terms(
+        self, tenant_id: str, chunk_id: str, *, deadline: float
+    ) -> dict[str, frozenset[int]]:
+        """The stored terms of ``chunk_id`` (:meth:`VectorStore.sparse_terms`) by
+        ``deadline``; empty, logged, when the store fails."""
+        try:
+            return await self._store.sparse_terms(
+                [chunk_id],
+                tenant_id=tenant_id,
+                timeout=max(deadline - time.perf_counter(), 0.001),
+            )
+        except BackendError as exc:
+            logger.warning(
+                "search.coverage.unavailable tenant=%s error=%s: %s",
+                tenant_id,
+                type(exc).__name__,
+                exc.message,
+            )
+            return {}
+
     async def _leg_then_matches(
-        self, request: LegRequest, matches: MatchRequest | None
+        self,
+        request: LegRequest,
+        matches: MatchRequest | None,
+        terms: dict[str, frozenset[int]] | None = None,
     ) -> tuple[LegOutcome, Matches | None]:
         """The leg, then with ``matches`` its keyword matches if it filled its window
-        (else it returned them all, and counting them again would be wasted work)."""
+        (else it returned them all, and counting them again would be wasted work), and
+        with ``terms`` the stored terms of its first candidate, added to ``terms``; the
+        two reads run together."""
         outcome = await self.run_leg(request)
-        if matches is None or outcome.hits is None or len(outcome.hits) < request.query.limit:
+        hits = outcome.hits
+        if not hits:
             return outcome, None
-        return outcome, await self.count_matches(request, matches)
+
+        async def count() -> Matches | None:
+            if matches is None or len(hits) < request.query.limit:
+                return None
+            return await self.count_matches(request, matches)
+
+        async def read() -> None:
+            if terms is not None:
+                first = hits[0].chunk_id
+                tenant = request.query.tenant_id
+                terms.update(await self._first_terms(tenant, first, deadline=request.deadline))
+
+        counted, _ = await asyncio.gather(count(), read())
+        return outcome, counted
 
     async def _round(
         self,
@@ -591,6 +688,7 @@ class Retriever:
         matches: MatchRequest | None = None,
         encoded: list[bool] | None = None,
         earlier: Mapping[str, tuple[StoredHit, ...]] | None = None,
+        terms: dict[str, frozenset[int]] | None = None,
     ) -> tuple[dict[str, LegOutcome], Matches | None, QueryVectors]:
         now = time.perf_counter()
         counted: Matches | None = None
@@ -624,7 +722,9 @@ class Retriever:
             runnable.append(LegRequest(leg, query, budget.deadline))
         results = await asyncio.gather(
             *(
-                self._leg_then_matches(r, matches if r.leg == Leg.SPARSE.value else None)
+                self._leg_then_matches(r, matches, terms)
+                if r.leg == Leg.SPARSE.value
+                else self._leg_then_matches(r, None)
                 for r in runnable
             )
         )

@@ -279,6 +279,7 @@ class SearchService:
             took_ms=0.0,
             weights=ranked.weights,
             applied_weights=ranked.applied_weights,
+            keyword_coverage=fused.retrieval.keyword_coverage,
             embedding_cached=fused.retrieval.embedding_cached,
             expansions=expansions,
             sort=spec.sort,

@@ -185,6 +185,20 @@ class InMemoryVectorStore:
         rows = (self._rows.get(cid) for cid in chunk_ids)
         return {r.chunk_id: _fields(r) for r in rows if r is not None and r.tenant_id == tenant_id}
 
+    async def sparse_terms(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, frozenset[int]]:
+        require_tenant(tenant_id)
+        await asyncio.sleep(0)  # a real suspension point, like a network call
+        rows = (self._rows.get(cid) for cid in chunk_ids)
+        return {
+            r.chunk_id: frozenset(
+                i for i, v in zip(r.sparse.indices, r.sparse.values, strict=True) if v > 0.0
+            )
+            for r in rows
+            if r is not None and r.tenant_id == tenant_id
+        }
+
     async def best_chunks(
         self,
         document_ids: Sequence[str],

@@ -804,6 +804,28 @@ class MilvusVectorStore:
             if row.get(TENANT_FIELD) == tenant_id
         }
 
+    async def sparse_terms(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, frozenset[int]]:
+        """One query by primary key, as :meth:`texts`; rows of another tenant are
+        dropped here."""
+        tenant_expression(tenant_id)  # refuses a call naming no tenant
+        if not chunk_ids:
+            return {}
+        ids = ", ".join(quote_string(c) for c in dict.fromkeys(chunk_ids))
+        rows = await self._query(
+            f"{PRIMARY_FIELD} in [{ids}]",
+            output_fields=[PRIMARY_FIELD, TENANT_FIELD, SPARSE_FIELD],
+            limit=None,
+            timeout=timeout,
+            what="terms",
+        )
+        return {
+            str(row[PRIMARY_FIELD]): _stored_terms(row.get(SPARSE_FIELD))
+            for row in rows
+            if row.get(TENANT_FIELD) == tenant_id
+        }
+
     async def best_chunks(
         self,
         document_ids: Sequence[str],
@@ -1139,6 +1161,13 @@ def _score(stored: Any, vector: DenseVector | SparseVector) -> float:
         query = vector.to_dict()
         return float(sum(query.get(int(i), 0.0) * float(v) for i, v in stored.items()))
     return float(np.dot(np.asarray(stored, dtype=np.float32), np.asarray(vector, np.float32)))
+
+
+def _stored_terms(stored: Any) -> frozenset[int]:
+    """The terms of a stored sparse vector as a query returns it (index -> weight)."""
+    if not isinstance(stored, Mapping):
+        return frozenset()
+    return frozenset(int(i) for i, v in stored.items() if float(v) > 0.0)
 
 
 def _from_entity(entity: Mapping[str, Any]) -> dict[str, Any]:

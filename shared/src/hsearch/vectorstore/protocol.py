@@ -225,6 +225,15 @@ class VectorStore(Protocol):
         returns bare chunk ids is hydrated with."""
         ...
 
+    async def sparse_terms(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, frozenset[int]]:
+        """The terms (sparse-vector indices with a weight above 0) each of ``chunk_ids``
+        the tenant holds is stored with, by primary key (a chunk deleted since, or
+        another tenant's, is left out): what the keyword leg's coverage of the query is
+        read from (:mod:`hsearch.lexical.coverage`)."""
+        ...
+
     async def best_chunks(
         self,
         document_ids: Sequence[str],

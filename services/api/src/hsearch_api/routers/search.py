@@ -138,6 +138,7 @@ def search_response(result: SearchResult) -> SearchResponse:
         next_cursor=result.next_cursor,
         weights=result.weights,
         applied_weights=result.applied_weights,
+        keyword_coverage=result.keyword_coverage,
         facets=[
             FacetRead(
                 field=f.field,

@@ -479,6 +479,12 @@ class SearchResponse(BaseModel):
         "For adaptive fusion, moved from `weights` towards the legs whose best "
         "candidate stands out (docs/fusion.md)."
     )
+    keyword_coverage: float | None = Field(
+        default=None,
+        description="The share of the query's weight the keyword leg's first hit holds "
+        "(0 to 1), when the fusion reads it: where nothing stands out, the keyword leg's "
+        "say shrinks as it grows (docs/fusion.md); null when not read.",
+    )
     expansions: list[TermMatchRead] = Field(
         default_factory=list,
         description="What the keyword leg searched for beyond the words typed: typo "
