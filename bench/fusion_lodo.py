@@ -545,6 +545,8 @@ def render(table: Table, folds: Sequence[Fold], chosen: Choice, out: TextIO, top
 
 
 NOTABLE = (
+    FusionDefault.of(FusionMethod.ADAPTIVE, _weights(0.9, 0.1), 100),
+    FusionDefault.of(FusionMethod.ADAPTIVE, _weights(0.7, 0.3), 20),
     FusionDefault.of(FusionMethod.ADAPTIVE, _weights(0.95, 0.05), 60),
     FusionDefault.of(FusionMethod.RRF, _weights(0.7, 0.3), 60),
     FusionDefault.of(FusionMethod.RRF, _weights(0.5, 0.5), 60),
@@ -552,7 +554,9 @@ NOTABLE = (
     FusionDefault.of(FusionMethod.SUM, _weights(1.0, 0.3)),
 )
 """Designs the Markdown report always compares with the choice: the previous offline
-default, weighted and unweighted RRF, min-max at equal weights, BGE-M3's rule."""
+defaults (until 2026-11-29, and before 2026-11-29), the choice's prior and ``k`` reading
+nothing of the query, weighted and unweighted RRF, min-max at equal weights, BGE-M3's
+rule."""
 
 
 def _agreement(defaults: Sequence[DefaultRow], chosen: Choice) -> str:

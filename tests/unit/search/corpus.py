@@ -26,7 +26,7 @@ from hsearch.lexical.statistics import LexicalStatistics, WeighedQuery
 from hsearch.rerank.protocol import Reranker
 from hsearch.search.caching import GenerationReader, PageSnapshots, ResultCache
 from hsearch.search.service import SearchService
-from hsearch.types import Leg, SparseVector
+from hsearch.types import FusionDefault, Leg, SparseVector
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import ChunkRecord, StoredHit
 from tests.unit.budget import UNHURRIED
@@ -53,6 +53,18 @@ class LatinOnlyEmbedder(FakeEmbedder):
             base.sparse_kind,
             dense_scripts=frozenset({"LATIN"}),
         )
+
+
+class DeclaringEmbedder(FakeEmbedder):
+    """The fake encoder declaring a fusion default of its own."""
+
+    def __init__(self, fusion: FusionDefault) -> None:
+        super().__init__()
+        self._fusion = fusion
+
+    @property
+    def info(self) -> EncoderInfo:
+        return dataclasses.replace(super().info, fusion=self._fusion)
 
 
 class ModelSparseEmbedder(FakeEmbedder):

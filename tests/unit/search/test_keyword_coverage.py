@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +12,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.protocol import EncoderInfo
 from hsearch.errors import VectorStoreError
 from hsearch.lexical.bm25 import bm25_idf
 from hsearch.lexical.statistics import LexicalStatistics
@@ -23,21 +21,11 @@ from hsearch.types import FusionDefault, FusionMethod, SearchMode
 from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import StoredHit
 from tests.unit.budget import UNHURRIED
-from tests.unit.search.corpus import TENANT, index
+from tests.unit.search.corpus import TENANT, DeclaringEmbedder, index
 
 PRIOR = {"dense": 0.9, "sparse": 0.1}
 READING = FusionDefault.of("adaptive", PRIOR, 60, keyword_coverage=True)
 PLAIN = FusionDefault.of("adaptive", PRIOR, 60)
-
-
-class DeclaringEmbedder(FakeEmbedder):
-    def __init__(self, fusion: FusionDefault) -> None:
-        super().__init__()
-        self._fusion = fusion
-
-    @property
-    def info(self) -> EncoderInfo:
-        return dataclasses.replace(super().info, fusion=self._fusion)
 
 
 class TermCountingStore(InMemoryVectorStore):

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hsearch.config import SearchSettings
 from hsearch.embedding.fake import FakeEmbedder
-from hsearch.embedding.protocol import UNMEASURED_FUSION, EncoderInfo, SparseKind
+from hsearch.embedding.protocol import UNMEASURED_FUSION, SparseKind
 from hsearch.errors import (
     InvalidFilterError,
     InvalidRequestError,
@@ -50,19 +50,14 @@ from hsearch.vectorstore.in_memory import InMemoryVectorStore
 from hsearch.vectorstore.protocol import StoredHit
 from tests.unit.budget import UNHURRIED
 from tests.unit.outage import Outage
-from tests.unit.search.corpus import TENANT, LatinOnlyEmbedder, ScriptedStore, build, index
-
-
-class DeclaringEmbedder(FakeEmbedder):
-    """The fake encoder declaring a fusion default of its own."""
-
-    def __init__(self, fusion: FusionDefault) -> None:
-        super().__init__()
-        self._fusion = fusion
-
-    @property
-    def info(self) -> EncoderInfo:
-        return dataclasses.replace(super().info, fusion=self._fusion)
+from tests.unit.search.corpus import (
+    TENANT,
+    DeclaringEmbedder,
+    LatinOnlyEmbedder,
+    ScriptedStore,
+    build,
+    index,
+)
 
 
 async def test_default_is_the_encoders_fusion(sessions: sessionmaker[Session]) -> None:

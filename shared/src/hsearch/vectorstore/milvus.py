@@ -787,21 +787,12 @@ class MilvusVectorStore:
     ) -> dict[str, Mapping[str, Any]]:
         """One query by primary key, as :meth:`texts`; rows of another tenant are
         dropped here."""
-        tenant_expression(tenant_id)  # refuses a call naming no tenant
-        if not chunk_ids:
-            return {}
-        ids = ", ".join(quote_string(c) for c in dict.fromkeys(chunk_ids))
-        rows = await self._query(
-            f"{PRIMARY_FIELD} in [{ids}]",
-            output_fields=[*CANDIDATE_FIELDS, TENANT_FIELD],
-            limit=None,
-            timeout=timeout,
-            what="fields",
+        rows = await self._tenant_rows(
+            chunk_ids, tenant_id=tenant_id, fields=CANDIDATE_FIELDS, timeout=timeout, what="fields"
         )
         return {
             str(row[PRIMARY_FIELD]): _from_entity({k: row.get(k) for k in CANDIDATE_FIELDS})
             for row in rows
-            if row.get(TENANT_FIELD) == tenant_id
         }
 
     async def sparse_terms(
@@ -809,22 +800,35 @@ class MilvusVectorStore:
     ) -> dict[str, frozenset[int]]:
         """One query by primary key, as :meth:`texts`; rows of another tenant are
         dropped here."""
-        tenant_expression(tenant_id)  # refuses a call naming no tenant
+        rows = await self._tenant_rows(
+            chunk_ids, tenant_id=tenant_id, fields=(SPARSE_FIELD,), timeout=timeout, what="terms"
+        )
+        return {str(row[PRIMARY_FIELD]): _stored_terms(row.get(SPARSE_FIELD)) for row in rows}
+
+    async def _tenant_rows(
+        self,
+        chunk_ids: Sequence[str],
+        *,
+        tenant_id: str,
+        fields: Sequence[str],
+        timeout: float,
+        what: str,
+    ) -> list[dict[str, Any]]:
+        """The rows of ``chunk_ids`` with ``fields`` (and the primary key), one query by
+        primary key; rows of another tenant are dropped here, and a call naming no
+        tenant is refused."""
+        tenant_expression(tenant_id)
         if not chunk_ids:
-            return {}
+            return []
         ids = ", ".join(quote_string(c) for c in dict.fromkeys(chunk_ids))
         rows = await self._query(
             f"{PRIMARY_FIELD} in [{ids}]",
-            output_fields=[PRIMARY_FIELD, TENANT_FIELD, SPARSE_FIELD],
+            output_fields=list(dict.fromkeys([PRIMARY_FIELD, *fields, TENANT_FIELD])),
             limit=None,
             timeout=timeout,
-            what="terms",
+            what=what,
         )
-        return {
-            str(row[PRIMARY_FIELD]): _stored_terms(row.get(SPARSE_FIELD))
-            for row in rows
-            if row.get(TENANT_FIELD) == tenant_id
-        }
+        return [row for row in rows if row.get(TENANT_FIELD) == tenant_id]
 
     async def best_chunks(
         self,
