@@ -365,9 +365,13 @@ def design_replay(
 
 
 def covered(queries: Iterable[QueryLegs]) -> bool:
-    """Whether every query whose keyword leg found something was recorded with its
-    coverage (files recorded before the field have none)."""
-    return all(q.keyword_coverage is not None for q in queries if q.legs.get("sparse"))
+    """Whether the file records the keyword leg's coverage (files recorded before the
+    field do not) and the service read some (an encoder whose method reads none, as
+    ``sum``, records none: its designs that read it would be the others)."""
+    found = [q for q in queries if q.legs.get("sparse")]
+    return all(q.coverage_recorded for q in found) and any(
+        q.keyword_coverage is not None for q in found
+    )
 
 
 def _by_set(queries: Iterable[QueryLegs]) -> dict[str, list[QueryLegs]]:
@@ -672,8 +676,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not covered(queries):
         designs = [d for d in designs if not d.keyword_coverage]
         print(
-            f"[lodo] {args.legs} was recorded without the keyword leg's coverage: the "
-            "designs that read it are left out (record the legs again to include them)",
+            f"[lodo] {args.legs} holds no keyword coverage the service read: the designs "
+            "that read it are left out (record the legs again, with adaptive fusion)",
             file=sys.stderr,
         )
     started = time.perf_counter()

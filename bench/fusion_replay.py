@@ -73,7 +73,9 @@ class QueryLegs:
     encoder: EncoderKind = RECORDED_BEFORE_ENCODER  # the encoder that recorded the legs
     keyword_coverage: float | None = None
     """The keyword leg's first candidate's coverage of the query, as the service read it
-    (``SearchResult.keyword_coverage``); ``None`` in files recorded without it."""
+    (``SearchResult.keyword_coverage``); ``None`` where it read none."""
+    coverage_recorded: bool = False
+    """The file records the coverage (files older than the field do not)."""
 
     @cached_property
     def words(self) -> int:
@@ -192,8 +194,9 @@ class Replay:
         """What ``adaptive`` reads of ``q`` under ``fusion``, as the service's
         :meth:`~hsearch.search.ranking.RankingSpec.reading` gives it. A design that reads
         the keyword coverage of a query recorded without it (a file older than the
-        field) cannot be replayed: :class:`ValueError`."""
-        if fusion.keyword_coverage and q.keyword_coverage is None and q.legs.get("sparse"):
+        field) cannot be replayed: :class:`ValueError`; one the service read none for (a
+        failed read) replays without it, as the service fused it."""
+        if fusion.keyword_coverage and not q.coverage_recorded and q.legs.get("sparse"):
             msg = (
                 f"{fusion.describe()} reads the keyword coverage, which query "
                 f"{q.query_id} of {q.dataset} was recorded without: record the legs again"
@@ -244,6 +247,7 @@ def read_legs(path: Path) -> Iterator[QueryLegs]:
                 ),
                 encoder=EncoderKind(r.get("encoder") or RECORDED_BEFORE_ENCODER),
                 keyword_coverage=r.get("keyword_coverage"),
+                coverage_recorded="keyword_coverage" in r,
             )
 
 

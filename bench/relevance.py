@@ -104,7 +104,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="append each query's dense and sparse candidate lists (from the semantic and "
         "keyword modes) and the keyword leg's coverage of the query to JSONL, for python "
         "-m bench.fusion_replay; turns the coverage reading on (a hybrid mode of the same "
-        "run reads it too) unless HSEARCH_SEARCH__KEYWORD_COVERAGE is set",
+        "run reads it too; read where the fusion is adaptive) unless "
+        "HSEARCH_SEARCH__KEYWORD_COVERAGE is set",
     )  # fmt: skip
     add_graph_arguments(parser)
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directory")

@@ -240,7 +240,8 @@ def build_settings(data_dir: Path, milvus_uri: str, options: Options) -> Setting
     Recording legs (``options.save_legs``) turns the keyword-coverage reading on, unless
     the environment sets it: the keyword mode's searches then read the coverage the
     replay needs (``search.keyword_coverage``; a hybrid mode of the same run reads it
-    too)."""
+    too). It is read where the resolved fusion is ``adaptive`` only (BGE-M3's ``sum``
+    reads none)."""
     base = Settings(_env_file=None)
     s = base.search
     recording = options.save_legs is not None and s.keyword_coverage is None

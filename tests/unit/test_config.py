@@ -101,6 +101,10 @@ def test_the_readings_belong_to_adaptive_only() -> None:
         FusionDefault.of("sum", {"dense": 1.0}, length_words=8)
     with pytest.raises(ValueError, match="length_words"):
         FusionDefault.of("adaptive", {"dense": 1.0}, length_words=0)
+    with pytest.raises(ValueError, match="length_words"):
+        FusionDefault.of("adaptive", {"dense": 1.0}, length_words=2.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="keyword_coverage"):
+        FusionDefault.of("adaptive", {"dense": 1.0}, keyword_coverage="no")  # type: ignore[arg-type]
     assert READING.describe() == "adaptive dense=0.9,sparse=0.1 k=100 coverage length=16"
     with pytest.raises(ValidationError):
         SearchSettings(length_words=-1)

@@ -127,9 +127,14 @@ class FusionDefault:
             msg = "FusionDefault: keyword_coverage and length_words are read by adaptive only"
             raise ValueError(msg)
         if self.length_words is not None and (
-            isinstance(self.length_words, bool) or self.length_words < 1
+            isinstance(self.length_words, bool)
+            or not isinstance(self.length_words, int)
+            or self.length_words < 1
         ):
             msg = "FusionDefault.length_words: must be an integer >= 1 or None"
+            raise ValueError(msg)
+        if not isinstance(self.keyword_coverage, bool):
+            msg = "FusionDefault.keyword_coverage: must be true or false"
             raise ValueError(msg)
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "weights", ordered)

@@ -66,7 +66,8 @@ def record(
         "candidates": 10,
         "dense_scripts": None,
         "encoder": "offline",
-        "keyword_coverage": coverage,
+        # A file recorded before the coverage was has no such key.
+        **({} if coverage is None else {"keyword_coverage": coverage}),
         "legs": rows,
     }
 
@@ -423,3 +424,17 @@ def test_simplicity_ranks_what_adaptive_reads_of_the_query() -> None:
     sharp = FusionDefault.of("adaptive", prior, keyword_coverage=True, length_words=8)
     order = sorted([sharp, gentle, coverage, plain], key=simplicity)
     assert order == [plain, coverage, gentle, sharp]
+
+
+def test_a_coverage_the_service_could_not_read_replays_as_the_service_fused(
+    tmp_path: Path,
+) -> None:
+    design = FusionDefault.of("adaptive", {"dense": 0.45, "sparse": 0.55}, 1, keyword_coverage=True)
+    plain = FusionDefault.of("adaptive", {"dense": 0.45, "sparse": 0.55}, 1)
+    path = tmp_path / "legs.jsonl"
+    line = {**even_legs("s", "s-0", coverage=1.0), "keyword_coverage": None}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    queries = list(read_legs(path))
+    assert queries[0].coverage_recorded
+    table = measure(queries, [design, plain], SearchSettings())
+    assert table.hybrid[design] == table.hybrid[plain]  # no coverage read: scores alone

@@ -22,6 +22,7 @@ def query(qrels: dict[str, float]) -> QueryLegs:
         legs={"dense": rows, "sparse": rows},
         dense_scripts=None,
         keyword_coverage=0.5,
+        coverage_recorded=True,
     )
 
 

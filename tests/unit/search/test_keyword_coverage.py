@@ -151,7 +151,7 @@ async def test_terms_that_cannot_be_read_cost_the_reading_not_the_search(
     plain, _ = service(indexed, PLAIN)
     query = SearchQuery(tenant_id=TENANT, query="rivers sea")
     result = await failing.search(query)
-    assert store.reads  # it tried
+    assert len(store.reads) == 1  # it tried once, not again after the legs
     assert result.keyword_coverage is None
     assert not result.degraded
     expected = await plain.search(query)
@@ -217,3 +217,37 @@ async def test_under_the_syntax_the_first_candidate_left_is_read(indexed: Indexe
     assert [h.external_id for h in result.hits] == ["mountains"]
     assert store.reads == [[result.hits[0].chunk_id]]
     assert 0.0 < (result.keyword_coverage or 0.0) < 1.0  # it holds "mountains" only
+
+
+class HangingTermsStore(TermCountingStore):
+    """A store whose terms never come (a read stuck on the network)."""
+
+    async def sparse_terms(
+        self, chunk_ids: Sequence[str], *, tenant_id: str, timeout: float
+    ) -> dict[str, frozenset[int]]:
+        self.reads.append(list(chunk_ids))
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_read_that_never_answers_is_cut_at_the_search_deadline(
+    indexed: Indexed, caplog: pytest.LogCaptureFixture
+) -> None:
+    sessions, rows = indexed
+    store = HangingTermsStore(rows)
+    search = SearchService(
+        embedder=DeclaringEmbedder(READING),
+        store=store,
+        statistics=LexicalStatistics(sessions),
+        settings=SearchSettings(**{**UNHURRIED, "leg_timeout_s": 0.5}),
+    )
+    # Without the read's own deadline the search would never end: the wait_for below
+    # (far above the 0.5 s budget) fails the test instead of hanging it.
+    result = await asyncio.wait_for(
+        search.search(SearchQuery(tenant_id=TENANT, query="rivers sea")), 60
+    )
+    assert result.keyword_coverage is None
+    assert result.hits
+    assert not result.degraded
+    assert len(store.reads) == 1
+    assert "search.coverage.unavailable" in caplog.text

@@ -9,9 +9,10 @@ Coverage is the share of the query's weight the candidate holds:
 
 * for an encoder whose sparse side is term counts (BM25 from the tenant's statistics),
   :func:`query_coverage` over the query's words (:func:`query_words`): a word weighs
-  the BM25 IDF of the rarest of its terms some chunk holds (its stem, its unstemmed
-  form, what the keyword leg searched for because of it: a typo's correction, a
-  synonym of one word), and a word no chunk holds weighs the IDF of a term no chunk
+  the largest weight the keyword query gives one of its terms (the BM25 IDF of its
+  stem or unstemmed form; for what the leg searched for because of it, a typo's
+  correction, a completion, a synonym of one word, the share of the IDF it was given),
+  and a word none of whose terms any chunk holds weighs the IDF of a term no chunk
   holds: it counts, and no candidate can hold it;
 * for a learned sparse encoder, :func:`vector_coverage`: the share of the query
   vector's weight on the terms the candidate holds.

@@ -251,7 +251,7 @@ class Retriever:
         vectors = QueryVectors()
         # Without the syntax's conditions the keyword leg's first candidate stays first:
         # its terms are read as soon as the leg answers, while the other legs run.
-        terms: dict[str, frozenset[int]] | None = (
+        terms: dict[str, frozenset[int] | None] | None = (
             {} if plan.ranking.keyword_coverage and not plan.constrained else None
         )
         first, counted, vectors = await self._round(
@@ -306,7 +306,7 @@ class Retriever:
         *,
         vectors: QueryVectors,
         budget: Budget,
-        read: Mapping[str, frozenset[int]],
+        read: Mapping[str, frozenset[int] | None],
     ) -> float | None:
         """:attr:`Retrieval.keyword_coverage`: the keyword leg's first candidate's terms,
         as read when the leg answered (``read``) or now, by primary key under what is
@@ -318,11 +318,10 @@ class Retriever:
         if sparse is None or not sparse.hits:
             return None
         first = sparse.hits[0].chunk_id
-        held = read.get(first)
-        if held is None:
-            held = (await self._first_terms(plan.tenant_id, first, deadline=budget.deadline)).get(
-                first
-            )
+        if first in read:  # read when the leg answered (None: that read failed)
+            held = read[first]
+        else:
+            held = await self._first_terms(plan.tenant_id, first, deadline=budget.deadline)
         if held is None:  # unreadable, or deleted since the leg ran
             return None
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
@@ -630,34 +629,40 @@ class Retriever:
 
     async def _first_terms(
         self, tenant_id: str, chunk_id: str, *, deadline: float
-    ) -> dict[str, frozenset[int]]:
+    ) -> frozenset[int] | None:
         """The stored terms of ``chunk_id`` (:meth:`VectorStore.sparse_terms`) by
-        ``deadline``; empty, logged, when the store fails."""
+        ``deadline`` (a :func:`time.perf_counter` instant), as a leg is held to it;
+        ``None``, logged, when the store fails or misses it, or the chunk is gone."""
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return None
         try:
-            return await self._store.sparse_terms(
-                [chunk_id],
-                tenant_id=tenant_id,
-                timeout=max(deadline - time.perf_counter(), 0.001),
+            terms = await asyncio.wait_for(
+                self._store.sparse_terms([chunk_id], tenant_id=tenant_id, timeout=remaining),
+                remaining + DEADLINE_MARGIN_S,
             )
-        except BackendError as exc:
+        except (TimeoutError, BackendError) as exc:
+            late = f"no answer within {remaining:.3f}s"
+            detail = exc.message if isinstance(exc, BackendError) else late
             logger.warning(
                 "search.coverage.unavailable tenant=%s error=%s: %s",
                 tenant_id,
                 type(exc).__name__,
-                exc.message,
+                detail,
             )
-            return {}
+            return None
+        return terms.get(chunk_id)
 
     async def _leg_then_matches(
         self,
         request: LegRequest,
         matches: MatchRequest | None,
-        terms: dict[str, frozenset[int]] | None = None,
+        terms: dict[str, frozenset[int] | None] | None = None,
     ) -> tuple[LegOutcome, Matches | None]:
         """The leg, then with ``matches`` its keyword matches if it filled its window
         (else it returned them all, and counting them again would be wasted work), and
-        with ``terms`` the stored terms of its first candidate, added to ``terms``; the
-        two reads run together."""
+        with ``terms`` the stored terms of its first candidate, added to ``terms`` (``None``
+        when the read failed: it is not tried again); the two reads run together."""
         outcome = await self.run_leg(request)
         hits = outcome.hits
         if not hits:
@@ -672,7 +677,7 @@ class Retriever:
             if terms is not None:
                 first = hits[0].chunk_id
                 tenant = request.query.tenant_id
-                terms.update(await self._first_terms(tenant, first, deadline=request.deadline))
+                terms[first] = await self._first_terms(tenant, first, deadline=request.deadline)
 
         counted, _ = await asyncio.gather(count(), read())
         return outcome, counted
@@ -688,7 +693,7 @@ class Retriever:
         matches: MatchRequest | None = None,
         encoded: list[bool] | None = None,
         earlier: Mapping[str, tuple[StoredHit, ...]] | None = None,
-        terms: dict[str, frozenset[int]] | None = None,
+        terms: dict[str, frozenset[int] | None] | None = None,
     ) -> tuple[dict[str, LegOutcome], Matches | None, QueryVectors]:
         now = time.perf_counter()
         counted: Matches | None = None
