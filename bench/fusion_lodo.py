@@ -557,10 +557,10 @@ NOTABLE = (
     FusionDefault.of(FusionMethod.SCORE, _weights(0.5, 0.5)),
     FusionDefault.of(FusionMethod.SUM, _weights(1.0, 0.3)),
 )
-"""Designs the Markdown report always compares with the choice: the previous offline
-defaults (until 2026-11-29, and before 2026-11-29), the choice's prior and ``k`` reading
-nothing of the query, weighted and unweighted RRF, min-max at equal weights, BGE-M3's
-rule."""
+"""Designs the Markdown report always compares with the choice: earlier offline
+defaults (prior 0.9/0.1 with ``k`` 100, until 2026-11-29; prior 0.95/0.05 with ``k`` 60),
+the choice's prior and ``k`` reading nothing of the query, weighted and unweighted RRF,
+min-max at equal weights, BGE-M3's rule."""
 
 
 def _agreement(defaults: Sequence[DefaultRow], chosen: Choice) -> str:
