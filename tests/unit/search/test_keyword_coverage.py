@@ -60,12 +60,14 @@ def service(
     fusion: FusionDefault,
     *,
     fail: bool = False,
+    store: TermCountingStore | None = None,
     **settings: object,
 ) -> tuple[SearchService, TermCountingStore]:
-    """A service over the indexed corpus whose encoder declares ``fusion``."""
+    """A service over the indexed corpus (or ``store``, holding it) whose encoder
+    declares ``fusion``."""
     sessions, rows = indexed
     embedder = DeclaringEmbedder(fusion)
-    store = TermCountingStore(rows, fail=fail)
+    store = store or TermCountingStore(rows, fail=fail)
     search = SearchService(
         embedder=embedder,
         store=store,
@@ -121,12 +123,12 @@ async def test_the_keyword_mode_reports_its_coverage(indexed: Indexed) -> None:
 async def test_nothing_is_read_when_the_fusion_does_not_read_it(
     indexed: Indexed,
 ) -> None:
-    for fusion, request, settings in (
-        (PLAIN, None, {}),
-        (READING, FusionMethod.RRF, {}),  # another method reads no coverage
-        (READING, None, {"keyword_coverage": False}),  # the operator turned it off
+    for fusion, request, configured in (
+        (PLAIN, None, None),
+        (READING, FusionMethod.RRF, None),  # another method reads no coverage
+        (READING, None, False),  # the operator turned it off
     ):
-        search, store = service(indexed, fusion, **settings)
+        search, store = service(indexed, fusion, keyword_coverage=configured)
         result = await search.search(
             SearchQuery(tenant_id=TENANT, query="rivers sea", fusion=request)
         )
@@ -188,14 +190,8 @@ class WaitingDenseStore(TermCountingStore):
 
 
 async def test_the_terms_are_read_while_the_other_legs_run(indexed: Indexed) -> None:
-    sessions, rows = indexed
-    store = WaitingDenseStore(rows)
-    search = SearchService(
-        embedder=DeclaringEmbedder(READING),
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(**UNHURRIED),
-    )
+    store = WaitingDenseStore(indexed[1])
+    search, _ = service(indexed, READING, store=store)
     query = SearchQuery(tenant_id=TENANT, query="rivers sea")
     result = await asyncio.wait_for(search.search(query), 30)
     assert result.keyword_coverage == pytest.approx(1.0)
@@ -233,14 +229,8 @@ class HangingTermsStore(TermCountingStore):
 async def test_a_read_that_never_answers_is_cut_at_the_search_deadline(
     indexed: Indexed, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sessions, rows = indexed
-    store = HangingTermsStore(rows)
-    search = SearchService(
-        embedder=DeclaringEmbedder(READING),
-        store=store,
-        statistics=LexicalStatistics(sessions),
-        settings=SearchSettings(**{**UNHURRIED, "leg_timeout_s": 0.5}),
-    )
+    store = HangingTermsStore(indexed[1])
+    search, _ = service(indexed, READING, store=store, leg_timeout_s=0.5)
     # Without the read's own deadline the search would never end: the wait_for below
     # (far above the 0.5 s budget) fails the test instead of hanging it.
     result = await asyncio.wait_for(
