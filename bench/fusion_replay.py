@@ -49,7 +49,7 @@ from hsearch.search.fusion import (
     fuse_explained,
     query_word_count,
 )
-from hsearch.search.ranking import dense_cannot_read, leg_weights
+from hsearch.search.ranking import dense_cannot_read, leg_weights, query_reading
 from hsearch.types import MAX_RRF_K, MIN_RRF_K, MODE_LEGS, FusionDefault, FusionMethod
 
 LEGS_OF_MODE = {mode.value: tuple(leg.value for leg in legs) for mode, legs in MODE_LEGS.items()}
@@ -202,12 +202,12 @@ class Replay:
                 f"{q.query_id} of {q.dataset} was recorded without: record the legs again"
             )
             raise ValueError(msg)
-        coverage = (
-            {"sparse": q.keyword_coverage}
-            if fusion.keyword_coverage and q.keyword_coverage is not None
-            else {}
+        return query_reading(
+            reads_coverage=fusion.keyword_coverage,
+            keyword_coverage=q.keyword_coverage,
+            words=q.words,
+            length_words=fusion.length_words,
         )
-        return QueryReading(coverage=coverage, words=q.words, length_words=fusion.length_words)
 
     def _dense_unreadable(self, q: QueryLegs) -> bool:
         """:func:`dense_cannot_read` for ``q`` (the weight rule's input), once per query."""

@@ -37,6 +37,7 @@ __all__ = [
     "group_by_document",
     "leg_weights",
     "page",
+    "query_reading",
     "query_weights",
     "rank",
     "rerank",
@@ -110,6 +111,25 @@ def query_weights(
     return leg_weights(legs, configured=configured, dense_unreadable=unreadable)
 
 
+def query_reading(
+    *,
+    reads_coverage: bool,
+    keyword_coverage: float | None,
+    words: int,
+    length_words: int | None,
+) -> QueryReading:
+    """What ``adaptive`` reads of a query: the keyword leg's coverage when the fusion
+    reads it and it was read (``None``: not read), the query's words and the length at
+    which a standout must be clearer. The service (:meth:`RankingSpec.reading`) and the
+    relevance benchmark's replay (``bench.fusion_replay``) build it here alike."""
+    coverage = (
+        {Leg.SPARSE.value: keyword_coverage}
+        if reads_coverage and keyword_coverage is not None
+        else {}
+    )
+    return QueryReading(coverage=coverage, words=words, length_words=length_words)
+
+
 # -- fusion and shaping -----------------------------------------------------------------
 
 
@@ -155,12 +175,12 @@ class RankingSpec:
     def reading(self, keyword_coverage: float | None) -> QueryReading:
         """What ``adaptive`` reads of the query, with the keyword leg's first candidate's
         coverage of it (``None``: not read)."""
-        coverage = (
-            {Leg.SPARSE.value: keyword_coverage}
-            if self.keyword_coverage and keyword_coverage is not None
-            else {}
+        return query_reading(
+            reads_coverage=self.keyword_coverage,
+            keyword_coverage=keyword_coverage,
+            words=self.words,
+            length_words=self.length_words,
         )
-        return QueryReading(coverage=coverage, words=self.words, length_words=self.length_words)
 
 
 @dataclass(frozen=True, slots=True)
