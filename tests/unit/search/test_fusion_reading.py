@@ -69,13 +69,61 @@ def test_coverage_scales_the_keyword_share_where_nothing_stands_out() -> None:
         assert pi == {n: pytest.approx(w / total) for n, w in scaled.items()}
 
 
-def test_coverage_leaves_the_standout_regime_alone() -> None:
-    # A keyword leg whose best stands out keeps that share whatever its coverage.
+def test_a_keyword_standout_that_holds_the_whole_query_keeps_its_share() -> None:
     legs = {"dense": leg("d", EVEN), "sparse": leg("s", STANDOUT)}
     evidence = leg_evidence(STANDOUT)
+    assert 0 < evidence < 1
+    assert leg_evidence(EVEN) == 0
     pi = adaptive_leg_weights(legs, weights=PRIOR, reading=QueryReading(coverage={"sparse": 1.0}))
     # All of the no-standout regime goes to dense; the standout regime all to sparse.
     assert pi == {"dense": pytest.approx(1 - evidence), "sparse": pytest.approx(evidence)}
+
+
+@pytest.mark.parametrize("coverage", [0.25, 0.5, 0.9])
+def test_a_keyword_standout_is_discounted_by_its_coverage(coverage: float) -> None:
+    # A first candidate that stands out holding a part of the query (a few rare words of
+    # a long question) is a standout on that part: its evidence times the coverage.
+    legs = {"dense": leg("d", EVEN), "sparse": leg("s", STANDOUT)}
+    standout = leg_evidence(STANDOUT) * coverage
+    pi = adaptive_leg_weights(
+        legs, weights=PRIOR, reading=QueryReading(coverage={"sparse": coverage})
+    )
+    plain = {"dense": 0.45, "sparse": 0.55 * (1 - coverage)}
+    total = math.fsum(plain.values())
+    assert pi == {
+        "dense": pytest.approx((1 - standout) * plain["dense"] / total),
+        "sparse": pytest.approx((1 - standout) * plain["sparse"] / total + standout),
+    }
+    unread = adaptive_leg_weights(legs, weights=PRIOR)
+    assert pi["sparse"] < unread["sparse"]
+
+
+def test_a_keyword_standout_that_holds_nothing_of_the_query_is_no_standout() -> None:
+    legs = {"dense": leg("d", EVEN), "sparse": leg("s", STANDOUT)}
+    assert adaptive_fusion(legs, weights=PRIOR, k=1)[0].id == "s0"
+    nothing = QueryReading(coverage={"sparse": 0.0})
+    # No standout left, and the plain regime keeps the prior (coverage 0 scales nothing).
+    assert adaptive_leg_weights(legs, weights=PRIOR, reading=nothing) == {
+        "dense": pytest.approx(0.45),
+        "sparse": pytest.approx(0.55),
+    }
+    # The keyword leg then speaks through its ranks alone, as a list in the same order
+    # whose first candidate does not stand out.
+    fused = adaptive_fusion(legs, weights=PRIOR, k=1, reading=nothing)
+    by_rank = adaptive_fusion(
+        {"dense": leg("d", EVEN), "sparse": leg("s", EVEN)}, weights=PRIOR, k=1
+    )
+    assert [h.id for h in fused] == [h.id for h in by_rank]
+    assert [h.score for h in fused] == pytest.approx([h.score for h in by_rank])
+
+
+def test_the_length_sharpens_before_the_coverage_discounts() -> None:
+    evidence = leg_evidence(STANDOUT)
+    reading = QueryReading(coverage={"sparse": 0.5}, words=32, length_words=16)
+    assert reading.evidence(evidence, "sparse") == pytest.approx(evidence**2 * 0.5)
+    assert reading.evidence(evidence, "dense") == pytest.approx(evidence**2)  # no coverage
+    assert reading.evidence(evidence) == pytest.approx(evidence**2)
+    assert reading.evidence(0.0, "sparse") == 0.0
 
 
 def test_every_leg_fully_covered_keeps_the_prior() -> None:

