@@ -549,6 +549,9 @@ def render(table: Table, folds: Sequence[Fold], chosen: Choice, out: TextIO, top
 
 
 NOTABLE = (
+    FusionDefault.of(
+        FusionMethod.ADAPTIVE, _weights(0.7, 0.3), 20, keyword_coverage=True, length_words=24
+    ),
     FusionDefault.of(FusionMethod.ADAPTIVE, _weights(0.9, 0.1), 100),
     FusionDefault.of(FusionMethod.ADAPTIVE, _weights(0.7, 0.3), 20),
     FusionDefault.of(FusionMethod.ADAPTIVE, _weights(0.95, 0.05), 60),
@@ -558,7 +561,8 @@ NOTABLE = (
     FusionDefault.of(FusionMethod.SUM, _weights(1.0, 0.3)),
 )
 """Designs the Markdown report always compares with the choice: earlier offline
-defaults (prior 0.9/0.1 with ``k`` 100, until 2026-11-29; prior 0.95/0.05 with ``k`` 60),
+defaults (prior 0.7/0.3 with ``k`` 20 reading the coverage and the length, ``L0`` 24, for
+part of 2026-11-29; prior 0.9/0.1 with ``k`` 100, until then; prior 0.95/0.05 with ``k`` 60),
 the choice's prior and ``k`` reading nothing of the query, weighted and unweighted RRF,
 min-max at equal weights, BGE-M3's rule."""
 

@@ -1,9 +1,10 @@
 """How much of a query a keyword candidate holds (pure: no I/O).
 
-``adaptive`` fusion reads the keyword leg's first candidate's coverage of the query where
-nothing stands out (:class:`hsearch.search.fusion.QueryReading`, docs/fusion.md): a
-keyword leg whose first candidate holds every word of the query, as on short queries
-many chunks do, says little about their order, and leaves it to the other legs.
+``adaptive`` fusion reads the keyword leg's first candidate's coverage of the query
+(:class:`hsearch.search.fusion.QueryReading`, docs/fusion.md): where nothing stands out,
+a keyword leg whose first candidate holds every word of the query, as on short queries
+many chunks do, says little about their order, and leaves it to the other legs; a first
+candidate that stands out counts in proportion to the share of the query it holds.
 
 Coverage is the share of the query's weight the candidate holds:
 
