@@ -562,7 +562,8 @@ NOTABLE = (
 )
 """Designs the Markdown report always compares with the choice: earlier offline
 defaults (prior 0.7/0.3 with ``k`` 20 reading the coverage and the length, ``L0`` 24, for
-part of 2026-11-29; prior 0.9/0.1 with ``k`` 100, until then; prior 0.95/0.05 with ``k`` 60),
+part of 2026-11-29, replayed with the coverage as the fusion reads it today; prior 0.9/0.1
+with ``k`` 100, until then; prior 0.95/0.05 with ``k`` 60),
 the choice's prior and ``k`` reading nothing of the query, weighted and unweighted RRF,
 min-max at equal weights, BGE-M3's rule."""
 

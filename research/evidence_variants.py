@@ -28,8 +28,9 @@ leg whose first candidate holds the whole query, as on short queries many docume
 match, then leaves the order to the other legs; one that matches a part of a long query
 keeps its say. The product reads the same signal itself, per chunk and with the tenant's
 statistics (``FusionDefault.keyword_coverage`` and ``length_words``; recorded by
-``--save-legs`` and run through the protocol by :mod:`bench.fusion_lodo`); this tool keeps
-the document-level variant it was found with.
+``--save-legs`` and run through the protocol by :mod:`bench.fusion_lodo`), and since
+``c930ea1`` also scales the keyword leg's evidence of a standout by it; this tool keeps
+the document-level, no-standout-only variant it was found with.
 
 The product's fusion is patched for the replay only (``leg_evidence``, the regimes' shares
 and the query the replay is fusing); nothing here is imported by the product.

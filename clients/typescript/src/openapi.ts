@@ -2099,7 +2099,7 @@ export interface components {
             };
             /**
              * Keyword Coverage
-             * @description The share of the query's weight the keyword leg's first hit holds (0 to 1), when the fusion reads it: where nothing stands out, the keyword leg's say shrinks as it grows; a keyword hit that stands out counts in proportion to it (docs/fusion.md); null when not read.
+             * @description The share of the query's weight the keyword leg's first hit holds (0 to 1), when the fusion reads it: where nothing stands out, the keyword leg's say shrinks as it grows, and the evidence that its first hit stands out is scaled by it (docs/fusion.md); null when not read.
              */
             keyword_coverage?: number | null;
             /**

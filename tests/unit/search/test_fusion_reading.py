@@ -117,6 +117,32 @@ def test_a_keyword_standout_that_holds_nothing_of_the_query_is_no_standout() -> 
     assert [h.score for h in fused] == pytest.approx([h.score for h in by_rank])
 
 
+def test_a_partial_keyword_standout_leaves_the_standout_share_to_the_dense_leg() -> None:
+    # Both legs stand out alike; the keyword one holds half of the query.
+    legs = {"dense": leg("d", STANDOUT), "sparse": leg("s", STANDOUT)}
+    e = leg_evidence(STANDOUT)
+    pi = adaptive_leg_weights(legs, weights=PRIOR, reading=QueryReading(coverage={"sparse": 0.5}))
+    support = 0.45 * e + 0.55 * e * 0.5
+    plain = {"dense": 0.45, "sparse": 0.55 * 0.5}
+    total = math.fsum(plain.values())
+    assert pi == {
+        "dense": pytest.approx((1 - e) * 0.45 / total + e * 0.45 * e / support),
+        "sparse": pytest.approx((1 - e) * plain["sparse"] / total + e * 0.55 * e * 0.5 / support),
+    }
+
+
+@pytest.mark.parametrize("coverage", [0.0, 0.3, 1.0])
+def test_a_leg_fused_alone_keeps_its_scores_whatever_its_coverage(coverage: float) -> None:
+    # Keyword mode, a silenced or degraded dense leg: the coverage weighs legs against
+    # each other, so one leg alone fuses as without it (its scores too, for min_score).
+    alone: dict[str, list[LegHit]] = {"dense": [], "sparse": leg("s", STANDOUT)}
+    reading = QueryReading(coverage={"sparse": coverage})
+    assert adaptive_fusion(alone, weights=PRIOR, k=1, reading=reading) == adaptive_fusion(
+        alone, weights=PRIOR, k=1
+    )
+    assert adaptive_leg_weights(alone, weights=PRIOR, reading=reading) == {"sparse": 1.0}
+
+
 def test_the_length_sharpens_before_the_coverage_discounts() -> None:
     evidence = leg_evidence(STANDOUT)
     reading = QueryReading(coverage={"sparse": 0.5}, words=32, length_words=16)

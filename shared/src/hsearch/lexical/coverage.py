@@ -3,8 +3,8 @@
 ``adaptive`` fusion reads the keyword leg's first candidate's coverage of the query
 (:class:`hsearch.search.fusion.QueryReading`, docs/fusion.md): where nothing stands out,
 a keyword leg whose first candidate holds every word of the query, as on short queries
-many chunks do, says little about their order, and leaves it to the other legs; a first
-candidate that stands out counts in proportion to the share of the query it holds.
+many chunks do, says little about their order, and leaves it to the other legs; the
+evidence that a first candidate stands out is scaled by the share of the query it holds.
 
 Coverage is the share of the query's weight the candidate holds:
 

@@ -529,12 +529,16 @@ def _regimes(
     """Each leg's share of the no-standout regime and of the standout regime.
 
     ``plain = (1 - E) * w`` and ``standout = E * w * e / sum(w * e)``, with ``e`` the
-    legs' evidence (as ``reading`` reads it: its length and the legs' coverage) and
-    ``E = max(e)``; ``plain`` then moved by the legs' coverage (:class:`QueryReading`).
-    Together they sum to 1.
+    legs' evidence (as ``reading`` reads it: its length and, when more than one leg is
+    active, the legs' coverage) and ``E = max(e)``; ``plain`` then moved by the legs'
+    coverage (:class:`QueryReading`). Together they sum to 1.
     """
+    # The coverage weighs legs against each other: a leg fused alone keeps its scores.
+    between = len(legs) > 1
     evidence = {
-        leg.name: 0.0 if leg.rank_only else reading.evidence(leg_evidence(leg.scores), leg.name)
+        leg.name: 0.0
+        if leg.rank_only
+        else reading.evidence(leg_evidence(leg.scores), leg.name if between else None)
         for leg in legs
     }
     strongest = max(evidence.values(), default=0.0)
@@ -567,7 +571,8 @@ def adaptive_leg_weights(
     candidate stands out (``E = 0``) the configured weights hold unchanged; the stronger
     the clearest standout, the more the weights move to the legs that show one. The
     weights sum to 1. Exposed so that a ranking explanation can show why a query leaned
-    on one leg. ``reading`` moves both terms as :class:`QueryReading` says.
+    on one leg. ``reading`` moves both terms as :class:`QueryReading` says: ``e`` is then
+    the evidence as it reads it (sharpened by the length, times the leg's coverage).
     """
     plain, standout = _regimes(_prepare(legs, weights), reading)
     return {leg: plain[leg] + standout[leg] for leg in plain}

@@ -325,8 +325,11 @@ class Retriever:
         if held is None:  # unreadable, or deleted since the leg ran
             return None
         if self._embedder.info.sparse_kind is SparseKind.TERM_FREQUENCY:
+            words = query_words(plan.text, vectors.expansions)
+            if not words:  # nothing of the query weighs: no share to read
+                return None
             return query_coverage(
-                query_words(plan.text, vectors.expansions),
+                words,
                 held,
                 weights=vectors.sparse.to_dict(),
                 unheld_weight=bm25_idf(0, document_count=max(vectors.document_count, 1)),

@@ -483,8 +483,8 @@ class SearchResponse(BaseModel):
         default=None,
         description="The share of the query's weight the keyword leg's first hit holds "
         "(0 to 1), when the fusion reads it: where nothing stands out, the keyword leg's "
-        "say shrinks as it grows; a keyword hit that stands out counts in proportion to "
-        "it (docs/fusion.md); null when not read.",
+        "say shrinks as it grows, and the evidence that its first hit stands out is "
+        "scaled by it (docs/fusion.md); null when not read.",
     )
     expansions: list[TermMatchRead] = Field(
         default_factory=list,
