@@ -64,6 +64,27 @@ from hsearch.vectorstore.schema import (
 
 logger = logging.getLogger(__name__)
 
+
+class _LostCreateRace(logging.Filter):
+    """Drops pymilvus's record of a create another process won.
+
+    pymilvus logs every failed RPC at ERROR, with a traceback. When API replicas and
+    workers start together on an empty Milvus, all but one of their creates of the
+    collection (or its alias) fail with "already exists": an expected race that
+    :meth:`MilvusVectorStore.ensure_collection` retries and logs itself
+    (``vectorstore.setup.retry``). Only that record is dropped; every other RPC error
+    is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        lost = "already exists" in message and (
+            "[create_collection]" in message or "[create_alias]" in message
+        )
+        return not lost
+
+
+logging.getLogger("pymilvus.decorators").addFilter(_LostCreateRace())
+
 BEST_CHUNKS_MAX_ROWS = 16_384
 """The most chunks :meth:`MilvusVectorStore.best_chunks` reads in one call (Milvus's
 own cap on a query's rows); documents past it are left out."""
